@@ -1,0 +1,45 @@
+"""`scratchformer` command line: no arguments opens the window; subcommands work headless.
+
+Each subcommand lives in scratchformer/commands/<name>.py with `add_parser(subparsers)` and `run(args) -> int`.
+User mistakes raise UserError and end here as one sentence on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import UserError
+
+COMMANDS = ("gui", "trace", "export", "train", "translate", "evaluate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scratchformer",
+        description="Step a sentence through the 2017 encoder-decoder Transformer. With no command, opens the window.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"scratchformer.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv or ["gui"])
+    module = importlib.import_module(f"scratchformer.commands.{args.command}")
+    try:
+        return int(module.run(args) or 0)
+    except UserError as exc:
+        print(f"scratchformer: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("scratchformer: interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Arguments and steps that several subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..batching import read_text_file
+from ..bundle import Inputs, ModelBundle, default_model_name, load_model
+from ..errors import UserError
+
+
+def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    parser.add_argument("--model", default=default, help="preset (paper, blog), bundled model, or model folder")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+
+
+def add_input_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", help="source sentence")
+    parser.add_argument("--text-file", help="read the source from a UTF-8 text file")
+    parser.add_argument("--target", default="", help="target sentence for teacher forcing")
+    parser.add_argument("--seq-len", type=int, help="with --text-file: window length S")
+    parser.add_argument("--batch", type=int, help="with --text-file: number of windows B (stride 1)")
+
+
+def open_model(args: argparse.Namespace) -> ModelBundle:
+    return load_model(args.model or default_model_name(), args.device)
+
+
+def read_inputs(bundle: ModelBundle, args: argparse.Namespace) -> Inputs:
+    """--source / --text-file (optionally windowed by --seq-len/--batch) → Inputs."""
+    if args.source is not None and args.text_file:
+        raise UserError("Give either --source or --text-file, not both.")
+    if args.text_file:
+        text = read_text_file(args.text_file)
+        if args.seq_len or args.batch:
+            if not (args.seq_len and args.batch):
+                raise UserError("--seq-len and --batch go together.")
+            return bundle.prepare_windows(text, args.seq_len, args.batch)
+        return bundle.prepare(text, args.target)
+    if args.seq_len or args.batch:
+        raise UserError("--seq-len and --batch need --text-file.")
+    if args.source is None:
+        raise UserError("Give a sentence with --source or a file with --text-file.")
+    return bundle.prepare(args.source, args.target)

