@@ -1,0 +1,183 @@
+"""Plot data: pure functions from trace steps to what a heatmap shows (numpy + labels + levels).
+
+The window (app/) and every exporter draw from these objects and nothing else, so what is exported is exactly
+what is shown: same numbers, colour map, levels, labels and title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .trace import Step, Trace, breadcrumb
+
+VocabLabels = Callable[[Sequence[int]], list[str]]
+
+# Colour maps by meaning: probabilities are sequential from 0; signed activations are diverging around 0.
+SEQUENTIAL, DIVERGING, MASK = "viridis", "RdBu_r", "mask"
+PROBABILITY_KINDS = {"attention_weights", "probabilities"}
+VOCAB_COLUMNS = 24  # a vocab axis shows the union of the top tokens per row, not 50 257 columns
+
+
+@dataclass
+class Heatmap:
+    """A 2-D grid of numbers ready to draw: values[row, col], with −∞ cells flagged in `masked`."""
+
+    values: np.ndarray  # (rows, cols) float32, C-contiguous; masked cells hold −inf
+    row_labels: list[str] | None
+    col_labels: list[str] | None
+    row_dim: str
+    col_dim: str
+    levels: tuple[float, float]  # the colour bar's range, explicit (never sampled)
+    colormap: str  # SEQUENTIAL, DIVERGING or MASK
+    title: str
+    subtitle: str = ""  # shape and position in the model, for exports and tooltips
+    formula: str = ""
+    masked: np.ndarray | None = None  # (rows, cols) bool, True where the value is −∞
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.values.shape  # type: ignore[return-value]
+
+    def cell_text(self, row: int, col: int) -> str:
+        """'row token → col token: value' for the hover read-out."""
+        r = self.row_labels[row] if self.row_labels and row < len(self.row_labels) else f"{self.row_dim} {row}"
+        c = self.col_labels[col] if self.col_labels and col < len(self.col_labels) else f"{self.col_dim} {col}"
+        return f"{r!s} · {c!s} = {format_value(float(self.values[row, col]))}"
+
+
+def format_value(v: float) -> str:
+    if v == float("-inf"):
+        return "−∞"
+    if v != v:
+        return "NaN"
+    return f"{v:.4g}"
+
+
+def abbreviate(label: str, max_chars: int = 8) -> str:
+    """Short axis label; the full token shows on hover. Spaces at the ends become '␣' so they are visible."""
+    shown = label.replace("\n", "⏎")
+    if shown.startswith(" "):
+        shown = "␣" + shown[1:]
+    if len(shown) > max_chars:
+        shown = shown[: max_chars - 1] + "…"
+    return shown
+
+
+def levels_for(values: np.ndarray, kind: str) -> tuple[tuple[float, float], str]:
+    """Explicit colour levels and colour map: [0, 1] for probabilities, symmetric for signed data."""
+    finite = values[np.isfinite(values)]
+    if kind == "attention_weights" or finite.size == 0:
+        return (0.0, 1.0), SEQUENTIAL
+    if kind == "probabilities":  # over a whole vocabulary the top probability can be tiny: scale to it
+        return (0.0, max(float(finite.max()), 1e-6)), SEQUENTIAL
+    lo, hi = float(finite.min()), float(finite.max())
+    if kind in ("tokens",):
+        return (lo, max(hi, lo + 1)), SEQUENTIAL
+    if lo < 0 < hi:
+        m = max(-lo, hi)
+        return (-m, m), DIVERGING
+    if lo == hi:
+        hi = lo + 1.0
+    return (lo, hi), SEQUENTIAL
+
+
+def matrix_of(step: Step, batch: int = 0, head: int = 0) -> tuple[np.ndarray, str, str]:
+    """The 2-D slice of a step's tensor that the heatmap shows, and the names of its two axes."""
+    t = step.tensor
+    dims = list(step.dims)
+    index: list[int | slice] = []
+    for d, n in zip(dims, t.shape):
+        if d == "batch":
+            index.append(min(batch, n - 1))
+        elif d == "head":
+            index.append(min(head, n - 1))
+        else:
+            index.append(slice(None))
+    kept = [d for d in dims if d not in ("batch", "head")]
+    m = t[tuple(index)]
+    if m.dim() == 1:
+        m = m[None, :]
+        kept = ["row"] + kept
+    if m.dim() > 2:  # not expected from the trace, but never crash: flatten the leading axes
+        m = m.reshape(-1, m.shape[-1])
+        kept = ["rows", kept[-1]]
+    arr = m.to(torch.float32).numpy()
+    return np.ascontiguousarray(arr), kept[0], kept[1]
+
+
+def axis_labels(trace: Trace, dim: str, n: int, batch: int) -> list[str] | None:
+    labels = trace.labels(dim, batch)
+    if labels is None:
+        return None
+    return list(labels[:n]) + [f"{dim} {i}" for i in range(len(labels), n)]
+
+
+def step_heatmap(
+    trace: Trace, step: Step | str | int, batch: int = 0, head: int = 0, vocab_labels: VocabLabels | None = None
+) -> Heatmap:
+    """The heatmap of one trace step for one batch item and head."""
+    step = step if isinstance(step, Step) else trace[step]
+    values, row_dim, col_dim = matrix_of(step, batch, head)
+    col_labels = axis_labels(trace, col_dim, values.shape[1], batch)
+    extra: dict = {}
+    if col_dim == "vocab":
+        values, cols = top_columns(values, VOCAB_COLUMNS)
+        col_labels = vocab_labels(cols.tolist()) if vocab_labels else [f"#{i}" for i in cols]
+        extra["vocab_ids"] = cols
+    masked = np.isneginf(values)
+    levels, cmap = levels_for(values, step.kind)
+    if step.kind == "mask":
+        levels, cmap = (0.0, 1.0), MASK
+    title = " › ".join(breadcrumb(step.sublayer) + [step.title])
+    heads = f", head {head + 1}" if "head" in step.dims else ""
+    subtitle = f"{step.name}  ·  {step.shape_text()}  ·  batch item {batch + 1}{heads}"
+    return Heatmap(
+        values=values,
+        row_labels=axis_labels(trace, row_dim, values.shape[0], batch),
+        col_labels=col_labels,
+        row_dim=row_dim,
+        col_dim=col_dim,
+        levels=levels,
+        colormap=cmap,
+        title=title,
+        subtitle=subtitle,
+        formula=step.formula,
+        masked=masked if masked.any() else None,
+        extra=extra,
+    )
+
+
+def top_columns(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most k columns: those in some row's top k (by value), best ranks first (rank 1 of every row, …)."""
+    k = min(k, values.shape[1])
+    top = np.argsort(-values, axis=1)[:, :k]  # (rows, k)
+    order: list[int] = []
+    for rank in range(k):
+        for col in top[:, rank]:
+            if int(col) not in order:
+                order.append(int(col))
+    cols = np.array(order[:k], dtype=np.int64)
+    return np.ascontiguousarray(values[:, cols]), cols
+
+
+def head_count(step: Step) -> int:
+    return step.tensor.shape[step.dims.index("head")] if "head" in step.dims else 1
+
+
+def heads_grid(trace: Trace, step: Step | str | int, batch: int = 0) -> list[Heatmap]:
+    """One heatmap per head of a step with a head axis (all share the same levels for fair comparison)."""
+    step = step if isinstance(step, Step) else trace[step]
+    maps = [step_heatmap(trace, step, batch, h) for h in range(head_count(step))]
+    if step.kind not in PROBABILITY_KINDS and maps:
+        stacked = np.stack([m.values for m in maps])
+        levels, _ = levels_for(stacked, step.kind)
+        for m in maps:
+            m.levels = levels
+    for h, m in enumerate(maps):
+        m.title = f"Head {h + 1}"
+    return maps
