@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"source: {' | '.join(trace.source_tokens[0]) if trace.source_tokens else '-'}")
     print(f"target: {' | '.join(trace.target_tokens[0]) if trace.target_tokens else '-'}")
     width = max(len(s.name) for s in trace)
-    print(f"{'#':>4}  {'name':<{width}}  {"kind":<19}  {'shape':<18}  dims")
+    print(f"{'#':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims")
     for s in trace:
         shape = "×".join(map(str, s.shape))
         print(f"{s.index:>4}  {s.name:<{width}}  {s.kind:<19}  {shape:<18}  {' × '.join(s.dims)}")
