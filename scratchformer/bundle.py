@@ -134,7 +134,7 @@ class ModelBundle:
         to = (lambda t: None if t is None else t.to(dev))  # noqa: E731
         c = self.config
         src_pad = inputs.src_pad if inputs.src_pad is not None else _pad(inputs.src, c.pad_id)
-        tgt_pad = inputs.tgt_pad if inputs.tgt_pad is not None else _pad(inputs.tgt, c.pad_id)
+        tgt_pad = inputs.tgt_pad if inputs.tgt_pad is not None else _pad(inputs.tgt, c.pad_id, start=True)
         if c.has_encoder:
             return self.model.run_with_trace(
                 to(inputs.src), to(inputs.tgt), to(src_pad), to(tgt_pad), inputs.source_tokens, inputs.target_tokens
@@ -144,10 +144,14 @@ class ModelBundle:
         )
 
 
-def _pad(ids: torch.Tensor | None, pad_id: int | None) -> torch.Tensor | None:
+def _pad(ids: torch.Tensor | None, pad_id: int | None, start: bool = False) -> torch.Tensor | None:
+    """(B, T) bool, True at padding, or None. With `start`, column 0 is the decoder's start token and never
+    padding, even where the start token is the pad token (MarianMT starts decoding from <pad>)."""
     if ids is None or pad_id is None:
         return None
     pad = ids == pad_id
+    if start:
+        pad[:, 0] = False
     return pad if bool(pad.any()) else None
 
 
@@ -193,14 +197,16 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
         return ModelBundle(model.to(dev).eval(), tok, tok, spec, "preset")
     path = Path(spec).expanduser()
     if path.exists():
-        if is_checkpoint(path):
-            model, src_tok, tgt_tok = load_checkpoint(path, dev)
-            return ModelBundle(model, src_tok, tgt_tok, model.config.name or path.name, str(path))
-        if (path / "config.json").is_file() and _has_model_type(path / "config.json"):
+        if not path.is_dir():
+            raise UserError(f"{path} is a file; a model is a folder (config.json, model.safetensors, tokenizer).")
+        if not (path / "config.json").is_file():
+            raise UserError(f"{path} is not a model folder: it has no config.json.")
+        if _has_model_type(path / "config.json"):
             from .importers import load_hf_directory  # Hugging Face directories (BERT, MarianMT)
 
             return load_hf_directory(path, dev)
-        raise UserError(f"{path} is not a scratchformer checkpoint or a supported Hugging Face model folder.")
+        model, src_tok, tgt_tok = load_checkpoint(path, dev)  # says precisely what is missing or damaged
+        return ModelBundle(model, src_tok, tgt_tok, model.config.name or path.name, str(path))
     choices = ", ".join(model_names())
     raise UserError(f"Unknown model {spec!r}: not a preset, a bundled model or an existing folder ({choices}).")
 

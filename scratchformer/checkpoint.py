@@ -87,7 +87,8 @@ def load_checkpoint(
         first = str(exc).strip().splitlines()[-1].strip()
         raise UserError(f"The weights in {directory} do not fit its config.json: {first}") from exc
     if missing or unexpected:
-        what = f"missing {', '.join(sorted(missing)[:3])}" if missing else f"unexpected {', '.join(sorted(unexpected)[:3])}"
+        names = sorted(missing)[:3] if missing else sorted(unexpected)[:3]
+        what = f"{'missing' if missing else 'unexpected'} {', '.join(names)}"
         raise UserError(f"The weights in {directory} do not match its config.json ({what}).")
     model.to(device).eval()
     src = _load_tokenizer(directory / SRC_TOK)

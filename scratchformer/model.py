@@ -47,7 +47,8 @@ class Transformer(nn.Module):
         c = config
         self.src_embed = Embeddings(c, c.src_vocab_size, "src_pos", "src_embed") if c.has_encoder else None
         self.encoder = nn.ModuleList(EncoderLayer(c, i) for i in range(c.n_encoder_layers))
-        self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_layer_norm and c.has_encoder else None
+        final_norm = c.final_layer_norm and c.has_encoder
+        self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if final_norm else None
         if c.has_decoder:
             self.tgt_embed = Embeddings(c, c.tgt_vocab_size, "tgt_pos", "tgt_embed")
             self.decoder = nn.ModuleList(DecoderLayer(c, i) for i in range(c.n_decoder_layers))
