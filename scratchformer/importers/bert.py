@@ -1,0 +1,129 @@
+"""BERT-family encoders (e.g. all-MiniLM-L6-v2) from a local Hugging Face folder → an encoder-only scratchformer.
+
+How BERT departs from the 2017 paper, and the option that covers each (all off for the paper model):
+learned position embeddings (positional="learned"), segment embeddings (type_vocab_size), LayerNorm on the
+embedding sum (embed_layer_norm), no √d_model scaling (scale_embedding=False), GELU in the FFN, LayerNorm ε
+1e-12. The layers themselves are the paper's post-norm ones: LayerNorm(x + Sublayer(x)). The pooler (a tanh
+layer over [CLS] used for next-sentence prediction) and any task head are not part of the walkthrough.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..bundle import ModelBundle
+from ..config import TransformerConfig
+from ..errors import UserError
+from ..model import Transformer
+from ..tokenizers import TextTokenizer
+from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
+from .weights import Weights, load_state, put, read_weights
+
+# transformers' ACT2FN names → our activations ("gelu" in BERT is the exact erf form)
+HF_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "silu": "silu", "swish": "silu"}  # fmt: skip
+
+
+def activation_for(name, origin: str) -> str:
+    if name not in HF_ACTIVATIONS:
+        raise UserError(
+            f"{origin} uses the activation {name!r}; scratchformer supports {', '.join(sorted(HF_ACTIVATIONS))}."
+        )
+    return HF_ACTIVATIONS[name]
+
+
+def config_from_bert(hf, directory: Path, name: str, cls_token: str, sep_token: str) -> TransformerConfig:
+    """transformers.BertConfig → TransformerConfig of an encoder-only model with BERT's departures turned on."""
+    origin = str(directory / "config.json")
+    position_type = getattr(hf, "position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise UserError(f"{origin} uses {position_type!r} position embeddings; scratchformer supports 'absolute' only.")
+    if getattr(hf, "is_decoder", False) or getattr(hf, "add_cross_attention", False):
+        raise UserError(f"{origin} describes a BERT decoder; scratchformer opens BERT encoders only.")
+    return TransformerConfig(
+        d_model=hf.hidden_size,
+        n_heads=hf.num_attention_heads,
+        d_ff=hf.intermediate_size,
+        n_encoder_layers=hf.num_hidden_layers,
+        n_decoder_layers=0,
+        dropout=float(hf.hidden_dropout_prob),
+        src_vocab_size=hf.vocab_size,
+        tgt_vocab_size=hf.vocab_size,
+        max_len=hf.max_position_embeddings,
+        share_embeddings=False,
+        tie_output=False,
+        pad_id=hf.pad_token_id,
+        name=name,
+        activation=activation_for(hf.hidden_act, origin),
+        positional="learned",
+        scale_embedding=False,
+        embed_layer_norm=True,
+        type_vocab_size=hf.type_vocab_size,
+        layer_norm_eps=float(hf.layer_norm_eps),
+        extra={"architecture": "bert", "source": str(directory), "hf_name": str(hf.name_or_path or ""),
+               "src_prefix": [cls_token], "src_suffix": [sep_token]},
+    )  # fmt: skip
+
+
+def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Our state_dict from BERT's tensor names; query/key/value are stacked into our fused qkv."""
+    d, state = c.d_model, {}
+    state["src_embed.tokens.weight"] = w.take((c.src_vocab_size, d), "embeddings.word_embeddings.weight")
+    state["src_embed.positions.weight"] = w.take((c.max_len, d), "embeddings.position_embeddings.weight")
+    if c.type_vocab_size:
+        types = w.take((c.type_vocab_size, d), "embeddings.token_type_embeddings.weight")
+        state["src_embed.token_types.weight"] = types
+    put(state, "src_embed.layer_norm", w.layer_norm(d, "embeddings.LayerNorm"))
+    for i in range(c.n_encoder_layers):
+        theirs, ours = f"encoder.layer.{i}", f"encoder.{i}"
+        names = [f"{theirs}.attention.self.{p}" for p in ("query", "key", "value")]
+        put(state, f"{ours}.self_attn.qkv", w.fused_linear(d, d, names))  # (3d, d): [W^Q; W^K; W^V]
+        put(state, f"{ours}.self_attn.out_proj", w.linear(d, d, f"{theirs}.attention.output.dense"))
+        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.attention.output.LayerNorm"))
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.intermediate.dense"))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.output.dense"))
+        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.output.LayerNorm"))
+    return state
+
+
+def bert_tokenizer(directory: Path) -> TextTokenizer:
+    """The folder's WordPiece tokenizer: tokenizer.json if present, else vocab.txt."""
+    if (directory / "tokenizer.json").is_file():
+        hf = fast_tokenizer(directory)
+    elif (directory / "vocab.txt").is_file():
+        from transformers import BertTokenizerFast
+
+        try:
+            hf = BertTokenizerFast.from_pretrained(str(directory), local_files_only=True)
+        except Exception as exc:  # a damaged vocab.txt: one sentence
+            raise UserError(f"The tokenizer in {directory} (vocab.txt) cannot be read: {exc}.") from exc
+    else:
+        raise UserError(f"{directory} has no tokenizer (tokenizer.json or vocab.txt).")
+    for role in ("cls_token", "sep_token"):
+        if getattr(hf, role, None) is None:
+            what = role.replace("_", " ")
+            raise UserError(f"The tokenizer in {directory} has no {what}; BERT needs [CLS] and [SEP].")
+    return TextTokenizer(hf, tokenizer_label(hf), "wordpiece")
+
+
+def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
+    """A BERT-family encoder folder → ModelBundle of an encoder-only scratchformer model in eval mode."""
+    from transformers import BertConfig
+
+    data = read_hf_config(directory)
+    hf = hf_config(BertConfig, directory)
+    tokenizer = bert_tokenizer(directory)
+    name = model_name(directory, data)
+    config = config_from_bert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
+    if tokenizer.vocab_size > config.src_vocab_size:
+        raise UserError(
+            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
+            f"has {config.src_vocab_size}."
+        )
+    tensors, filename = read_weights(directory)
+    weights = Weights(tensors, str(directory / filename), prefixes=("", "bert."))
+    model = Transformer(config)
+    load_state(model, bert_state(weights, config), str(directory / filename))
+    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -1,0 +1,95 @@
+"""A local Hugging Face model folder → ModelBundle: reads config.json and dispatches on its model_type.
+
+Only files are read: config.json (JSON), the weights (safetensors, or pytorch_model.bin with weights_only=True)
+and the tokenizer files. Nothing is downloaded and no code from the folder runs (no trust_remote_code).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from ..errors import UserError
+
+SUPPORTED = ("bert", "marian")
+
+
+def read_hf_config(directory: Path) -> dict:
+    """config.json of a Hugging Face folder as a dict, or one sentence saying why it cannot be read."""
+    path = directory / "config.json"
+    if not path.is_file():
+        raise UserError(f"{directory} has no config.json, so it is not a Hugging Face model folder.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{path} cannot be read as JSON: {exc}.") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a JSON object.")
+    return data
+
+
+def load_hf_directory(path: str | Path, device: str | torch.device = "cpu"):
+    """A local Hugging Face model folder (BERT-family encoder or MarianMT) → ModelBundle on `device`."""
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"{directory} is not a folder.")
+    model_type = read_hf_config(directory).get("model_type")
+    if model_type == "bert":
+        from .bert import load_bert
+
+        return load_bert(directory, device)
+    if model_type == "marian":
+        from .marian import load_marian
+
+        return load_marian(directory, device)
+    what = f"a {model_type!r} model" if model_type else "a model without a model_type"
+    raise UserError(f"{directory} is {what}; scratchformer can open bert, marian and scratchformer checkpoints.")
+
+
+def hf_config(config_class, directory: Path):
+    """The transformers config object (all class defaults filled in) from config.json; no code runs."""
+    try:
+        return config_class.from_pretrained(str(directory), local_files_only=True)
+    except Exception as exc:  # transformers raises many types for a bad config: one sentence for the user
+        raise UserError(f"{directory / 'config.json'} is not a valid {config_class.__name__}: {exc}.") from exc
+
+
+def model_name(directory: Path, data: dict) -> str:
+    """What people call this model: the model card's title, the Hub id of a cache folder, or the folder name."""
+    readme = directory / "README.md"
+    if readme.is_file():
+        try:
+            text = readme.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)  # the card's YAML header
+        title = re.search(r"^# +(\S{1,80})\s*$", text, flags=re.M)  # a one-word heading is the model's name
+        if title:
+            return title.group(1)
+    parts = directory.resolve().parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3][len("models--"):].replace("--", "/")  # ~/.cache/huggingface/hub/models--org--name/…
+    if directory.resolve().name not in ("model", "models", "checkpoint", "hf", ""):
+        return directory.resolve().name
+    hub_id = data.get("_name_or_path")
+    return str(hub_id) if hub_id else f"{data.get('model_type', 'model')} ({directory.resolve().parent.name})"
+
+
+def fast_tokenizer(directory: Path):
+    """transformers.PreTrainedTokenizerFast from the folder's tokenizer.json (offline)."""
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True)
+    except Exception as exc:  # a damaged tokenizer.json: one sentence
+        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+
+
+def tokenizer_label(hf) -> str:
+    """'WordPiece, 30522 tokens' — the tokenizer's algorithm and size, for the model description."""
+    backend = getattr(hf, "backend_tokenizer", None)
+    algorithm = type(backend.model).__name__ if backend is not None else type(hf).__name__
+    return f"{algorithm}, {len(hf)} tokens"

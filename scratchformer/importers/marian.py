@@ -1,0 +1,182 @@
+"""MarianMT translation models (e.g. Helsinki-NLP/opus-mt-*) from a local Hugging Face folder → scratchformer.
+
+Marian is the paper's post-norm encoder-decoder. Where it departs, and the option that covers each:
+sinusoids laid out as all sines then all cosines (positional="sinusoidal_halves"), positions counted from 0;
+√d_model scaling only if config.json says scale_embedding (true for the opus-mt models); the FFN's
+activation ("swish" = SiLU for opus-mt); a fixed final_logits_bias added to the logits. The decoder starts
+from decoder_start_token_id, which is Marian's pad token: that first position is never treated as padding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from ..bundle import ModelBundle
+from ..config import TransformerConfig
+from ..embeddings import sinusoidal_encoding
+from ..errors import UserError
+from ..model import Transformer
+from ..tokenizers import TextTokenizer
+from .bert import activation_for
+from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
+from .weights import Weights, load_state, put, read_weights
+
+
+def config_from_marian(hf, directory: Path, name: str, eos_token: str | None) -> TransformerConfig:
+    """transformers.MarianConfig → TransformerConfig with Marian's departures turned on."""
+    origin = str(directory / "config.json")
+    if hf.encoder_attention_heads != hf.decoder_attention_heads or hf.encoder_ffn_dim != hf.decoder_ffn_dim:
+        raise UserError(
+            f"{origin} gives the encoder and decoder different sizes (heads {hf.encoder_attention_heads}/"
+            f"{hf.decoder_attention_heads}, FFN {hf.encoder_ffn_dim}/{hf.decoder_ffn_dim}); scratchformer needs "
+            "them equal."
+        )
+    share = bool(hf.share_encoder_decoder_embeddings)
+    tgt_vocab = hf.vocab_size if share else (hf.decoder_vocab_size or hf.vocab_size)
+    eos = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    return TransformerConfig(
+        d_model=hf.d_model,
+        n_heads=hf.encoder_attention_heads,
+        d_ff=hf.encoder_ffn_dim,
+        n_encoder_layers=hf.encoder_layers,
+        n_decoder_layers=hf.decoder_layers,
+        dropout=float(hf.dropout),
+        src_vocab_size=hf.vocab_size,
+        tgt_vocab_size=tgt_vocab,
+        max_len=hf.max_position_embeddings,
+        share_embeddings=share,
+        tie_output=bool(hf.tie_word_embeddings),
+        pad_id=hf.pad_token_id,
+        bos_id=hf.decoder_start_token_id,  # = pad_token_id in every opus-mt model
+        eos_id=eos,
+        name=name,
+        activation=activation_for(hf.activation_function, origin),
+        positional="sinusoidal_halves",
+        scale_embedding=bool(hf.scale_embedding),
+        final_logits_bias=True,
+        layer_norm_eps=1e-5,  # Marian's nn.LayerNorm(d_model) default
+        extra={"architecture": "marian", "source": str(directory), "hf_name": str(hf.name_or_path or ""),
+               "src_suffix": [eos_token] if eos_token else []},
+    )  # fmt: skip
+
+
+def _attention(w: Weights, d: int, theirs: str) -> dict[str, dict[str, torch.Tensor]]:
+    return {
+        "qkv": w.fused_linear(d, d, [f"{theirs}.{p}_proj" for p in ("q", "k", "v")]),  # (3d, d)
+        "q_proj": w.linear(d, d, f"{theirs}.q_proj"),
+        "kv_proj": w.fused_linear(d, d, [f"{theirs}.{p}_proj" for p in ("k", "v")]),  # (2d, d)
+        "out_proj": w.linear(d, d, f"{theirs}.out_proj"),
+    }
+
+
+def marian_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Our state_dict from Marian's tensor names (with or without the MarianMTModel "model." prefix)."""
+    d, state = c.d_model, {}
+    src_emb = w.take((c.src_vocab_size, d), "shared.weight", "encoder.embed_tokens.weight")
+    if c.share_embeddings:
+        tgt_emb = src_emb
+    else:
+        tgt_emb = w.take((c.tgt_vocab_size, d), "decoder.embed_tokens.weight")
+    state["src_embed.tokens.weight"] = src_emb
+    state["tgt_embed.tokens.weight"] = tgt_emb
+    state["generator.proj.weight"] = tgt_emb if c.tie_output else w.take((c.tgt_vocab_size, d), "lm_head.weight")
+    if w.has("final_logits_bias"):
+        state["generator.final_logits_bias"] = w.take((1, c.tgt_vocab_size), "final_logits_bias")[0]  # (V,)
+    else:  # transformers does not require it either; it is then zero
+        state["generator.final_logits_bias"] = torch.zeros(c.tgt_vocab_size)
+    table = sinusoidal_encoding(c.max_len, d, "halves")
+    for side in ("encoder", "decoder"):  # older exports store the (fixed) table: it must be the one we compute
+        key = w.find(f"{side}.embed_positions.weight")
+        if key is not None:
+            stored = w.take((c.max_len, d), key)
+            if not torch.allclose(stored.float(), table, atol=1e-4):
+                raise UserError(f"In {w.origin}, {key} is not Marian's sinusoidal table; this is not a Marian model.")
+    for i in range(c.n_encoder_layers):
+        theirs, ours = f"encoder.layers.{i}", f"encoder.{i}"
+        att = _attention(w, d, f"{theirs}.self_attn")
+        put(state, f"{ours}.self_attn.qkv", att["qkv"])
+        put(state, f"{ours}.self_attn.out_proj", att["out_proj"])
+        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
+        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
+    for i in range(c.n_decoder_layers):
+        theirs, ours = f"decoder.layers.{i}", f"decoder.{i}"
+        self_att = _attention(w, d, f"{theirs}.self_attn")
+        put(state, f"{ours}.self_attn.qkv", self_att["qkv"])
+        put(state, f"{ours}.self_attn.out_proj", self_att["out_proj"])
+        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
+        cross = _attention(w, d, f"{theirs}.encoder_attn")  # queries from the decoder, K and V from the encoder
+        put(state, f"{ours}.cross_attn.q_proj", cross["q_proj"])
+        put(state, f"{ours}.cross_attn.kv_proj", cross["kv_proj"])
+        put(state, f"{ours}.cross_attn.out_proj", cross["out_proj"])
+        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.encoder_attn_layer_norm"))
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
+        put(state, f"{ours}.add_norm3.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
+    return state
+
+
+class SentencePieceSide(TextTokenizer):
+    """One side (source or target) of transformers' MarianTokenizer, which keeps two SentencePiece models."""
+
+    def __init__(self, hf, name: str, target: bool) -> None:
+        super().__init__(hf, name, "sentencepiece")
+        self.target = target
+
+    def encode(self, text: str) -> list[int]:
+        key = "text_target" if self.target else "text"
+        return list(self.hf(**{key: text}, add_special_tokens=False)["input_ids"])
+
+    def unknown_words(self, text: str) -> list[str]:
+        unk = self.unk_id
+        return [word for word in text.split() if unk is not None and unk in self.encode(word)]
+
+
+def marian_tokenizers(directory: Path) -> tuple[TextTokenizer, TextTokenizer]:
+    """(source, target) tokenizers: tokenizer.json if the folder has one, else MarianTokenizer's .spm files."""
+    if (directory / "tokenizer.json").is_file():
+        hf = fast_tokenizer(directory)
+        tok = TextTokenizer(hf, tokenizer_label(hf), "marian")
+        return tok, tok
+    if not (directory / "source.spm").is_file():
+        raise UserError(f"{directory} has no tokenizer (tokenizer.json, or source.spm + target.spm + vocab.json).")
+    if importlib.util.find_spec("sentencepiece") is None:
+        raise UserError(
+            f"The tokenizer in {directory} is SentencePiece (source.spm); install it with `pip install sentencepiece`."
+        )
+    from transformers import MarianTokenizer
+
+    try:
+        hf = MarianTokenizer.from_pretrained(str(directory), local_files_only=True)
+    except Exception as exc:  # missing target.spm / vocab.json or damaged files: one sentence
+        raise UserError(f"The Marian tokenizer in {directory} cannot be read: {exc}.") from exc
+    label = f"SentencePiece, {len(hf)} tokens"
+    return SentencePieceSide(hf, label, target=False), SentencePieceSide(hf, label, target=True)
+
+
+def load_marian(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
+    """A MarianMT folder → ModelBundle of an encoder-decoder scratchformer model in eval mode."""
+    from transformers import MarianConfig
+
+    data = read_hf_config(directory)
+    hf = hf_config(MarianConfig, directory)
+    src_tok, tgt_tok = marian_tokenizers(directory)
+    name = model_name(directory, data)
+    eos_id = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    eos_token = src_tok.hf.convert_ids_to_tokens(eos_id) if eos_id is not None else None
+    config = config_from_marian(hf, directory, name, eos_token)
+    for side, tok, size in (("source", src_tok, config.src_vocab_size), ("target", tgt_tok, config.tgt_vocab_size)):
+        if tok.vocab_size > size:
+            raise UserError(
+                f"The {side} tokenizer in {directory} has {tok.vocab_size} tokens but config.json says the model "
+                f"has {size}."
+            )
+    tensors, filename = read_weights(directory)
+    weights = Weights(tensors, str(directory / filename), prefixes=("model.", ""))
+    model = Transformer(config)
+    load_state(model, marian_state(weights, config), str(directory / filename))
+    return ModelBundle(model.to(device).eval(), src_tok, tgt_tok, name, str(directory))

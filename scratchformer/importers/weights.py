@@ -1,0 +1,161 @@
+"""Reading another implementation's weights safely, and handing them out by name with a shape check.
+
+Nothing here executes code from a file: safetensors holds only tensors, and a `pytorch_model.bin` is read
+with `torch.load(weights_only=True)`, whose unpickler accepts tensors and plain containers only.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import nn
+
+from ..errors import UserError
+
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PICKLE = "pytorch_model.bin"
+
+
+def read_weights(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """All tensors of a Hugging Face model folder on the CPU, and the file name they came from.
+
+    model.safetensors (or its shards) is preferred; pytorch_model.bin is read with weights_only=True.
+    """
+    if (directory / SAFETENSORS).is_file():
+        return _read_safetensors(directory / SAFETENSORS), SAFETENSORS
+    if (directory / SAFETENSORS_INDEX).is_file():
+        return _read_shards(directory), SAFETENSORS_INDEX
+    if (directory / PICKLE).is_file():
+        return _read_pickle(directory / PICKLE), PICKLE
+    others = sorted(p.name for p in directory.iterdir() if p.suffix in (".h5", ".msgpack", ".ckpt", ".pt"))
+    hint = f" (it has {', '.join(others)}, which scratchformer does not read)" if others else ""
+    raise UserError(f"{directory} has no model.safetensors (nor pytorch_model.bin){hint}, so there are no weights.")
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{path} cannot be read as safetensors (the file is damaged or incomplete): {exc}.") from exc
+
+
+def _read_shards(directory: Path) -> dict[str, torch.Tensor]:
+    index_path = directory / SAFETENSORS_INDEX
+    try:
+        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"{index_path} is not a valid safetensors index: {exc}.") from exc
+    tensors: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        shard_path = directory / shard
+        if Path(shard).name != shard or not shard_path.is_file():
+            raise UserError(f"{directory} lacks the weight file {shard} named in {SAFETENSORS_INDEX}.")
+        tensors.update(_read_safetensors(shard_path))
+    return tensors
+
+
+def _read_pickle(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        data = torch.load(str(path), map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as exc:
+        raise UserError(
+            f"{path} cannot be read safely (only plain tensors are accepted; convert it to model.safetensors): "
+            f"{str(exc).strip().splitlines()[0]}"
+        ) from exc
+    if not isinstance(data, Mapping) or not all(isinstance(v, torch.Tensor) for v in data.values()):
+        raise UserError(f"{path} does not hold a plain dictionary of named tensors.")
+    return dict(data)
+
+
+class Weights:
+    """A checkpoint's tensors by name; `take` finds one (under any of the model's name prefixes) and checks its shape.
+
+    Errors name the tensor, its shape and the shape config.json implies, in one sentence.
+    """
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor], origin: str, prefixes: Sequence[str] = ("",)) -> None:
+        self.tensors = dict(tensors)
+        self.origin = origin  # the file, for messages
+        self.prefixes = tuple(prefixes)
+
+    def find(self, *names: str) -> str | None:
+        """The stored key of the first of `names` present (each tried under every prefix), or None."""
+        for name in names:
+            for prefix in self.prefixes:
+                if prefix + name in self.tensors:
+                    return prefix + name
+        return None
+
+    def has(self, *names: str) -> bool:
+        return self.find(*names) is not None
+
+    def take(self, shape: Sequence[int], *names: str) -> torch.Tensor:
+        """The tensor stored under the first of `names` found; UserError if none is there or its shape is off."""
+        key = self.find(*names)
+        if key is None:
+            raise UserError(f"{self.origin} has no weight {names[0]}, which config.json says the model has.")
+        tensor = self.tensors[key]
+        if tuple(tensor.shape) != tuple(shape):
+            raise UserError(
+                f"In {self.origin}, weight {key} has shape {_shape(tensor.shape)} but config.json says {_shape(shape)}."
+            )
+        if not tensor.is_floating_point():
+            raise UserError(f"In {self.origin}, weight {key} holds {tensor.dtype} values, not floating-point ones.")
+        return tensor
+
+    def linear(self, d_out: int, d_in: int, name: str, bias: bool = True) -> dict[str, torch.Tensor]:
+        """{"weight", "bias"} of an nn.Linear stored as `name`.weight / `name`.bias."""
+        out = {"weight": self.take((d_out, d_in), f"{name}.weight")}
+        if bias:
+            out["bias"] = self.take((d_out,), f"{name}.bias")
+        return out
+
+    def fused_linear(self, d_out: int, d_in: int, names: Sequence[str]) -> dict[str, torch.Tensor]:
+        """Separate projections (e.g. query, key, value) stacked into one fused matrix and bias, in that order."""
+        parts = [self.linear(d_out, d_in, n) for n in names]
+        return {
+            "weight": torch.cat([p["weight"] for p in parts], dim=0),  # (k·d_out, d_in)
+            "bias": torch.cat([p["bias"] for p in parts], dim=0),  # (k·d_out,)
+        }
+
+    def layer_norm(self, d: int, name: str) -> dict[str, torch.Tensor]:
+        """LayerNorm weight/bias; old BERT conversions call them gamma/beta."""
+        return {
+            "weight": self.take((d,), f"{name}.weight", f"{name}.gamma"),
+            "bias": self.take((d,), f"{name}.bias", f"{name}.beta"),
+        }
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(int(n)) for n in shape) + ")"
+
+
+def put(state: dict[str, torch.Tensor], ours: str, parts: Mapping[str, torch.Tensor]) -> None:
+    """Store {"weight": …, "bias": …} under our module path `ours`."""
+    for leaf, tensor in parts.items():
+        state[f"{ours}.{leaf}"] = tensor
+
+
+def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str) -> None:
+    """Copy `state` into `model`, which must receive every parameter and persistent buffer it has."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:  # a mistake in an importer's mapping, not in the user's files
+        raise RuntimeError(f"importer mapping for {origin} is incomplete: missing {missing}, unexpected {unexpected}")
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise UserError(
+                f"In {origin}, the weights for {name} have shape {_shape(tensor.shape)} but the model needs "
+                f"{_shape(expected[name].shape)}."
+            )
+    with torch.no_grad():
+        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=True)
