@@ -1,0 +1,472 @@
+"""Drawing a Figure (scratchformer.exporting.figure) with QPainter: one painter routine for PNG, SVG and PDF.
+
+Why QPainter and not pyqtgraph's exporters: pyqtgraph 0.14's SVGExporter raises ValueError with PySide6 6.12
+(upstream issue #3485), and its image exporter grabs the on-screen scene, which headless export does not have.
+Painting the plot data ourselves onto QImage / QSvgGenerator / QPdfWriter gives the same picture in all three
+formats with no display: in SVG, text stays <text> and each cell is a <rect>; in PDF the fonts are embedded
+(Qt shapes text with HarfBuzz, so Devanagari conjuncts and emoji come out right) and the text is searchable.
+
+Maps with more than VECTOR_CELLS cells (the all-layers overview, long texts) are drawn as one embedded image
+scaled up by whole pixels per cell and marked image-rendering: pixelated, so it stays crisp when zoomed
+rather than producing hundreds of thousands of shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QIODevice,
+    QLoggingCategory,
+    QMarginsF,
+    QPointF,
+    QRectF,
+    QSize,
+    QSizeF,
+    Qt,
+)
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QGuiApplication,
+    QImage,
+    QPageSize,
+    QPainter,
+    QPdfWriter,
+    QPen,
+)
+from PySide6.QtSvg import QSvgGenerator
+
+from app.widgets.colormaps import MASKED_RGBA, heatmap_rgba, lookup_table
+from scratchformer.exporting.figure import Figure
+from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
+
+VECTOR_CELLS = 40_000  # above this many cells in a figure, cells become one crisp embedded image
+FONT_FAMILIES = ["Noto Sans", "DejaVu Sans", "Noto Sans Devanagari", "Droid Sans Fallback", "Noto Color Emoji"]
+MARGIN, GAP = 16.0, 22.0
+BAR_W, BAR_GAP = 14.0, 14.0
+LABEL_CHARS = 8  # axis labels are abbreviated like the screen's (plotdata.abbreviate); full text in CSV/npz
+INK, MUTED = QColor(20, 20, 20), QColor(96, 96, 96)
+
+
+def ensure_gui_app() -> QGuiApplication:
+    """The running Qt application, or a new QGuiApplication; offscreen when there is no display."""
+    app = QGuiApplication.instance()
+    if app is not None:
+        return app  # type: ignore[return-value]
+    if not os.environ.get("QT_QPA_PLATFORM") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        if os.name == "posix" and not _is_macos():
+            os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    app = QGuiApplication(["scratchformer-export"])
+    # Fonts without OpenType tables for some script log a warning per font; harmless for drawing labels.
+    QLoggingCategory.setFilterRules("qt.text.font.db.warning=false")
+    return app
+
+
+def _is_macos() -> bool:
+    return os.uname().sysname == "Darwin"
+
+
+def _font(pixel_size: float, bold: bool = False, italic: bool = False) -> QFont:
+    f = QFont()
+    f.setFamilies(FONT_FAMILIES)
+    f.setPixelSize(max(1, round(pixel_size)))
+    f.setBold(bold)
+    f.setItalic(italic)
+    f.setHintingPreference(QFont.PreferNoHinting)  # same metrics on screen, in SVG and in PDF
+    return f
+
+
+@dataclass
+class _Fonts:
+    title: QFont
+    subtitle: QFont
+    panel: QFont
+    tick: QFont
+
+    @classmethod
+    def make(cls) -> _Fonts:
+        return cls(_font(15, bold=True), _font(11), _font(12, bold=True), _font(10))
+
+
+def _cell_size(fig: Figure) -> float:
+    """Cell edge in points: big for one small map, smaller as panels and cells multiply."""
+    r, c = fig.grid()
+    longest = max(max(h.shape) for h in fig.heatmaps)
+    budget = 560.0 if len(fig.heatmaps) == 1 else max(150.0, 900.0 / c)
+    return float(min(30.0, max(2.0, budget / max(1, longest))))
+
+
+def _every(n_labels: int, cell: float, text_h: float) -> int:
+    """Show every k-th tick label so labels never overlap."""
+    return max(1, math.ceil((text_h + 1.0) / cell)) if n_labels else 1
+
+
+@dataclass
+class _Panel:
+    heatmap: Heatmap
+    row_text: list[str]
+    col_text: list[str]
+    row_w: float  # width of the row-label column
+    col_h: float  # height of the column-label band
+    rotate: bool  # column labels drawn vertically
+    title_h: float
+    cell: float
+
+    @property
+    def heat_w(self) -> float:
+        return self.heatmap.shape[1] * self.cell
+
+    @property
+    def heat_h(self) -> float:
+        return self.heatmap.shape[0] * self.cell
+
+    @property
+    def width(self) -> float:
+        return self.row_w + self.heat_w
+
+    @property
+    def height(self) -> float:
+        return self.title_h + self.heat_h + self.col_h
+
+
+def _tick_texts(labels: list[str] | None, n: int) -> list[str]:
+    if labels:
+        return [abbreviate(str(t), LABEL_CHARS) for t in labels[:n]] + [str(i) for i in range(len(labels), n)]
+    return [str(i) for i in range(n)]
+
+
+def _panel(h: Heatmap, cell: float, fonts: _Fonts, with_title: bool) -> _Panel:
+    fm = QFontMetricsF(fonts.tick)
+    rows, cols = h.shape
+    row_text, col_text = _tick_texts(h.row_labels, rows), _tick_texts(h.col_labels, cols)
+    row_w = max((fm.horizontalAdvance(t) for t in row_text), default=0.0) + 8.0 + fm.height()  # + axis name
+    widest_col = max((fm.horizontalAdvance(t) for t in col_text), default=0.0)
+    rotate = widest_col + 2.0 > cell
+    col_h = (widest_col if rotate else fm.height()) + 8.0 + fm.height()
+    title_h = QFontMetricsF(fonts.panel).height() + 6.0 if with_title else 0.0
+    return _Panel(h, row_text, col_text, row_w, col_h, rotate, title_h, cell)
+
+
+@dataclass
+class _Layout:
+    width: float
+    height: float
+    header: list[tuple[QFont, QColor, str]]
+    header_h: float
+    panels: list[_Panel]
+    cols: int
+    col_w: float
+    row_h: float
+    shared_bar: bool
+    bar_w: float
+
+
+def _same_scale(maps: list[Heatmap]) -> bool:
+    first = maps[0]
+    return all(m.levels == first.levels and m.colormap == first.colormap for m in maps)
+
+
+def _bar_width(maps: list[Heatmap], fonts: _Fonts) -> float:
+    fm = QFontMetricsF(fonts.tick)
+    texts = ["may attend", "−∞ blocked"] if any(m.colormap == MASK for m in maps) else []
+    for m in maps:
+        texts += [format_value(v) for v in (m.levels[0], m.levels[1], (m.levels[0] + m.levels[1]) / 2)]
+    if any(m.masked is not None for m in maps):
+        texts.append("−∞")
+    return BAR_GAP + BAR_W + 6.0 + max(fm.horizontalAdvance(t) for t in texts)
+
+
+def layout(fig: Figure) -> _Layout:
+    """Where everything goes, in points (1/72 inch); the PNG is drawn at a scale of this."""
+    fonts = _Fonts.make()
+    if not fig.heatmaps:
+        raise ValueError("a figure needs at least one heatmap")
+    cell = _cell_size(fig)
+    with_titles = fig.panel_titles and len(fig.heatmaps) > 1
+    panels = [_panel(h, cell, fonts, with_titles) for h in fig.heatmaps]
+    shared = _same_scale(fig.heatmaps)
+    bar_w = _bar_width(fig.heatmaps, fonts)
+    n_rows, n_cols = fig.grid()
+    col_w = max(p.width for p in panels) + (0.0 if shared else bar_w)
+    row_h = max(p.height for p in panels)
+    grid_w = n_cols * col_w + (n_cols - 1) * GAP
+    grid_h = n_rows * row_h + (n_rows - 1) * GAP
+    header = [(fonts.title, INK, fig.title)]
+    if fig.subtitle:
+        header.append((fonts.subtitle, MUTED, fig.subtitle))
+    if fig.formula:
+        header.append((fonts.subtitle, MUTED, fig.formula))
+    header_h = sum(QFontMetricsF(f).height() + 3.0 for f, _, _ in header) + 8.0
+    header_w = max(QFontMetricsF(f).horizontalAdvance(t) for f, _, t in header)
+    width = 2 * MARGIN + max(header_w, grid_w + (bar_w if shared else 0.0))
+    height = 2 * MARGIN + header_h + grid_h
+    return _Layout(width, height, header, header_h, panels, n_cols, col_w, row_h, shared, bar_w)
+
+
+def figure_size(fig: Figure) -> QSizeF:
+    lay = layout(fig)
+    return QSizeF(math.ceil(lay.width), math.ceil(lay.height))
+
+
+# ---- painting ---------------------------------------------------------------------------------------------
+
+
+def paint_figure(painter: QPainter, fig: Figure, rect: QRectF | None = None, vector: bool = True) -> None:
+    """Paint `fig` into `rect` (default: its natural size at the origin), scaled to fit, keeping proportions.
+    With `vector`, small maps are drawn cell by cell as rectangles; otherwise every map is one image."""
+    lay = layout(fig)
+    painter.save()
+    if rect is not None:
+        s = min(rect.width() / lay.width, rect.height() / lay.height)
+        dx, dy = (rect.width() - lay.width * s) / 2, (rect.height() - lay.height * s) / 2
+        painter.translate(rect.x() + dx, rect.y() + dy)
+        painter.scale(s, s)
+    painter.setRenderHint(QPainter.Antialiasing, False)
+    painter.setRenderHint(QPainter.TextAntialiasing, True)
+    painter.setRenderHint(QPainter.SmoothPixmapTransform, False)
+    painter.fillRect(QRectF(0, 0, lay.width, lay.height), Qt.white)
+    y = MARGIN
+    for font, color, text in lay.header:
+        fm = QFontMetricsF(font)
+        painter.setFont(font)
+        painter.setPen(color)
+        painter.drawText(QPointF(MARGIN, y + fm.ascent()), text)
+        y += fm.height() + 3.0
+    top = MARGIN + lay.header_h
+    total_cells = sum(p.heatmap.shape[0] * p.heatmap.shape[1] for p in lay.panels)
+    as_rects = vector and total_cells <= VECTOR_CELLS
+    fonts = _Fonts.make()
+    for i, panel in enumerate(lay.panels):
+        r, c = divmod(i, lay.cols)
+        x0 = MARGIN + c * (lay.col_w + GAP)
+        y0 = top + r * (lay.row_h + GAP)
+        heat = _paint_panel(painter, panel, QPointF(x0, y0), fonts, as_rects)
+        if not lay.shared_bar:
+            bar = QRectF(heat.right() + BAR_GAP, heat.top(), BAR_W, heat.height())
+            _paint_colour_bar(painter, [panel.heatmap], bar, fonts)
+    if lay.shared_bar:
+        first = lay.panels[0]
+        n_rows = math.ceil(len(lay.panels) / lay.cols)
+        grid_right = MARGIN + lay.cols * lay.col_w + (lay.cols - 1) * GAP
+        bar_top = top + first.title_h
+        bar_h = (n_rows - 1) * (lay.row_h + GAP) + first.heat_h if n_rows > 1 else first.heat_h
+        _paint_colour_bar(painter, [p.heatmap for p in lay.panels],
+                          QRectF(grid_right + BAR_GAP, bar_top, BAR_W, bar_h), fonts)  # fmt: skip
+    painter.restore()
+
+
+def _paint_panel(painter: QPainter, p: _Panel, origin: QPointF, fonts: _Fonts, as_rects: bool) -> QRectF:
+    h = p.heatmap
+    rows, cols = h.shape
+    fm = QFontMetricsF(fonts.tick)
+    if p.title_h:
+        painter.setFont(fonts.panel)
+        painter.setPen(INK)
+        painter.drawText(QPointF(origin.x() + p.row_w, origin.y() + QFontMetricsF(fonts.panel).ascent()), h.title)
+    heat = QRectF(origin.x() + p.row_w, origin.y() + p.title_h, p.heat_w, p.heat_h)
+    rgba = heatmap_rgba(h)  # (rows, cols, 4) the screen's colours, −∞ in MASKED_RGBA
+    if as_rects:
+        _paint_cells(painter, rgba, heat, p.cell)
+    else:
+        _paint_cells_image(painter, rgba, heat, p.cell)
+    painter.setPen(QPen(MUTED, 0.5))
+    painter.setBrush(Qt.NoBrush)
+    painter.drawRect(heat)
+    # Row tick labels, right-aligned against the map; thinned so they never overlap.
+    painter.setFont(fonts.tick)
+    painter.setPen(INK)
+    step = _every(rows, p.cell, fm.height())
+    for i in range(0, rows, step):
+        t = p.row_text[i]
+        y = heat.top() + (i + 0.5) * p.cell + (fm.ascent() - fm.descent()) / 2
+        painter.drawText(QPointF(heat.left() - 4.0 - fm.horizontalAdvance(t), y), t)
+    step = _every(cols, p.cell, fm.height() if p.rotate else max(fm.horizontalAdvance(t) for t in p.col_text))
+    for j in range(0, cols, step):
+        t = p.col_text[j]
+        cx = heat.left() + (j + 0.5) * p.cell
+        if p.rotate:  # read bottom-to-top, starting just under the map
+            painter.save()
+            painter.translate(cx + (fm.ascent() - fm.descent()) / 2, heat.bottom() + 4.0 + fm.horizontalAdvance(t))
+            painter.rotate(-90)
+            painter.drawText(QPointF(0, 0), t)
+            painter.restore()
+        else:
+            painter.drawText(QPointF(cx - fm.horizontalAdvance(t) / 2, heat.bottom() + 4.0 + fm.ascent()), t)
+    # Axis names: the column axis under its labels, the row axis vertically at the far left.
+    painter.setPen(MUTED)
+    band = p.col_h - fm.height()
+    painter.drawText(QPointF(heat.center().x() - fm.horizontalAdvance(h.col_dim) / 2,
+                             heat.bottom() + band + fm.ascent()), h.col_dim)  # fmt: skip
+    painter.save()
+    painter.translate(origin.x() + fm.ascent(), heat.center().y() + fm.horizontalAdvance(h.row_dim) / 2)
+    painter.rotate(-90)
+    painter.drawText(QPointF(0, 0), h.row_dim)
+    painter.restore()
+    return heat
+
+
+def _paint_cells(painter: QPainter, rgba: np.ndarray, heat: QRectF, cell: float) -> None:
+    """One filled rectangle per cell (NaN cells, transparent, are left out): real shapes in SVG and PDF."""
+    rows, cols = rgba.shape[:2]
+    painter.setPen(Qt.NoPen)
+    for i in range(rows):
+        y = heat.top() + i * cell
+        for j in range(cols):
+            r, g, b, a = (int(x) for x in rgba[i, j])
+            if a:
+                painter.fillRect(QRectF(heat.left() + j * cell, y, cell, cell), QColor(r, g, b, a))
+
+
+def _paint_cells_image(painter: QPainter, rgba: np.ndarray, heat: QRectF, cell: float) -> None:
+    """All cells as one image, each cell a block of whole pixels, drawn without smoothing (crisp edges)."""
+    rows, cols = rgba.shape[:2]
+    k = max(1, min(8, int(round(cell * 2))))  # pixels per cell: enough that viewers which smooth stay sharp
+    k = min(k, max(1, 4096 // max(rows, cols)))
+    block = np.ascontiguousarray(np.repeat(np.repeat(rgba, k, axis=0), k, axis=1))
+    img = QImage(block.data, cols * k, rows * k, cols * k * 4, QImage.Format_RGBA8888)
+    painter.drawImage(heat, img.copy())  # copy: QImage must not outlive the numpy buffer
+
+
+def _paint_colour_bar(painter: QPainter, maps: list[Heatmap], bar: QRectF, fonts: _Fonts) -> None:
+    m = maps[0]
+    fm = QFontMetricsF(fonts.tick)
+    painter.setFont(fonts.tick)
+    if m.colormap == MASK:  # categorical: two swatches with words
+        lut = lookup_table(MASK)
+        items = [(QColor(*[int(x) for x in lut[0]]), "may attend"), (QColor(*MASKED_RGBA), "−∞ blocked")]
+        _paint_swatches(painter, items, QPointF(bar.left(), bar.top()), fm)
+        return
+    lut = lookup_table(m.colormap)  # (256, 4) low → high
+    column = np.ascontiguousarray(lut[::-1].reshape(256, 1, 4))  # top of the bar is the high end
+    img = QImage(column.data, 1, 256, 4, QImage.Format_RGBA8888).copy()
+    painter.save()
+    painter.setRenderHint(QPainter.SmoothPixmapTransform, True)  # a gradient should look smooth
+    painter.drawImage(bar, img)
+    painter.restore()
+    painter.setPen(QPen(MUTED, 0.5))
+    painter.drawRect(bar)
+    lo, hi = m.levels
+    painter.setPen(INK)
+    for frac, v in ((0.0, hi), (0.5, (lo + hi) / 2), (1.0, lo)):
+        y = bar.top() + frac * bar.height()
+        painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3.0, y))
+        painter.drawText(QPointF(bar.right() + 6.0, y + (fm.ascent() - fm.descent()) / 2), format_value(v))
+    if any(h.masked is not None for h in maps):
+        _paint_swatches(painter, [(QColor(*MASKED_RGBA), "−∞")], QPointF(bar.left(), bar.bottom() + 8.0), fm)
+
+
+def _paint_swatches(painter: QPainter, items: list[tuple[QColor, str]], at: QPointF, fm: QFontMetricsF) -> None:
+    y = at.y()
+    for color, text in items:
+        box = QRectF(at.x(), y, BAR_W, BAR_W)
+        painter.fillRect(box, color)
+        painter.setPen(QPen(MUTED, 0.5))
+        painter.drawRect(box)
+        painter.setPen(INK)
+        painter.drawText(QPointF(box.right() + 6.0, box.center().y() + (fm.ascent() - fm.descent()) / 2), text)
+        y += BAR_W + 6.0
+
+
+# ---- formats ----------------------------------------------------------------------------------------------
+
+
+def render_image(fig: Figure, scale: float = 2.0) -> QImage:
+    """The figure as an image, `scale` pixels per point (2 = 144 dpi, sharp on high-DPI screens and print)."""
+    ensure_gui_app()
+    size = figure_size(fig)
+    img = QImage(QSize(math.ceil(size.width() * scale), math.ceil(size.height() * scale)), QImage.Format_RGB32)
+    dpm = round(72.0 * scale / 0.0254)
+    img.setDotsPerMeterX(dpm)
+    img.setDotsPerMeterY(dpm)
+    img.fill(Qt.white)
+    painter = QPainter(img)
+    try:
+        painter.scale(scale, scale)
+        paint_figure(painter, fig, vector=False)
+    finally:
+        painter.end()
+    return img
+
+
+def _png(fig: Figure, scale: float) -> bytes:
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.WriteOnly)
+    if not render_image(fig, scale).save(buf, "PNG"):
+        raise OSError("Qt could not encode the PNG")
+    buf.close()
+    return bytes(data.data())
+
+
+_SVG_IMAGE = re.compile(rb'image-rendering="optimizeSpeed"')
+
+
+def _svg(fig: Figure) -> bytes:
+    ensure_gui_app()
+    size = figure_size(fig)
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.WriteOnly)
+    gen = QSvgGenerator()
+    gen.setOutputDevice(buf)
+    gen.setSize(size.toSize())
+    gen.setViewBox(QRectF(0, 0, size.width(), size.height()))
+    gen.setResolution(72)  # 1 user unit = 1 point, like the PDF
+    gen.setTitle(fig.title)
+    gen.setDescription(fig.subtitle or fig.title)
+    painter = QPainter(gen)
+    try:
+        paint_figure(painter, fig, vector=True)
+    finally:
+        painter.end()
+    buf.close()
+    # Qt writes image-rendering="optimizeSpeed" (SVG 1.1); browsers honour the CSS value "pixelated".
+    return _SVG_IMAGE.sub(b'image-rendering="pixelated" style="image-rendering:pixelated"', bytes(data.data()))
+
+
+def _pdf(fig: Figure) -> bytes:
+    ensure_gui_app()
+    size = figure_size(fig)
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.WriteOnly)
+    writer = QPdfWriter(buf)
+    resolution = 600
+    writer.setResolution(resolution)
+    writer.setPageSize(QPageSize(size, QPageSize.Point, fig.title[:60] or "figure"))
+    writer.setPageMargins(QMarginsF(0, 0, 0, 0))
+    writer.setTitle(fig.title)
+    writer.setCreator("scratchformer")
+    painter = QPainter(writer)
+    try:
+        painter.scale(resolution / 72.0, resolution / 72.0)
+        paint_figure(painter, fig, vector=True)
+    finally:
+        painter.end()
+    buf.close()
+    return bytes(data.data())
+
+
+def render_bytes(fig: Figure, fmt: str, scale: float = 2.0) -> bytes:
+    """The contents of a .png, .svg or .pdf file showing `fig`."""
+    fmt = fmt.lower().lstrip(".")
+    if fmt == "png":
+        return _png(fig, scale)
+    if fmt == "svg":
+        return _svg(fig)
+    if fmt == "pdf":
+        return _pdf(fig)
+    raise ValueError(f"not an image format: {fmt!r}")
+
+
+def renderer(scale: float = 2.0):
+    """A `Renderer` for scratchformer.exporting.ExportRun at the given PNG scale."""
+    return lambda fig, fmt: render_bytes(fig, fmt, scale)
