@@ -106,7 +106,7 @@ def _cells(values: np.ndarray) -> list[list[str]]:
 
 def write_csv(f: BinaryIO, matrix: Matrix) -> None:
     text = io.StringIO(newline="")
-    w = csv.writer(text, lineterminator="\n")
+    w = csv.writer(text)  # "\r\n" line ends: a token holding "\r" or "\n" gets quoted
     w.writerow([f"{matrix.row_dim} \\ {matrix.col_dim}"] + matrix.col_labels)
     for label, row in zip(matrix.row_labels, _cells(matrix.values)):
         w.writerow([label] + row)
