@@ -1,0 +1,112 @@
+"""Start the window (`scratchformer` or `scratchformer gui ...`), or render it once to a PNG (--screenshot)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+SCREENSHOT_SIZE = (1400, 900)
+RUN_TIMEOUT_S = 600
+
+
+def _application():
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("scratchformer")
+    app.setOrganizationName("scratchformer")
+    app.setApplicationDisplayName("scratchformer")
+    return app
+
+
+def create_window(args, persist: bool = True, settings=None):
+    """A window with the command line's choices applied over the remembered ones (nothing run yet)."""
+    from .settings import AppSettings
+    from .window import MainWindow
+
+    window = MainWindow(settings or AppSettings(), persist=persist)
+    if getattr(args, "model", None):
+        window.set_model(args.model)
+    if getattr(args, "device", None):
+        window.set_device(args.device)
+    if getattr(args, "source", None) is not None:
+        window.source_edit.setText(args.source)
+        window.set_windows(None)
+    if getattr(args, "target", None) is not None:
+        window.target_edit.setText(args.target)
+    if getattr(args, "step", None) is not None:
+        window._pending_step = str(args.step)
+    return window
+
+
+def wait_for_run(window, timeout_s: float = RUN_TIMEOUT_S) -> bool:
+    """Process events until the queued run has finished or failed; True if a result is shown."""
+    from PySide6.QtWidgets import QApplication
+
+    deadline = time.monotonic() + timeout_s
+    while window.is_busy() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    return not window.is_busy() and window.current_result() is not None
+
+
+def screenshot(window, path: str, step: str | None) -> int:
+    """Run, go to `step`, let the window paint, save it as a PNG. Returns the exit status."""
+    from PySide6.QtWidgets import QApplication
+
+    window.resize(*SCREENSHOT_SIZE)
+    window.show()
+    window.run()
+    ok = wait_for_run(window)
+    if not ok:
+        print(f"scratchformer: {window.message_text()}", file=sys.stderr)
+        window.close()
+        return 2
+    if step is not None and window.current_step() is not None:
+        wanted = window.current_trace().find(step) if not step.lstrip("-").isdigit() else True
+        if wanted is None:
+            print(f"scratchformer: {window.message_text()}", file=sys.stderr)
+            window.close()
+            return 2
+    for _ in range(5):
+        QApplication.processEvents()
+        time.sleep(0.05)
+    out = Path(path)
+    if out.parent and not out.parent.exists():
+        print(f"scratchformer: the folder {out.parent} does not exist.", file=sys.stderr)
+        window.close()
+        return 2
+    saved = window.grab().save(str(out), "PNG")
+    window.close()
+    if not saved:
+        print(f"scratchformer: could not write {out}.", file=sys.stderr)
+        return 2
+    print(f"saved {out}")
+    return 0
+
+
+def run_gui(args) -> int:
+    """Entry point of `scratchformer gui`: opens the window, or saves a screenshot with --screenshot FILE."""
+    shot = getattr(args, "screenshot", None)
+    headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if shot and headless and "QT_QPA_PLATFORM" not in os.environ:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
+    app = _application()
+    window = create_window(args, persist=not shot)
+    if shot:
+        return screenshot(window, shot, getattr(args, "step", None))
+    window.show()
+    if window.source_edit.text().strip():
+        window.run()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    for flag in ("--model", "--device", "--source", "--target", "--step", "--screenshot"):
+        parser.add_argument(flag)
+    sys.exit(run_gui(parser.parse_args()))

@@ -1,0 +1,40 @@
+"""What every tab of the window provides: redraw on demand, and what it shows for the exporters."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QWidget
+
+from scratchformer.plotdata import Heatmap
+
+
+class View(QWidget):
+    """A tab. The window calls refresh() when the view is visible and the run, step, batch or head changed."""
+
+    title = "View"
+    tooltip = ""
+
+    def __init__(self, window) -> None:
+        super().__init__()
+        self.main = window
+
+    def refresh(self) -> None:
+        """Redraw from main.current_result(), current_step(), current_batch(), current_head()."""
+
+    def current_heatmaps(self) -> list[Heatmap]:
+        """The heatmaps this view shows now (for export)."""
+        return []
+
+    def view_title(self) -> str:
+        return self.title
+
+    def connect_heatmap(self, widget) -> None:
+        """Hover read-out to the inspector, right-click export to the window."""
+        widget.hovered.connect(self.main.show_hover)
+        widget.export_requested.connect(self.main.request_export)
+
+
+def placeholder(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    label.setStyleSheet("color: #666; padding: 24px; font-size: 11pt;")
+    return label

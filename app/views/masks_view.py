@@ -1,0 +1,96 @@
+"""Masks of every attention type (causal, padding, combined) and one head's scores before and after softmax."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from scratchformer.plotdata import ATTENTION_TITLES, MASK, Heatmap, attention_types, before_after_softmax, mask_heatmaps
+from scratchformer.trace import breadcrumb
+
+from ..widgets.heatmap import HeatmapWidget, masked_swatch_css
+from .base import View, placeholder
+from .heads_view import heads_step
+
+
+class MasksView(View):
+    title = "Masks"
+    tooltip = "What each attention type may not look at, and what the mask does to the softmax"
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+        legend = QLabel(
+            f"<span style='{masked_swatch_css()}'>−∞</span> blocked: the softmax gives these cells weight 0. "
+            "<span style='background:#e3eef9; padding: 0 4px;'>0</span> may attend."
+        )
+        outer.addWidget(legend)
+        self.empty = placeholder("Run a model to see its masks.")
+        outer.addWidget(self.empty)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        host = QWidget()
+        self.grid = QGridLayout(host)
+        self.grid.setSpacing(8)
+        scroll.setWidget(host)
+        outer.addWidget(scroll, 1)
+        self.widgets: list[HeatmapWidget] = []
+        self.headers: list[QLabel] = []
+        self._maps: list[Heatmap] = []
+        self._signature: list = []
+
+    def _build(self, rows: list[tuple[str, list[Heatmap]]]) -> None:
+        """(Re)create the grid only when its shape changes; otherwise just redraw the heatmaps."""
+        signature = [[m.colormap == MASK for m in maps] for _, maps in rows]
+        if signature != self._signature:
+            for w in self.widgets + self.headers:
+                self.grid.removeWidget(w)
+                w.deleteLater()
+            self.widgets, self.headers = [], []
+            for r, (_, maps) in enumerate(rows):
+                label = QLabel()
+                self.grid.addWidget(label, 2 * r, 0, 1, 4)
+                self.headers.append(label)
+                for col, m in enumerate(maps):
+                    w = HeatmapWidget(compact=True, colorbar=m.colormap != MASK)
+                    w.setMinimumSize(220, 220)
+                    self.connect_heatmap(w)
+                    self.grid.addWidget(w, 2 * r + 1, col)
+                    self.widgets.append(w)
+            self._signature = signature
+        flat = [m for _, maps in rows for m in maps]
+        for label, (header, _) in zip(self.headers, rows):
+            label.setText(f"<b>{header}</b>")
+        for w, m in zip(self.widgets, flat):
+            w.set_heatmap(m)
+
+    def refresh(self) -> None:
+        trace, result = self.main.current_trace(), self.main.current_result()
+        self.empty.setVisible(trace is None)
+        if trace is None:
+            return
+        step = self.main.current_step()
+        batch, head = self.main.current_batch(), self.main.current_head()
+        layer = step.layer if step is not None and step.attention_type else 0
+        pad_id = result.bundle.config.pad_id
+        rows: list[tuple[str, list[Heatmap]]] = []
+        for kind in attention_types(trace):
+            maps = mask_heatmaps(trace, kind, layer or 0, batch, pad_id) or mask_heatmaps(trace, kind, 0, batch, pad_id)
+            for m in maps:
+                m.title = m.title.split(": ", 1)[-1]
+            rows.append((f"{ATTENTION_TITLES[kind]} (layer {(layer or 0) + 1})", maps))
+        attn = heads_step(trace, step)
+        if attn is not None:
+            pair = before_after_softmax(trace, attn.sublayer, batch, head)
+            for m, name in zip(pair, ["Scores + mask, before softmax", "Attention weights, after softmax"]):
+                m.title = name
+            where = " › ".join(breadcrumb(attn.sublayer))
+            rows.append((f"{where}, head {head + 1}: before and after softmax", pair))
+        self._maps = [m for _, maps in rows for m in maps]
+        self._build(rows)
+
+    def current_heatmaps(self) -> list[Heatmap]:
+        return list(self._maps)
+
+    def view_title(self) -> str:
+        return "Masks"

@@ -1,0 +1,150 @@
+"""Model work off the UI thread: load a model, read the text, run the traced forward pass.
+
+The window owns one ModelWorker living in its own QThread and talks to it only by queued signals. Each request
+carries a generation number; a newer request supersedes older ones (a queued stale request is skipped, and
+the window ignores a stale result), and shutdown() stops the thread cleanly even while work is running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from scratchformer.bundle import Inputs, ModelBundle, load_model
+from scratchformer.errors import UserError
+from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
+from scratchformer.trace import Trace
+
+
+@dataclass
+class RunRequest:
+    generation: int
+    model: str
+    device: str
+    source: str
+    target: str = ""
+    windows: tuple[int, int] | None = None  # (S, B): the walkthrough's batching of a long text
+
+
+@dataclass
+class RunResult:
+    """What the window shows: the model, its inputs, the trace, and per-step numbers computed off the UI thread."""
+
+    request: RunRequest
+    bundle: ModelBundle
+    inputs: Inputs
+    output: torch.Tensor
+    trace: Trace
+    stats: list[TensorStats]
+    heatmap_cache: dict = field(default_factory=dict)  # (step index, batch, head) → Heatmap, prefilled for vocab
+    seconds: float = 0.0
+
+    @property
+    def notes(self) -> list[str]:
+        return self.inputs.notes
+
+    def vocab_labels(self, ids: list[int]) -> list[str]:
+        return self.bundle.tgt_tokenizer.token_strings(ids)
+
+
+def friendly_error(exc: BaseException) -> str:
+    """One sentence for the status bar: a UserError as it is, anything else named plainly."""
+    if isinstance(exc, UserError):
+        return str(exc)
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return "The model ran out of memory; try a shorter text, a smaller model or the CPU."
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"The run failed: {text}"
+
+
+def compute(request: RunRequest, cache: dict, is_stale=lambda: False) -> RunResult | None:
+    """Load (cached by model and device), prepare and run; None if superseded on the way."""
+    import time
+
+    t0 = time.perf_counter()
+    key = (request.model, request.device)
+    bundle = cache.get(key)
+    if bundle is None:
+        cache.clear()  # keep one model in memory: the paper preset alone is 300 MB
+        bundle = load_model(request.model, request.device)
+        cache[key] = bundle
+    if is_stale():
+        return None
+    if request.windows:
+        s, b = request.windows
+        inputs = bundle.prepare_windows(request.source, s, b)
+    else:
+        inputs = bundle.prepare(request.source, request.target, truncate=True)
+    output, trace = bundle.run(inputs)
+    if is_stale():
+        return None
+    stats = [tensor_stats(s.tensor) for s in trace]
+    result = RunResult(request, bundle, inputs, output, trace, stats, seconds=0.0)
+    for step in trace:  # vocab-wide steps are slow to reduce to their top columns: do it here, not on redraw
+        if "vocab" in step.dims:
+            result.heatmap_cache[(step.index, 0, 0)] = step_heatmap(trace, step, 0, 0, result.vocab_labels)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+class ModelWorker(QObject):
+    """Lives in a QThread. `run(request)` is queued to it; results and errors come back by signal."""
+
+    finished = Signal(int, object)  # generation, RunResult
+    failed = Signal(int, str)  # generation, one sentence
+    started = Signal(int)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latest = 0  # written by the UI thread; an int store is atomic under the GIL
+        self._cache: dict = {}
+
+    @Slot(object)
+    def run(self, request: RunRequest) -> None:
+        if request.generation != self.latest:
+            return  # superseded while queued
+        self.started.emit(request.generation)
+        try:
+            result = compute(request, self._cache, lambda: request.generation != self.latest)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+            self.failed.emit(request.generation, friendly_error(exc))
+            return
+        if result is not None:
+            self.finished.emit(request.generation, result)
+
+
+class WorkerThread(QObject):
+    """The QThread plus its worker, with submit() and a shutdown() that always leaves no thread running."""
+
+    submit_signal = Signal(object)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.thread = QThread()
+        self.thread.setObjectName("scratchformer-model")
+        self.worker = ModelWorker()
+        self.worker.moveToThread(self.thread)
+        self.submit_signal.connect(self.worker.run)
+        self.generation = 0
+        self.thread.start()
+
+    def submit(self, **kwargs) -> int:
+        """Queue a run; returns its generation. Older queued or running requests are superseded."""
+        self.generation += 1
+        self.worker.latest = self.generation
+        self.submit_signal.emit(RunRequest(generation=self.generation, **kwargs))
+        return self.generation
+
+    def is_current(self, generation: int) -> bool:
+        return generation == self.generation
+
+    def shutdown(self, timeout_ms: int = 60_000) -> bool:
+        """Supersede everything, stop the thread's event loop and wait for the work in progress to end."""
+        self.generation += 1
+        self.worker.latest = -1
+        if self.thread.isRunning():
+            self.thread.quit()
+            return self.thread.wait(timeout_ms)
+        return True
