@@ -65,6 +65,13 @@ class Embeddings(nn.Module):
             return self.positions.weight[offset : offset + length]
         return self.pe[offset : offset + length]
 
+    def sum_formula(self) -> str:
+        """The paper's "E[x]·√d_model + PE", or what an imported model adds instead."""
+        scaled = "E[x]·√d_model" if self.scale != 1.0 else "E[x]"
+        positions = " + P[pos]" if self.positions is not None else (" + PE" if self.config.positional != "none" else "")
+        types = " + T[type]" if self.token_types is not None else ""
+        return scaled + positions + types
+
     def forward(self, ids: torch.Tensor, offset: int = 0, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         # ids: (B, T) → (B, T, d_model)
         tracer = active_tracer()
@@ -89,15 +96,17 @@ class Embeddings(nn.Module):
                            f"E[x] · √d_model  (√{self.config.d_model} = {self.scale:.3f})", name)
             pe_formula = (
                 "learned position embedding P[pos]" if self.positions is not None
+                else "PE(pos,i) = sin(pos/10000^(2i/d_model)), PE(pos,⌈d/2⌉+i) = cos(pos/10000^(2i/d_model))"
+                if self.config.positional == "sinusoidal_halves"
                 else "PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))"
             )
             tracer.add(f"{name}.positional_encoding", "positional_encoding", pe, (pos, "d_model"),
                        "Positional encoding", pe_formula, name, major=True)
             tracer.add(f"{name}.sum", "input", summed, dims, "Embedding + positional encoding",
-                       "E[x]·√d_model + PE", name, major=self.layer_norm is None)
+                       self.sum_formula(), name, major=self.layer_norm is None)
             if self.layer_norm is not None:
                 tracer.add(f"{name}.layer_norm", "layer_norm", out, dims, "LayerNorm of the embeddings",
-                           "LayerNorm(E[x] + P + T)", name, major=True)
+                           f"LayerNorm({self.sum_formula()})", name, major=True)
             if self.training and self.dropout.p > 0:
                 tracer.add(f"{name}.dropout", "dropout", out, dims, "Dropout", f"Dropout(p={self.dropout.p})", name)
         return out
