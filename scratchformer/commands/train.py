@@ -1,13 +1,93 @@
-"""`scratchformer train` — being built (see its issue); registered so the command line lists it."""
+"""`scratchformer train`: train a model on a built-in task, a TSV of pairs or a text file; resume a run."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from ..errors import UserError
+from ..training import TrainOptions, resumed_options, train
+
+DEFAULTS = TrainOptions()
 
 
 def add_parser(sub) -> None:
-    sub.add_parser("train", help="(not available yet)")
+    p = sub.add_parser(
+        "train",
+        help="train a model (en-hi, copy, reverse, sort, your own TSV or text file)",
+        description="Train the encoder-decoder Transformer with teacher forcing, label smoothing 0.1 and the "
+        "paper's Adam warm-up schedule. The best model by validation loss is saved to --out.",
+    )
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--task", choices=("en-hi", "copy", "reverse", "sort"), help="built-in task (default en-hi)")
+    what.add_argument("--data", metavar="FILE.tsv", help="your own source<TAB>target pairs")
+    what.add_argument("--text", metavar="FILE.txt", help="a plain text file: next-token prediction (GPT-2 tokens)")
+    p.add_argument("--out", help="checkpoint folder to write (default runs/<task>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run saved in DIR (its resume/ state)")
+    p.add_argument("--epochs", type=int, help=f"epochs in total (default {DEFAULTS.epochs})")
+    p.add_argument("--batch-tokens", type=int, help=f"padded tokens per batch (default {DEFAULTS.batch_tokens})")
+    p.add_argument("--d-model", type=int, help=f"default {DEFAULTS.d_model}")
+    p.add_argument("--heads", type=int, help=f"default {DEFAULTS.heads}")
+    p.add_argument("--layers", type=int, help=f"layers in each stack (default {DEFAULTS.layers})")
+    p.add_argument("--d-ff", type=int, help=f"default {DEFAULTS.d_ff}")
+    p.add_argument("--dropout", type=float, help=f"default {DEFAULTS.dropout}")
+    p.add_argument("--warmup", type=int, help=f"warm-up steps (default {DEFAULTS.warmup})")
+    p.add_argument("--lr-scale", type=float, help="multiplies the paper's learning rate (default 1)")
+    p.add_argument("--label-smoothing", type=float, help="default 0.1 (the paper's)")
+    p.add_argument("--seq-len", type=int, help=f"--text: window length (default {DEFAULTS.seq_len})")
+    p.add_argument("--seed", type=int, help="fixes data order, initial weights and dropout (default 0)")
+    p.add_argument("--device", help="cpu or cuda (default cpu)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default 2)")
+    p.add_argument("--max-minutes", type=float, help="stop (and save) after this many minutes")
+    p.add_argument("--max-steps", type=int, help="stop (and save) after this many updates")
+    p.add_argument("--no-resume-state", action="store_true",
+                   help="do not keep <out>/resume/ (optimizer state); smaller, but cannot be resumed")
+    p.add_argument("--name", help="the model's name (default: the task)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args) -> int:
-    raise UserError("'scratchformer train' is not available in this build yet.")
+_FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
+           "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads",
+           "max_minutes", "max_steps", "name")
+
+
+def options_from_args(args: argparse.Namespace) -> TrainOptions:
+    given = {f: getattr(args, f) for f in _FIELDS}
+    if args.no_resume_state:
+        given["resume_state"] = False
+    if args.resume:
+        if any(given[k] is not None for k in ("task", "data", "text")):
+            raise UserError("--resume continues the saved run's data; leave out --task, --data and --text.")
+        changed = [k for k in ("d_model", "heads", "layers", "d_ff", "seq_len") if given[k] is not None]
+        if changed:
+            raise UserError(f"--resume keeps the saved model's shape; leave out --{changed[0].replace('_', '-')}.")
+        opts = resumed_options(args.resume, given)
+        if args.out is None:
+            opts.out = args.resume
+        return opts
+    if given["data"] or given["text"]:
+        given["task"] = None
+    elif given["task"] is None:
+        given["task"] = "en-hi"
+    for key in ("epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff", "warmup", "seq_len", "threads",
+                "max_steps"):
+        if given[key] is not None and given[key] < 1:
+            raise UserError(f"--{key.replace('_', '-')} must be at least 1, not {given[key]}.")
+    if given["out"] is None:
+        stem = given["task"] or "model"
+        given["out"] = f"runs/{stem}"
+    return TrainOptions(**{k: v for k, v in given.items() if v is not None})
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = options_from_args(args)
+    result = train(opts, resume=args.resume, progress=not args.quiet)
+    last = result["history"][-1] if result["history"] else {}
+    em = last.get("valid_exact_match")
+    print(f"saved the best model (valid loss {result['best_valid_loss'] or float('nan'):.4f}) to {opts.out}; "
+          f"{result['steps']} steps, {result['epochs_done']} epochs, {result['wall_seconds']:.0f} s"
+          + (f", last valid exact match {em:.1%}" if em is not None else ""))
+    if result["stopped"] not in ("finished",):
+        print(f"stopped early ({result['stopped']}); continue with: scratchformer train --resume {opts.out}",
+              file=sys.stderr)
+    return 0

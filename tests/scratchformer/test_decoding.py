@@ -155,3 +155,14 @@ def test_timeline_reports_unknown_words():
 def test_timeline_empty_source_is_a_user_error():
     with pytest.raises(UserError):
         timeline(_bundle(), "   ")
+
+
+def test_batched_greedy_equals_one_sentence_at_a_time():
+    from scratchformer.decoding import greedy_batch
+
+    bundle = _bundle(seed=2, eos_bias=1.5)
+    ids = [bundle.encode_source(s) for s in SRC]
+    width = max(map(len, ids))
+    src = torch.tensor([row + [0] * (width - len(row)) for row in ids])  # (B, S) padded with <pad>=0
+    rows = greedy_batch(bundle, src, src == 0, max_len=10)
+    assert rows == [greedy(bundle, row, 10) for row in ids]
