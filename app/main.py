@@ -67,7 +67,7 @@ def screenshot(window, path: str, step: str | None) -> int:
     if step is not None and window.current_step() is not None:
         wanted = window.current_trace().find(step) if not step.lstrip("-").isdigit() else True
         if wanted is None:
-            print(f"scratchformer: {window.message_text()}", file=sys.stderr)
+            print(f"scratchformer: this model has no step named {step!r}.", file=sys.stderr)
             window.close()
             return 2
     for _ in range(5):

@@ -7,6 +7,7 @@ the window ignores a stale result), and shutdown() stops the thread cleanly even
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -59,17 +60,23 @@ def friendly_error(exc: BaseException) -> str:
     return f"The run failed: {text}"
 
 
-def compute(request: RunRequest, cache: dict, is_stale=lambda: False) -> RunResult | None:
+_SHARED: dict = {}  # the last loaded model, shared by every window in this process (tests open many)
+_SHARED_LOCK = threading.Lock()
+
+
+def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: False) -> RunResult | None:
     """Load (cached by model and device), prepare and run; None if superseded on the way."""
     import time
 
     t0 = time.perf_counter()
     key = (request.model, request.device)
-    bundle = cache.get(key)
-    if bundle is None:
-        cache.clear()  # keep one model in memory: the paper preset alone is 300 MB
-        bundle = load_model(request.model, request.device)
-        cache[key] = bundle
+    with _SHARED_LOCK:
+        cache = _SHARED if cache is None else cache
+        bundle = cache.get(key)
+        if bundle is None:
+            cache.clear()  # keep one model in memory: the paper preset alone is 300 MB
+            bundle = load_model(request.model, request.device)
+            cache[key] = bundle
     if is_stale():
         return None
     if request.windows:
@@ -99,7 +106,6 @@ class ModelWorker(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.latest = 0  # written by the UI thread; an int store is atomic under the GIL
-        self._cache: dict = {}
 
     @Slot(object)
     def run(self, request: RunRequest) -> None:
@@ -107,7 +113,7 @@ class ModelWorker(QObject):
             return  # superseded while queued
         self.started.emit(request.generation)
         try:
-            result = compute(request, self._cache, lambda: request.generation != self.latest)
+            result = compute(request, None, lambda: request.generation != self.latest)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
             self.failed.emit(request.generation, friendly_error(exc))
             return

@@ -66,7 +66,7 @@ class HeadsView(View):
         self.thumbs = []
         cols = max(1, math.ceil(math.sqrt(n)))
         for h in range(n):
-            w = HeatmapWidget(compact=True, ticks=False, colorbar=False)
+            w = HeatmapWidget(compact=True, ticks=False, colorbar=False, square=True)
             w.setToolTip(f"Head {h + 1}: click to enlarge")
             w.clicked.connect(lambda _r, _c, h=h: self.main.set_head(h))
             w.hovered.connect(self.main.show_hover)

@@ -39,7 +39,7 @@ class OverviewView(View):
     def _widget(self, kind: str) -> HeatmapWidget:
         w = self.widgets.get(kind)
         if w is None:
-            w = HeatmapWidget(compact=True)
+            w = HeatmapWidget(compact=True, square=True)
             w.clicked.connect(lambda r, c, k=kind: self._clicked(k, r, c))
             w.hovered.connect(self.main.show_hover)
             w.export_requested.connect(self.main.request_export)

@@ -44,7 +44,13 @@ class HeatmapWidget(QWidget):
     export_requested = Signal(str)
 
     def __init__(
-        self, parent=None, compact: bool = False, show_title: bool = True, ticks: bool = True, colorbar: bool = True
+        self,
+        parent=None,
+        compact: bool = False,
+        show_title: bool = True,
+        ticks: bool = True,
+        colorbar: bool = True,
+        square: bool = False,
     ) -> None:
         super().__init__(parent)
         self.compact = compact  # small multiples: no axis titles, no read-out line, thin colour bar
@@ -75,6 +81,9 @@ class HeatmapWidget(QWidget):
         self.plot.invertY(True)
         self.plot.setDefaultPadding(0.0)
         self.plot.getViewBox().setBackgroundColor("#ffffff")
+        self.square = square
+        if square:  # cells stay square (thumbnails); otherwise the map fills the space
+            self.plot.setAspectLocked(True)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.colorbar = pg.ColorBarItem(
@@ -132,7 +141,8 @@ class HeatmapWidget(QWidget):
             self.plot.setLabel("bottom", heatmap.col_dim)
         self._apply_ticks()
         vb = self.plot.getViewBox()
-        vb.setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
+        if not self.square:  # limits would fight the locked aspect ratio
+            vb.setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
         if reset_view or not same_shape:
             vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
         self.readout.setText(self._legend_text())

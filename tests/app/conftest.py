@@ -1,0 +1,89 @@
+"""GUI test fixtures: a window with private settings, a run helper, and a guard that fails any test which
+leaves a QThread running or a QTimer active behind it (napari's conftest does the same)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from PySide6.QtCore import QThread, QTimer
+
+
+def _live(kind):
+    out = []
+    for obj in gc.get_objects():
+        try:
+            if issubclass(type(obj), kind):
+                out.append(obj)
+        except ReferenceError:
+            continue
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_threads_or_timers_left(qapp):
+    """Runs first, so it checks after every other fixture (the window) has been torn down."""
+    yield
+    qapp.processEvents()
+    running = []
+    for t in _live(QThread):
+        try:
+            if t.isRunning() and t is not QThread.currentThread():
+                running.append(t.objectName() or repr(t))
+        except RuntimeError:  # the C++ object is gone: not running
+            continue
+    active = []
+    for t in _live(QTimer):
+        try:
+            if t.isActive():
+                active.append(t.objectName() or repr(t))
+        except RuntimeError:
+            continue
+    assert not running, f"QThreads still running after the test: {running}"
+    assert not active, f"QTimers still active after the test: {active}"
+
+
+@pytest.fixture
+def settings_file(tmp_path, monkeypatch):
+    path = tmp_path / "settings.ini"
+    monkeypatch.setenv("SCRATCHFORMER_SETTINGS", str(path))
+    return path
+
+
+@pytest.fixture
+def make_window(qtbot, settings_file):
+    """Factory: a shown MainWindow (blog model, CPU) that is closed cleanly at teardown."""
+    from app.settings import AppSettings
+    from app.window import MainWindow
+
+    windows = []
+
+    def make(source="machine learning using PyTorch", target="the answer", model="blog", persist=False):
+        w = MainWindow(AppSettings(str(settings_file)), persist=persist)
+        qtbot.addWidget(w)
+        w.set_model(model)
+        w.set_device("cpu")
+        w.source_edit.setText(source)
+        w.target_edit.setText(target)
+        w.resize(1200, 800)
+        w.show()
+        windows.append(w)
+        return w
+
+    yield make
+    for w in windows:
+        w.close()
+
+
+def run_and_wait(qtbot, window, timeout=60_000):
+    """Press Run and wait until the run finished or failed."""
+    window.run()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=timeout)
+
+
+@pytest.fixture
+def ran_window(qtbot, make_window):
+    w = make_window()
+    run_and_wait(qtbot, w)
+    assert w.current_trace() is not None, w.message_text()
+    return w

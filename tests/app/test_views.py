@@ -1,0 +1,140 @@
+"""The views: heads (click to enlarge), overview (click a thumbnail), masks, PE, output, hover read-out."""
+
+import numpy as np
+from PySide6.QtCore import QPointF, Qt
+
+from app.views.heads_view import HeadsView
+from app.views.masks_view import MasksView
+from app.views.output_view import OutputView
+from app.views.overview_view import OverviewView
+from app.views.pe_view import PositionalView, parse_dims
+from app.widgets.colormaps import MASKED_RGBA, heatmap_rgba, lookup_table
+from scratchformer.plotdata import Heatmap, overview_tick_positions
+
+
+def show(w, cls):
+    i = next(i for i, v in enumerate(w.views) if isinstance(v, cls))
+    w.tabs.setCurrentIndex(i)
+    return w.views[i]
+
+
+def click_cell(qtbot, heatmap_widget, row, col):
+    vb = heatmap_widget.plot.getViewBox()
+    scene = vb.mapViewToScene(QPointF(col, row))
+    pos = heatmap_widget.view.mapFromScene(scene)
+    qtbot.mouseClick(heatmap_widget.view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+
+
+def test_clicking_a_head_enlarges_it(qtbot, ran_window):
+    w = ran_window
+    w.go_to_step("encoder.0.self_attn.weights")
+    view = show(w, HeadsView)
+    assert len(view.thumbs) == 2
+    click_cell(qtbot, view.thumbs[1], 2, 2)
+    assert w.current_head() == 1
+    assert view.large.heatmap.title.endswith("Attention weights (softmax)")
+    expected = w.current_trace()["encoder.0.self_attn.weights"].tensor[0, 1].numpy()
+    np.testing.assert_allclose(view.large.heatmap.values, expected)
+    assert [m.title for m in view.current_heatmaps()] == ["Head 1", "Head 2"]
+
+
+def test_clicking_an_overview_thumbnail_goes_to_that_step_and_head(qtbot, ran_window):
+    w = ran_window
+    w.first_step()
+    view = show(w, OverviewView)
+    widget = view.widgets["decoder.cross_attn"]
+    mosaic = view._maps["decoder.cross_attn"]
+    rows, cols = overview_tick_positions(mosaic)
+    click_cell(qtbot, widget, rows[0], cols[1])
+    assert w.current_step().name == "decoder.0.cross_attn.weights"
+    assert w.current_head() == 1
+    assert len(view.current_heatmaps()) == 3  # encoder self, decoder self, cross
+
+
+def test_masks_view_shows_causal_mask_with_blocked_cells_distinct(qtbot, ran_window):
+    w = ran_window
+    w.go_to_step("decoder.0.self_attn.masked_scores")
+    view = show(w, MasksView)
+    titles = [m.title for m in view.current_heatmaps()]
+    assert "Causal (no peeking ahead)" in titles and "Combined mask used" in titles
+    assert "Scores + mask, before softmax" in titles and "Attention weights, after softmax" in titles
+    causal = next(m for m in view.current_heatmaps() if m.title.startswith("Causal"))
+    rgba = heatmap_rgba(causal)
+    assert tuple(rgba[0, 2]) == MASKED_RGBA  # query 0 may not see key 2
+    assert tuple(rgba[2, 0]) != MASKED_RGBA
+
+
+def test_positional_view_plots_the_encoding_added(qtbot, ran_window):
+    w = ran_window
+    w.first_step()
+    view = show(w, PositionalView)
+    (hm,) = view.current_heatmaps()
+    np.testing.assert_allclose(hm.values, w.current_trace()["src_embed.positional_encoding"].tensor.numpy())
+    assert len(view.plot.listDataItems()) == 2 * 4  # a line and the added points per default dimension
+    assert parse_dims("0, 2-4, 99, x", 6) == [0, 2, 3, 4]
+
+
+def test_output_view_lists_top_k_per_target_position(qtbot, ran_window):
+    w = ran_window
+    view = show(w, OutputView)
+    assert view.table.rowCount() == 3  # start token + "the" + " answer"
+    assert view.table.columnCount() == 2 + 5
+    probs = w.current_trace()["generator.probs"].tensor[0, 0]
+    best = int(probs.argmax())
+    assert f"id {best})" in view.table.item(0, 2).toolTip()
+
+
+def test_hover_reads_out_row_column_and_value(qtbot, ran_window):
+    w = ran_window
+    w.go_to_step("encoder.0.self_attn.weights")
+    step_view = w.views[0]
+    text = step_view.heatmap.describe_cell(1, 4)
+    value = float(w.current_trace()["encoder.0.self_attn.weights"].tensor[0, 0, 1, 4])
+    assert "' learning' (src_pos 1)" in text and "'Tor' (src_pos 4)" in text and f"{value:.4g}" in text
+
+
+def test_every_view_reports_what_it_shows(qtbot, ran_window):
+    w = ran_window
+    w.go_to_step("decoder.0.cross_attn.weights")
+    for i, view in enumerate(w.views):
+        w.tabs.setCurrentIndex(i)
+        maps = view.current_heatmaps()
+        assert maps and all(isinstance(m, Heatmap) for m in maps), view.title
+        assert view.view_title()
+
+
+def test_colormap_tables():
+    for name in ("viridis", "RdBu_r", "mask"):
+        lut = lookup_table(name)
+        assert lut.shape == (256, 4) and lut.dtype == np.uint8
+    rdbu = lookup_table("RdBu_r")
+    assert rdbu[0, 2] > rdbu[0, 0] and rdbu[255, 0] > rdbu[255, 2]  # blue low, red high
+    assert MASKED_RGBA not in {tuple(c) for c in lookup_table("viridis")}
+
+
+def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
+    """512 tokens through a small model with a long max length: labels abbreviate, full text on hover."""
+    from scratchformer import config as config_module
+
+    def long_blog():
+        c = config_module.blog()
+        c.max_len = 600
+        return c
+
+    monkeypatch.setitem(config_module.PRESETS, "blog", long_blog)
+    from app import worker
+
+    worker._SHARED.clear()
+    w = make_window(source=" ".join(["word"] * 512), target="")
+    try:
+        qtbot.waitUntil(lambda: True)
+        w.run()
+        qtbot.waitUntil(lambda: not w.is_busy(), timeout=120_000)
+        trace = w.current_trace()
+        assert len(trace.source_tokens[0]) == 512, w.message_text()
+        w.go_to_step("encoder.0.self_attn.weights")
+        ticks = w.views[0].heatmap.plot.getAxis("bottom")._tickLevels[0]
+        assert 0 < len(ticks) < 512  # thinned to what fits
+        assert "' word' (src_pos 300)" in w.views[0].heatmap.describe_cell(0, 300)
+    finally:
+        worker._SHARED.clear()
