@@ -75,6 +75,7 @@ class Batch:
     tgt_pad: torch.Tensor | None  # (B, T)
     labels: torch.Tensor  # (B, T), IGNORE at padding
     n_tokens: int  # real (non-padding) target tokens
+    alignment: torch.Tensor | None = None  # (B, T) gold source index of the word each position emits, or IGNORE
 
 
 @dataclass
@@ -86,6 +87,7 @@ class TrainData:
     decoder_only: bool = False
     test: list[Example] = field(default_factory=list)
     description: str = ""
+    pairs: dict = field(default_factory=dict)  # the splits as Pairs (source, target, gold alignment)
 
 
 def _pair_examples(pairs, src_tok: TextTokenizer, tgt_tok: TextTokenizer) -> list[Example]:
@@ -105,7 +107,7 @@ def pair_data(splits: dict, description: str) -> TrainData:
     tgt_tok = word_level_tokenizer((p.target for p in train), "words-tgt")
     return TrainData(_pair_examples(train, src_tok, tgt_tok), _pair_examples(splits["valid"], src_tok, tgt_tok),
                      src_tok, tgt_tok, test=_pair_examples(splits.get("test", []), src_tok, tgt_tok),
-                     description=description)
+                     description=description, pairs=splits)
 
 
 def task_splits(task: str, seed: int) -> dict:
@@ -198,8 +200,15 @@ def collate(examples: list[Example], device: torch.device, pad_id: int = 0) -> B
             src_pad[i, : len(e.src)] = False
         src, src_pad = src.to(device), (src_pad.to(device) if bool(src_pad.any()) else None)
     n_tokens = int((~tgt_pad).sum())
+    alignment = None
+    if any(e.alignment for e in examples):
+        alignment = torch.full((b, t), IGNORE, dtype=torch.long)
+        for i, e in enumerate(examples):
+            if e.alignment:
+                alignment[i, : len(e.alignment)] = torch.tensor(e.alignment)
+        alignment = alignment.to(device)
     return Batch(src, src_pad, tgt_in.to(device), tgt_pad.to(device) if bool(tgt_pad.any()) else None,
-                 labels.to(device), n_tokens)
+                 labels.to(device), n_tokens, alignment)
 
 
 # -------------------------------------------------------------------------------------------- options
@@ -229,6 +238,12 @@ class TrainOptions:
     threads: int = 2
     resume_state: bool = True  # write <out>/resume/ (model + Adam moments) to resume from
     valid_greedy: int = 200  # validation sentences decoded greedily each epoch for exact match (0 = none)
+    # Guided alignment (Garg et al. 2019, "Jointly Learning to Align and Translate"): a departure from the
+    # paper, off by default. Adds align_weight × cross-entropy between one cross-attention head's row and
+    # the gold source word, for tasks that know their alignment.
+    align_weight: float = 0.0
+    align_layer: int = -1
+    align_head: int = 0
     name: str | None = None
 
     def to_dict(self) -> dict:
@@ -268,8 +283,10 @@ def build_config(opts: TrainOptions, data: TrainData) -> TransformerConfig:
         n_decoder_layers=opts.layers, dropout=opts.dropout, src_vocab_size=data.src_tokenizer.vocab_size,
         tgt_vocab_size=data.tgt_tokenizer.vocab_size, max_len=max(32, 2 * longest), share_embeddings=False,
         tie_output=True, pad_id=0, bos_id=1, eos_id=2, name=opts.name or opts.task or Path(opts.data or "").stem,
-        extra={"src_suffix": ["</s>"], "task": opts.task if not opts.data else "pairs",
-               "tokenizer": "word-level (Hugging Face WordLevel), built on the training split"},
+        extra={"src_suffix": ["</s>"], "task": opts.task if not opts.data else "pairs", "seed": opts.seed,
+               "tokenizer": "word-level (Hugging Face WordLevel), built on the training split",
+               **({"guided_alignment": {"layer": opts.align_layer % opts.layers, "head": opts.align_head,
+                                        "weight": opts.align_weight}} if opts.align_weight > 0 else {})},
     )  # fmt: skip
 
 
@@ -313,13 +330,36 @@ class Trainer:
         self.model.train()
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr()
-        logits = self.model(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad)  # (B, T, V)
+        captured: dict = {}
+        hook = None
+        if self.opts.align_weight > 0 and batch.alignment is not None:
+            layer = self.model.decoder[self.opts.align_layer].cross_attn
+            hook = layer.register_forward_hook(lambda m, args, out: captured.update(x=args[0], memory=args[1]))
+        try:
+            logits = self.model(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad)  # (B, T, V)
+        finally:
+            if hook is not None:
+                hook.remove()
         loss = label_smoothed_loss(logits, batch.labels, self.opts.label_smoothing)
+        if captured:
+            loss = loss + self.opts.align_weight * self.alignment_loss(captured["x"], captured["memory"], batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         self.step += 1
         return loss.item()
+
+    def alignment_loss(self, x: torch.Tensor, memory: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """−log a_j[gold_j] for the guided head: its attention row j should sit on target word j's source word."""
+        attn = self.model.decoder[self.opts.align_layer].cross_attn
+        h, d = self.opts.align_head, attn.d_model
+        q = attn.split_heads(attn.q_proj(x))[:, h]  # (B, T, d_k)
+        k = attn.split_heads(attn.kv_proj(memory)[..., :d])[:, h]  # (B, S, d_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(attn.d_head)  # (B, T, S)
+        if batch.src_pad is not None:
+            scores = scores.masked_fill(batch.src_pad[:, None, :], float("-inf"))
+        logp = scores.log_softmax(-1)  # (B, T, S)
+        return F.nll_loss(logp.reshape(-1, logp.shape[-1]), batch.alignment.reshape(-1), ignore_index=IGNORE)
 
     @torch.no_grad()
     def validate(self, examples: list[Example]) -> tuple[float, float]:
@@ -460,6 +500,24 @@ def exact_match(model: Transformer, examples: list[Example], device: torch.devic
 # ---------------------------------------------------------------------------------------------- driver
 
 
+def _finish(out: Path, valid_pairs, device: torch.device) -> dict:
+    """Score the best checkpoint on the validation split; store its best-aligning layer in its config."""
+    from .bundle import ModelBundle
+    from .evaluation import evaluate
+
+    model, src_tok, tgt_tok = load_checkpoint(out, device)
+    bundle = ModelBundle(model, src_tok, tgt_tok, model.config.name, str(out))
+    result = evaluate(bundle, valid_pairs, "valid")
+    if result.layer_accuracy:
+        model.config.extra["alignment_layer"] = int(max(range(len(result.layer_accuracy)),
+                                                        key=result.layer_accuracy.__getitem__))
+        tmp = out / ".config.json.tmp"
+        model.config.save(tmp)
+        os.replace(tmp, out / "config.json")
+    return {"exact_match": result.exact_match, "alignment_by_layer": result.layer_accuracy,
+            "alignment_by_head": result.head_accuracy, "alignment_layer": model.config.extra.get("alignment_layer")}
+
+
 def resume_dir(path: str | Path) -> Path:
     """`--resume DIR` takes the output folder of a run (its resume/ inside) or the resume folder itself."""
     path = Path(path)
@@ -498,7 +556,8 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None) -> Trainer:
 def _retokenize(opts: TrainOptions, src_tok: TextTokenizer, tgt_tok: TextTokenizer) -> TrainData:
     splits = tsv_splits(opts.data, opts.seed) if opts.data else task_splits(opts.task, opts.seed)
     return TrainData(_pair_examples(splits["train"], src_tok, tgt_tok), _pair_examples(splits["valid"], src_tok,
-                     tgt_tok), src_tok, tgt_tok, test=_pair_examples(splits.get("test", []), src_tok, tgt_tok))
+                     tgt_tok), src_tok, tgt_tok, test=_pair_examples(splits.get("test", []), src_tok, tgt_tok),
+                     pairs=splits)
 
 
 def resumed_options(resume: str | Path, overrides: dict) -> TrainOptions:
@@ -547,6 +606,8 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
         if opts.resume_state:
             trainer.save_state(out / RESUME_DIR)
     result = summary(stop)
+    if not trainer.data.decoder_only and trainer.data.pairs.get("valid"):
+        result["final_valid"] = _finish(out, trainer.data.pairs["valid"], trainer.device)
     (out / "training.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     if stop == "interrupted":
         raise KeyboardInterrupt

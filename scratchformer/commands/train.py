@@ -42,13 +42,18 @@ def add_parser(sub) -> None:
     p.add_argument("--max-steps", type=int, help="stop (and save) after this many updates")
     p.add_argument("--no-resume-state", action="store_true",
                    help="do not keep <out>/resume/ (optimizer state); smaller, but cannot be resumed")
+    p.add_argument("--align-weight", type=float,
+                   help="guided alignment (Garg et al. 2019; not in the paper, off by default): weight of a loss "
+                   "that teaches one cross-attention head the gold word alignment")
+    p.add_argument("--align-layer", type=int, help="decoder layer of the guided head (default -1, the last)")
+    p.add_argument("--align-head", type=int, help="the guided head (default 0)")
     p.add_argument("--name", help="the model's name (default: the task)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 _FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
            "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads",
-           "max_minutes", "max_steps", "name")
+           "max_minutes", "max_steps", "name", "align_weight", "align_layer", "align_head")
 
 
 def options_from_args(args: argparse.Namespace) -> TrainOptions:
