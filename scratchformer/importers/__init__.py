@@ -1,8 +1,8 @@
 """Load weights from other implementations into scratchformer's own from-scratch modules."""
 
-from .torch_transformer import from_torch_transformer
+from .torch_transformer import from_torch_state_dict, from_torch_transformer
 
-__all__ = ["from_torch_transformer", "load_hf_directory"]
+__all__ = ["from_torch_state_dict", "from_torch_transformer", "load_hf_directory"]
 
 
 def load_hf_directory(path, device="cpu"):

@@ -81,10 +81,12 @@ class Weights:
     Errors name the tensor, its shape and the shape config.json implies, in one sentence.
     """
 
-    def __init__(self, tensors: Mapping[str, torch.Tensor], origin: str, prefixes: Sequence[str] = ("",)) -> None:
+    def __init__(self, tensors: Mapping[str, torch.Tensor], origin: str, prefixes: Sequence[str] = ("",),
+                 sizes_from: str = "config.json") -> None:
         self.tensors = dict(tensors)
         self.origin = origin  # the file, for messages
         self.prefixes = tuple(prefixes)
+        self.sizes_from = sizes_from  # where the expected shapes come from, for messages
 
     def find(self, *names: str) -> str | None:
         """The stored key of the first of `names` present (each tried under every prefix), or None."""
@@ -101,11 +103,12 @@ class Weights:
         """The tensor stored under the first of `names` found; UserError if none is there or its shape is off."""
         key = self.find(*names)
         if key is None:
-            raise UserError(f"{self.origin} has no weight {names[0]}, which config.json says the model has.")
+            raise UserError(f"{self.origin} has no weight {names[0]}, which {self.sizes_from} says the model has.")
         tensor = self.tensors[key]
         if tuple(tensor.shape) != tuple(shape):
             raise UserError(
-                f"In {self.origin}, weight {key} has shape {_shape(tensor.shape)} but config.json says {_shape(shape)}."
+                f"In {self.origin}, weight {key} has shape {_shape(tensor.shape)} but {self.sizes_from} says "
+                f"{_shape(shape)}."
             )
         if not tensor.is_floating_point():
             raise UserError(f"In {self.origin}, weight {key} holds {tensor.dtype} values, not floating-point ones.")
