@@ -121,12 +121,15 @@ class ModelBundle:
         if seq_len > self.config.max_len:
             raise UserError(f"--seq-len {seq_len} exceeds this model's maximum length {self.config.max_len}.")
         ids = self.src_tokenizer.encode(text)
-        src, tgt = sliding_windows(ids, seq_len, batch, self.start_id())
+        start = self.start_id() if self.config.has_decoder else 0  # an encoder-only model has no decoder batch
+        src, tgt = sliding_windows(ids, seq_len, batch, start)
         src_tokens = [self.src_tokenizer.token_strings(row) for row in src.tolist()]
         tgt_tokens = [self.tgt_tokenizer.token_strings(row) for row in tgt.tolist()]
         if not self.config.has_encoder:
             return Inputs(None, tgt, None, None, tgt_tokens, tgt_tokens)
-        return Inputs(src, tgt if self.config.has_decoder else None, None, None, src_tokens, tgt_tokens)
+        if not self.config.has_decoder:
+            return Inputs(src, None, None, None, src_tokens, [])
+        return Inputs(src, tgt, None, None, src_tokens, tgt_tokens)
 
     def run(self, inputs: Inputs) -> tuple[torch.Tensor, Trace]:
         """One traced forward pass on the model's device."""

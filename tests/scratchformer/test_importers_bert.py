@@ -140,3 +140,22 @@ def test_tiny_bert_with_token_types_matches_transformers(tiny_bert):
     diffs = _max_diffs(bundle, ref, ids, mask, token_types, padded_rows=True)
     assert max(diffs.values()) < ATOL, diffs
     assert bundle.src_tokenizer.token_strings(ids[0].tolist())[:4] == ["[CLS]", "the", "cat", "##s"]
+
+
+def test_cli_traces_minilm_encoder_only(tmp_path, capsys):
+    import json
+
+    from scratchformer.cli import main
+
+    directory = minilm_dir()
+    assert main(["trace", "--model", directory, "--source", "hello world", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["source_tokens"] == [["[CLS]", "hello", "world", "[SEP]"]] and out["target_tokens"] == []
+    assert {step["name"].split(".")[0] for step in out["steps"]} == {"src_embed", "encoder"}
+    text = tmp_path / "text.txt"
+    text.write_text("one two three four five six seven eight nine ten")
+    argv = ["trace", "--model", directory, "--text-file", str(text), "--seq-len", "5", "--batch", "2", "--json"]
+    assert main(argv) == 0  # the walkthrough's windows need no decoder start token here
+    out = json.loads(capsys.readouterr().out)
+    assert out["source_tokens"][1] == ["two", "three", "four", "five", "six"] and out["target_tokens"] == []
+    assert out["steps"][-1]["shape"] == [2, 5, 384]
