@@ -96,11 +96,26 @@ def run_gui(args) -> int:
     app = _application()
     window = create_window(args, persist=not shot)
     if shot:
-        return screenshot(window, shot, getattr(args, "step", None))
-    window.show()
-    if window.source_edit.text().strip():
-        window.run()
-    return app.exec()
+        status = screenshot(window, shot, getattr(args, "step", None))
+    else:
+        window.show()
+        if window.source_edit.text().strip():
+            window.run()
+        status = app.exec()
+    dispose(window)
+    return status
+
+
+def dispose(window) -> None:
+    """Destroy the window (and its thread) while the QApplication still exists: an interpreter-exit teardown
+    in arbitrary order can crash in C++."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    window.close()
+    window.deleteLater()
+    QApplication.processEvents()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 if __name__ == "__main__":
