@@ -34,8 +34,16 @@ def attention(
     return context, {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
 
 
-def fast_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """The same numbers as `attention` through PyTorch's fused kernel: used only when nothing is traced."""
+def fast_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool = False
+) -> torch.Tensor:
+    """The same numbers as `attention` through PyTorch's fused kernel: used only when nothing is traced.
+
+    `is_causal` says the mask is exactly the causal one (no padding, no cache offset), which lets the kernel
+    skip the blocked upper triangle instead of reading a mask.
+    """
+    if is_causal:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, Tq, d_v)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v)  # (B, h, Tq, d_v)
     context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])  # (B, h, Tq, d_v)
@@ -73,6 +81,7 @@ class MultiHeadAttention(nn.Module):
         memory: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         cache: dict | None = None,
+        is_causal: bool = False,
     ) -> torch.Tensor:
         """x: (B, Tq, d_model); memory: (B, Tk, d_model) for cross-attention; mask: (B, Tq, Tk) bool.
 
@@ -104,7 +113,7 @@ class MultiHeadAttention(nn.Module):
         q_heads = self.split_heads(q)  # (B, h, Tq, d_k)
 
         if tracer is None:
-            context = fast_attention(q_heads, k_heads, v_heads, mask)  # (B, h, Tq, d_k)
+            context = fast_attention(q_heads, k_heads, v_heads, mask, is_causal)  # (B, h, Tq, d_k)
             parts = None
         else:
             context, parts = attention(q_heads, k_heads, v_heads, mask)

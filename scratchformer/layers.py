@@ -113,9 +113,10 @@ class DecoderLayer(nn.Module):
         self_mask: torch.Tensor | None,
         cross_mask: torch.Tensor | None,
         cache: dict | None = None,
+        is_causal: bool = False,
     ) -> torch.Tensor:
         self_cache = cache.setdefault("self", {}) if cache is not None else None
-        x = self.add_norm1(x, self.self_attn(x, mask=self_mask, cache=self_cache))  # (B, T, d_model)
+        x = self.add_norm1(x, self.self_attn(x, mask=self_mask, cache=self_cache, is_causal=is_causal))
         if self.cross_attn is not None:
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
             x = self.add_norm2(x, self.cross_attn(x, memory, mask=cross_mask, cache=cross_cache))

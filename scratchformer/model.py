@@ -126,8 +126,9 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt, offset=offset)  # (B, T, d_model)
         self_mask = masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)  # (B, T, offset+T)
         cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
+        pure_causal = tgt_pad is None and offset == 0 and t > 1  # the mask is exactly the causal triangle
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None)
+            x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None, pure_causal)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
             tracer = active_tracer()
