@@ -25,7 +25,7 @@ from scratchformer.exporting.files import check_name, conflicts
 from scratchformer.exporting.index import index_paths
 from scratchformer.exporting.job import ExportResult, FileTask
 
-from .render import none_refcount_guard, render_bytes, render_image, renderer
+from .render import render_bytes, render_image, renderer
 
 KINDS = ("view_png", "view_svg", "view_pdf", "all_attention", "tensor_current", "tensors_all", "clipboard")
 IMAGE_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG vector image (*.svg)", "pdf": "PDF document (*.pdf)"}
@@ -73,8 +73,7 @@ def handle(window, kind: str):
     for the long kinds (all_attention, tensors_all), the written path(s) otherwise, or None if cancelled."""
     if kind not in KINDS:
         raise UserError(f"Unknown export {kind!r}.")
-    with none_refcount_guard():
-        return _handle(window, kind)
+    return _handle(window, kind)
 
 
 def _handle(window, kind: str):
@@ -289,8 +288,7 @@ class ChunkedExport(QObject):
         self.progress.cancel()
 
     def _tick(self) -> None:
-        with none_refcount_guard():
-            self._write_slice()
+        self._write_slice()
 
     def _write_slice(self) -> None:
         if self.progress.wasCanceled():

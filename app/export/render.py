@@ -13,14 +13,11 @@ rather than producing hundreds of thousands of shapes.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import re
 import struct
-import sys
 import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,30 +56,6 @@ MARGIN, GAP = 16.0, 22.0
 BAR_W, BAR_GAP = 14.0, 14.0
 LABEL_CHARS = 8  # axis labels are abbreviated like the screen's (plotdata.abbreviate); full text in CSV/npz
 INK, MUTED = QColor(20, 20, 20), QColor(96, 96, 96)
-
-
-_incref = ctypes.pythonapi.Py_IncRef
-_incref.argtypes = [ctypes.py_object]
-_incref.restype = None
-
-
-@contextmanager
-def none_refcount_guard():
-    """PySide6 6.12.0 on Python < 3.12 drops one reference to None on every call of a method that returns
-    void (QPainter.save, drawRect, QImage.fill, …); after some ten thousand calls CPython frees None and aborts
-    ("none_dealloc"). Around our painting, give back the references it took. (None is immortal from 3.12.)"""
-    if sys.version_info >= (3, 12):
-        yield
-        return
-    before = sys.getrefcount(None)
-    try:
-        yield
-    finally:
-        # plus a margin for the Qt objects whose destructors run just after; keeping None alive is harmless
-        # Py_IncRef rather than a list of Nones: a list would hand them back when it is freed at exit.
-        lost = before - sys.getrefcount(None) + 16
-        for _ in range(max(0, lost)):
-            _incref(None)
 
 
 def ensure_gui_app() -> QGuiApplication:
@@ -417,8 +390,7 @@ def _paint_swatches(painter: QPainter, items: list[tuple[QColor, str]], at: QPoi
 def render_image(fig: Figure, scale: float = 2.0) -> QImage:
     """The figure as an image, `scale` pixels per point (2 = 144 dpi, sharp on high-DPI screens and print)."""
     ensure_gui_app()
-    with none_refcount_guard():
-        return _render_image(fig, scale)
+    return _render_image(fig, scale)
 
 
 def _render_image(fig: Figure, scale: float) -> QImage:
@@ -518,8 +490,7 @@ def render_bytes(fig: Figure, fmt: str, scale: float = 2.0) -> bytes:
     draw = {"png": lambda: _png(fig, scale), "svg": lambda: _svg(fig), "pdf": lambda: _pdf(fig)}.get(fmt)
     if draw is None:
         raise ValueError(f"not an image format: {fmt!r}")
-    with none_refcount_guard():
-        return draw()
+    return draw()
 
 
 def renderer(scale: float = 2.0):
