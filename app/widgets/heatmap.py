@@ -110,6 +110,7 @@ class HeatmapWidget(QWidget):
         layout.addWidget(self.readout)
         self._last_cell: tuple[int, int] | None = None
         self._tick_key = None
+        self._axis_names: tuple[str, str] | None = None
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._apply_ticks())
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -136,7 +137,8 @@ class HeatmapWidget(QWidget):
         self.colorbar.setLevels(values=heatmap.levels)
         self.title_label.setText(heatmap.title)
         self.title_label.setToolTip(f"{heatmap.title}\n{heatmap.subtitle}\n{heatmap.formula}".strip())
-        if not self.compact:
+        if not self.compact and self._axis_names != (heatmap.row_dim, heatmap.col_dim):
+            self._axis_names = (heatmap.row_dim, heatmap.col_dim)  # setLabel re-lays out the axis: only on change
             self.plot.setLabel("left", heatmap.row_dim)
             self.plot.setLabel("bottom", heatmap.col_dim)
         self._apply_ticks()
@@ -175,17 +177,16 @@ class HeatmapWidget(QWidget):
         char_w = 6.5
         # As many characters as a column has room for (3 … 14); thin the labels only when even 3 do not fit.
         chars = int(min(14, max(3, (width / max(cols, 1) - 6) / char_w)))
-        col_labels = [abbreviate(s, chars) for s in hm.col_labels] if hm.col_labels else None
-        row_labels = [abbreviate(s, 14) for s in hm.row_labels] if hm.row_labels else None
-        widest = max((len(s) for s in col_labels), default=3) if col_labels else len(str(cols))
+        col_labels, row_labels = hm.col_labels, hm.row_labels
+        widest = min(chars, max((len(s) for s in col_labels), default=3)) if col_labels else len(str(cols))
         col_stride = max(1, math.ceil(cols * (widest * char_w + 6) / width))
         row_stride = max(1, math.ceil(rows * 14 / height))
         key = (id(hm), chars, col_stride, row_stride)
         if key == self._tick_key:
             return  # unchanged: avoid re-laying out the axes (and a resize loop)
         self._tick_key = key
-        self.plot.getAxis("bottom").setTicks([_ticks(col_labels, cols, col_stride)])
-        self.plot.getAxis("left").setTicks([_ticks(row_labels, rows, row_stride)])
+        self.plot.getAxis("bottom").setTicks([_ticks(col_labels, cols, col_stride, chars)])
+        self.plot.getAxis("left").setTicks([_ticks(row_labels, rows, row_stride, 14)])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().resizeEvent(event)
@@ -260,11 +261,11 @@ class HeatmapWidget(QWidget):
             self.plot.getViewBox().setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
 
 
-def _ticks(labels: list[str] | None, n: int, stride: int) -> list[tuple[float, str]]:
+def _ticks(labels: list[str] | None, n: int, stride: int, chars: int) -> list[tuple[float, str]]:
+    """Every stride-th position with its label abbreviated to `chars` (only the labels drawn are built)."""
     if labels is None:
-        stride = max(stride, 1)
-        return [(float(i), str(i)) for i in range(0, n, stride)]
-    return [(float(i), labels[i] if i < len(labels) else str(i)) for i in range(0, n, stride)]
+        return [(float(i), str(i)) for i in range(0, n, max(stride, 1))]
+    return [(float(i), abbreviate(labels[i], chars) if i < len(labels) else str(i)) for i in range(0, n, stride)]
 
 
 def masked_swatch_css() -> str:

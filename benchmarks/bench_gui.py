@@ -1,0 +1,138 @@
+"""GUI benchmark (a script, not a timed test): the paper preset with random weights on CPU.
+
+Prints: forward + trace time at 64 source / 64 target tokens; the median time to redraw the window after a
+step change (target ≤ 16 ms) at 64 and at 512 tokens; the time from launch to the window shown (target
+≤ 2.5 s, measured in a fresh process). Run:  python benchmarks/bench_gui.py [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SCRATCHFORMER_SETTINGS", os.path.join(tempfile.mkdtemp(), "bench.ini"))
+
+LAUNCH_PROBE = r"""
+import time, sys
+t0 = float(sys.argv[1])
+from PySide6.QtWidgets import QApplication
+from app.main import _application, create_window
+app = _application()
+w = create_window(type("A", (), {})(), persist=False)
+w.show()
+app.processEvents()
+print(time.time() - t0)
+w.close()
+"""
+
+
+def text_of(n_tokens: int, bundle) -> str:
+    """Repeated words until the tokenizer gives exactly n tokens."""
+    words = "the model reads every token of this sentence".split()
+    out: list[str] = []
+    i = 0
+    while len(bundle.src_tokenizer.encode(" ".join(out))) < n_tokens:
+        out.append(words[i % len(words)])
+        i += 1
+    while len(bundle.src_tokenizer.encode(" ".join(out))) > n_tokens:
+        out.pop()
+    return " ".join(out)
+
+
+def redraw_times(window, n: int) -> list[float]:
+    from PySide6.QtWidgets import QApplication
+
+    visible = window.visible_steps()
+    stride = max(1, len(visible) // n)
+    times = []
+    for i in visible[::stride][:n]:
+        t = time.perf_counter()
+        window.go_to(i)
+        QApplication.processEvents()  # paints the window (offscreen platform)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def main() -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=60, help="steps to time per length")
+    args = parser.parse_args()
+
+    from app.main import _application, wait_for_run
+    from app.settings import AppSettings
+    from app.window import MainWindow
+    from app.worker import RunRequest, compute
+
+    app = _application()
+    # Forward + trace (the worker's whole job: tokenize, forward with trace, per-step statistics).
+    compute(RunRequest(0, "paper", "cpu", "warm up"), {})
+    from app import worker
+
+    bundle = worker._SHARED[("paper", "cpu")] if ("paper", "cpu") in worker._SHARED else None
+    cache: dict = {}
+    result = compute(RunRequest(0, "paper", "cpu", "x"), cache)
+    bundle = result.bundle
+    src64, tgt64 = text_of(64, bundle), text_of(63, bundle)  # 63 + the start token = 64 decoder positions
+    t = time.perf_counter()
+    inputs = bundle.prepare(src64, tgt64)
+    bundle.run(inputs)
+    forward = time.perf_counter() - t
+    t = time.perf_counter()
+    r64 = compute(RunRequest(0, "paper", "cpu", src64, tgt64), cache)
+    worker_total = time.perf_counter() - t
+    print(f"paper preset, CPU, {r64.trace['src_embed.tokens'].shape[1]} source / "
+          f"{r64.trace['tgt_embed.tokens'].shape[1]} target tokens, {len(r64.trace)} steps")
+    print(f"forward + trace:                      {forward * 1000:8.1f} ms")
+    print(f"worker run (forward + trace + stats):  {worker_total * 1000:8.1f} ms")
+
+    for n_tokens in (64, 512):
+        window = MainWindow(AppSettings(), persist=False)
+        window.resize(1400, 900)
+        window.show()
+        window.set_model("paper")
+        window.set_device("cpu")
+        window.set_detail("all")
+        window.source_edit.setText(text_of(n_tokens, bundle))
+        window.target_edit.setText(text_of(n_tokens - 1, bundle))
+        window.run()
+        if not wait_for_run(window):
+            print(f"run failed: {window.message_text()}")
+            return 1
+        times = redraw_times(window, args.steps)
+        attn = [i for i in window.visible_steps() if window.current_trace()[i].kind == "attention_weights"]
+        attn_times = []
+        for i in attn:
+            t = time.perf_counter()
+            window.go_to(i)
+            app.processEvents()
+            attn_times.append(time.perf_counter() - t)
+        print(f"redraw after a step change, {n_tokens:3d} tokens: median {statistics.median(times) * 1000:6.1f} ms, "
+              f"p90 {sorted(times)[int(0.9 * len(times))] * 1000:6.1f} ms over {len(times)} steps "
+              f"(attention steps: median {statistics.median(attn_times) * 1000:6.1f} ms)  target ≤ 16 ms")
+        window.close()
+
+    launches = []
+    for _ in range(3):
+        t0 = time.time()
+        out = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, str(t0)], capture_output=True, text=True,
+                             env=os.environ, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        lines = [x for x in out.stdout.split() if x.replace(".", "", 1).isdigit()]
+        if lines:
+            launches.append(float(lines[-1]))
+    if launches:
+        print(f"launch to window shown: median {statistics.median(launches):.2f} s over {len(launches)} "
+              f"launches  target ≤ 2.5 s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
