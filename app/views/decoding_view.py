@@ -1,0 +1,326 @@
+"""The decoding timeline: generate the translation one token at a time and watch each new decoder row.
+
+Each step shows the token fed in, the token that comes out, the new row's cross-attention over the source
+(stacked under the earlier rows) and the top-k next-token distribution. A switch picks teacher forcing (the
+typed target is fed in) or free-running generation (the model's own argmax is fed back). The timeline is
+computed by scratchformer.decoding.timeline in a short-lived worker thread, never on the UI thread.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QEvent, QObject, QThread, QTimer, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from scratchformer.decoding import Timeline, timeline, timeline_heatmap
+from scratchformer.plotdata import Heatmap, abbreviate
+
+from ..widgets.heatmap import HeatmapWidget
+from ..worker import friendly_error
+from .base import View, placeholder
+
+TEACHER, FREE = "teacher", "free"
+PLAY_INTERVAL_MS = 700
+
+
+class _TimelineJob(QThread):
+    """Computes one Timeline off the UI thread; the result comes back by a queued signal."""
+
+    done = Signal(int, object)  # generation, Timeline
+    failed = Signal(int, str)
+
+    def __init__(self, generation: int, bundle, source: str, target: str | None, k: int) -> None:
+        super().__init__()
+        self.setObjectName("scratchformer-decoding")
+        self.generation, self.bundle, self.source, self.target, self.k = generation, bundle, source, target, k
+
+    def run(self) -> None:
+        try:
+            result = timeline(self.bundle, self.source, self.target, k=self.k)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+            self.failed.emit(self.generation, friendly_error(exc))
+            return
+        self.done.emit(self.generation, result)
+
+
+class DecodingView(View):
+    title = "Decoding"
+    tooltip = "Generate the output one token at a time: each step's cross-attention and top-k next tokens"
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.timeline: Timeline | None = None
+        self.position = 0  # the step shown (index into timeline.steps)
+        self._generation = 0
+        self._jobs: list[_TimelineJob] = []
+        self._key = None  # (result id, mode, k): what the current timeline was computed for
+        self._map: Heatmap | None = None
+        self._bundle = None
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        bar = QHBoxLayout()
+        self.mode_box = QComboBox()
+        self.mode_box.addItem("Teacher forcing (feed the typed target)", TEACHER)
+        self.mode_box.addItem("Free-running (feed back the model's own token)", FREE)
+        self.mode_box.setToolTip("Teacher forcing feeds the target you typed; free-running feeds each argmax back")
+        self.mode_box.currentIndexChanged.connect(lambda _i: self.refresh())
+        bar.addWidget(self.mode_box)
+        self.first_button = QPushButton("⏮")
+        self.first_button.setToolTip("Back to the first step")
+        self.prev_button = QPushButton("◀")
+        self.prev_button.setToolTip("Previous step")
+        self.next_button = QPushButton("Next ▶")
+        self.next_button.setToolTip("Generate the next token")
+        self.play_button = QPushButton("Play ⏯")
+        self.play_button.setCheckable(True)
+        self.play_button.setToolTip("Step through the whole decode")
+        for button in (self.first_button, self.prev_button, self.next_button, self.play_button):
+            bar.addWidget(button)
+        self.first_button.clicked.connect(lambda: self.go_to(0))
+        self.prev_button.clicked.connect(lambda: self.go_to(self.position - 1))
+        self.next_button.clicked.connect(self.next_step)
+        self.play_button.toggled.connect(self._play_toggled)
+        bar.addWidget(QLabel("layer"))
+        self.layer_box = QComboBox()
+        self.layer_box.setToolTip("Which decoder layer's cross-attention to show")
+        self.layer_box.currentIndexChanged.connect(lambda _i: self._draw())
+        bar.addWidget(self.layer_box)
+        bar.addWidget(QLabel("head"))
+        self.head_box = QComboBox()
+        self.head_box.currentIndexChanged.connect(lambda _i: self._draw())
+        bar.addWidget(self.head_box)
+        bar.addStretch(1)
+        layout.addLayout(bar)
+
+        self.source_label = QLabel()
+        self.source_label.setWordWrap(True)
+        self.target_label = QLabel()
+        self.target_label.setWordWrap(True)
+        self.step_label = QLabel()
+        self.step_label.setWordWrap(True)
+        for label in (self.source_label, self.target_label, self.step_label):
+            layout.addWidget(label)
+        self.empty = placeholder("Run a model with a decoder to watch it generate one token at a time.")
+        layout.addWidget(self.empty)
+
+        self.body = QSplitter()
+        self.heatmap = HeatmapWidget()
+        self.connect_heatmap(self.heatmap)
+        self.body.addWidget(self.heatmap)
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(QLabel("Top-k next tokens at this step"))
+        self.top_table = QTableWidget(0, 2)
+        self.top_table.setHorizontalHeaderLabels(["token", "p"])
+        self.top_table.verticalHeader().setVisible(False)
+        self.top_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.top_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        right_layout.addWidget(self.top_table, 1)
+        self.body.addWidget(right)
+        self.body.setStretchFactor(0, 3)
+        self.body.setStretchFactor(1, 1)
+        layout.addWidget(self.body, 1)
+
+        self.timer = QTimer(self)
+        self.timer.setObjectName("decoding-play")
+        self.timer.setInterval(PLAY_INTERVAL_MS)
+        self.timer.timeout.connect(self._tick)
+        window.installEventFilter(self)  # stop the timer and wait for the worker when the window closes
+        self._show_empty(True)
+
+    # --- what the window calls ----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Recompute the timeline when the run or the mode changed; otherwise just redraw."""
+        result = self.main.current_result()
+        bundle = result.bundle if result is not None else None
+        if bundle is None or not bundle.config.has_decoder or result.request.windows:
+            self.timeline = None
+            self._key = None
+            self._show_empty(True, "Run a model with a decoder on one sentence to watch it generate "
+                                   "one token at a time.")
+            return
+        mode = self.mode_box.currentData()
+        target = result.request.target.strip() if mode == TEACHER else None
+        if mode == TEACHER and not target:
+            self.timeline = None
+            self._key = None
+            self._show_empty(True, "Type a target sentence for teacher forcing, or switch to free-running.")
+            return
+        key = (id(result), mode)
+        if key == self._key:
+            self._draw()
+            return
+        self._key = key
+        self._start(bundle, result.request.source, target)
+
+    def current_heatmaps(self) -> list[Heatmap]:
+        return [self._map] if self._map is not None else []
+
+    def view_title(self) -> str:
+        return "Decoding timeline"
+
+    def is_busy(self) -> bool:
+        return any(job.isRunning() for job in self._jobs)
+
+    # --- stepping ------------------------------------------------------------------------------------------
+
+    def go_to(self, position: int) -> None:
+        if self.timeline is None or not self.timeline.steps:
+            return
+        self.position = max(0, min(position, len(self.timeline.steps) - 1))
+        self._draw()
+
+    def next_step(self) -> None:
+        self.go_to(self.position + 1)
+
+    def _play_toggled(self, on: bool) -> None:
+        if on and self.timeline is not None:
+            if self.position >= len(self.timeline.steps) - 1:
+                self.position = -1
+            self.timer.start()
+        else:
+            self.timer.stop()
+            if self.play_button.isChecked():
+                self.play_button.setChecked(False)
+
+    def _tick(self) -> None:
+        if self.timeline is None or self.position >= len(self.timeline.steps) - 1:
+            self.play_button.setChecked(False)
+            return
+        self.next_step()
+
+    # --- the worker ----------------------------------------------------------------------------------------
+
+    def _start(self, bundle, source: str, target: str | None) -> None:
+        self._generation += 1
+        self._bundle = bundle
+        self.play_button.setChecked(False)
+        self.step_label.setText("Decoding…")
+        job = _TimelineJob(self._generation, bundle, source, target, k=8)
+        job.done.connect(self._on_done)
+        job.failed.connect(self._on_failed)
+        job.finished.connect(lambda j=job: self._forget(j))
+        self._jobs.append(job)
+        job.start()
+
+    def _forget(self, job: _TimelineJob) -> None:
+        if job in self._jobs:
+            self._jobs.remove(job)
+        job.deleteLater()
+
+    def _on_done(self, generation: int, tl: Timeline) -> None:
+        if generation != self._generation:
+            return  # a newer run or mode was asked for meanwhile
+        self.timeline = tl
+        self.position = 0
+        n_layers, n_heads = 0, 0
+        if tl.steps and tl.steps[0].cross_attention is not None:
+            n_layers, n_heads = tl.steps[0].cross_attention.shape[:2]
+        # default: the layer that aligns best (chosen on validation data at training time), else the last one
+        chosen = self._bundle.config.extra.get("alignment_layer", n_layers - 1)
+        self._fill_box(self.layer_box, ["all averaged"] + [str(i + 1) for i in range(n_layers)],
+                       int(chosen) + 1 if n_layers else 0)
+        self._fill_box(self.head_box, ["averaged"] + [str(i + 1) for i in range(n_heads)], 0)
+        self._show_empty(False)
+        self._draw()
+
+    def _on_failed(self, generation: int, message: str) -> None:
+        if generation != self._generation:
+            return
+        self.timeline = None
+        self._show_empty(True, message)
+        if hasattr(self.main, "show_error"):
+            self.main.show_error(message)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt name)
+        if obj is self.main and event.type() == QEvent.Type.Close:
+            self.shutdown()
+        return False
+
+    def shutdown(self) -> None:
+        """Stop playing and wait for any decode in progress (no thread may outlive the window)."""
+        self.timer.stop()
+        self._generation += 1
+        for job in list(self._jobs):
+            job.wait(30_000)
+
+    # --- drawing -------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _fill_box(box: QComboBox, items: list[str], default: int) -> None:
+        if [box.itemText(i) for i in range(box.count())] == items:
+            return
+        box.blockSignals(True)
+        box.clear()
+        box.addItems(items)
+        box.setCurrentIndex(min(default, len(items) - 1))
+        box.blockSignals(False)
+
+    def _show_empty(self, empty: bool, text: str | None = None) -> None:
+        if text:
+            self.empty.setText(text)
+        self.empty.setVisible(empty)
+        self.body.setVisible(not empty)
+        for label in (self.source_label, self.target_label, self.step_label):
+            label.setVisible(not empty)
+        if empty:
+            self._map = None
+            self.timer.stop()
+
+    def _draw(self) -> None:
+        tl = self.timeline
+        if tl is None or not tl.steps:
+            return
+        step = tl.steps[self.position]
+        unknown = set(tl.unknown_words)
+        src = []
+        for token in tl.source_tokens:
+            text = html.escape(token)
+            src.append(f"<span style='color:#c00; text-decoration:underline' title='not in the vocabulary'>"
+                       f"{text}</span>" if token == "<unk>" else text)
+        note = (f" &nbsp; <span style='color:#c00'>Unknown words (read as &lt;unk&gt;): "
+                f"{html.escape(', '.join(sorted(unknown)))}</span>") if unknown else ""
+        self.source_label.setText(f"<b>source</b>: {' '.join(src)}{note}")
+        out = []
+        for i, s in enumerate(tl.steps[: self.position + 1]):
+            text = html.escape(s.token)
+            out.append(f"<b style='background:#ffe08a'>{text}</b>" if i == self.position else text)
+        mode = "teacher forcing" if tl.mode == TEACHER else "free-running"
+        self.target_label.setText(f"<b>output</b> ({mode}): {' '.join(out)}")
+        p = dict(step.top_k).get(step.token)
+        p_text = f"p = {p:.3f}" if p is not None else "not in the top-k"
+        forced = " (forced)" if tl.mode == TEACHER else ""
+        self.step_label.setText(
+            f"step {self.position + 1} of {len(tl.steps)} — position {step.position}: reads "
+            f"<b>{html.escape(step.input_token)}</b> → emits <b>{html.escape(step.token)}</b>{forced}, {p_text}")
+        layer = self.layer_box.currentIndex() - 1
+        head = self.head_box.currentIndex() - 1
+        self._map = timeline_heatmap(tl, self.position, None if layer < 0 else layer, None if head < 0 else head)
+        self.heatmap.set_heatmap(self._map)
+        self.top_table.setRowCount(len(step.top_k))
+        for i, (token, prob) in enumerate(step.top_k):
+            item = QTableWidgetItem(abbreviate(token, 20))
+            item.setToolTip(token)
+            if token == step.token:
+                item.setBackground(QColor("#ffe08a"))
+            self.top_table.setItem(i, 0, item)
+            self.top_table.setItem(i, 1, QTableWidgetItem(f"{prob:.3f}"))
+        self.prev_button.setEnabled(self.position > 0)
+        self.first_button.setEnabled(self.position > 0)
+        self.next_button.setEnabled(self.position < len(tl.steps) - 1)
