@@ -107,3 +107,58 @@ def test_top_columns_keeps_rank_order():
     cols_values, cols = pd.top_columns(values, 2)
     assert cols.tolist() == [3, 0]  # rank 1 of each row first
     np.testing.assert_array_equal(cols_values, values[:, [3, 0]])
+
+
+def _brute_blocks(values, block, pick):
+    br, bc = block
+    rows, cols = values.shape
+    out = np.empty((-(-rows // br), -(-cols // bc)), dtype=np.float32)
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = pick(values[i * br : (i + 1) * br, j * bc : (j + 1) * bc].ravel())
+    return out
+
+
+def test_block_reduce_keeps_the_maximum_of_every_block():
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((37, 101)).astype(np.float32)  # blocks that do not divide the shape
+    for block in [(1, 4), (3, 7), (5, 1), (37, 101), (40, 200)]:
+        got = pd.block_reduce(values, block, pd.MAX)
+        np.testing.assert_array_equal(got, _brute_blocks(values, block, np.max))
+
+
+def test_block_reduce_keeps_a_single_bright_cell_of_a_feed_forward_map():
+    values = np.zeros((512, 2048), dtype=np.float32)
+    values[301, 1234] = 0.9
+    block = pd.display_blocks(values.shape, (618, 572))
+    assert block == (1, 4)
+    reduced = pd.block_reduce(values, block, pd.MAX)
+    assert reduced.shape == (512, 512)
+    assert reduced[301, 1234 // 4] == np.float32(0.9) and np.count_nonzero(reduced) == 1
+
+
+def test_block_reduce_extreme_keeps_the_value_farthest_from_zero_with_its_sign():
+    rng = np.random.default_rng(1)
+    values = rng.uniform(-1, 1, (20, 30)).astype(np.float32)
+    values[4, 9] = -7.0  # a plain maximum would hide this dark-blue cell
+    got = pd.block_reduce(values, (4, 5), pd.EXTREME)
+    np.testing.assert_array_equal(got, _brute_blocks(values, (4, 5), lambda b: b[np.argmax(np.abs(b))]))
+    assert got[1, 1] == -7.0
+
+
+def test_block_reduce_masked_and_nan_cells():
+    values = np.array([[-np.inf, -np.inf, 0.5, -np.inf],
+                       [-np.inf, -np.inf, -np.inf, -np.inf],
+                       [np.nan, np.nan, np.nan, 2.0]], dtype=np.float32)  # fmt: skip
+    for mode in (pd.MAX, pd.EXTREME):
+        got = pd.block_reduce(values, (1, 2), mode)
+        assert got[0, 0] == -np.inf and got[0, 1] == 0.5  # −∞ only when no cell of the block is finite
+        assert np.isnan(got[2, 0]) and got[2, 1] == 2.0  # NaN only when every cell is NaN
+    assert pd.block_reduce(values, (2, 4), pd.EXTREME)[0, 0] == 0.5
+
+
+def test_display_blocks_round_up_and_never_go_below_one():
+    assert pd.display_blocks((512, 512), (618, 572)) == (1, 1)
+    assert pd.display_blocks((512, 2048), (300, 1000)) == (2, 3)
+    assert pd.display_blocks((10, 10), (0, -5)) == (10, 10)
+    assert pd.display_reduction(pd.DIVERGING) == pd.EXTREME and pd.display_reduction(pd.SEQUENTIAL) == pd.MAX
