@@ -321,9 +321,15 @@ def teacher_forced_hidden(bundle, source: str, target: str) -> np.ndarray:
 
 
 def greedy_batch(
-    bundle_or_model, src: torch.Tensor | None, src_pad: torch.Tensor | None, max_len: int, batch: int | None = None
+    bundle_or_model,
+    src: torch.Tensor | None,
+    src_pad: torch.Tensor | None,
+    max_len: int,
+    batch: int | None = None,
+    cache: bool = True,
+    stop_at_eos: bool = True,
 ) -> list[list[int]]:
-    """Greedy decoding of a padded batch at once (with the cache): src (B, S), src_pad (B, S) True at padding.
+    """Greedy decoding of a padded batch at once: src (B, S), src_pad (B, S) True at padding.
 
     Returns one id list per row, cut before its end token. For a decoder-only model pass src=None and `batch`.
     """
@@ -331,20 +337,22 @@ def greedy_batch(
     with _evaluating(model):
         b = src.shape[0] if src is not None else int(batch or 1)
         memory = model.encode(src, src_pad) if src is not None else None
-        kv = model.new_cache()
-        current = torch.full((b, 1), start, dtype=torch.long, device=model.device)  # (B, 1)
-        out = torch.zeros(b, 0, dtype=torch.long, device=model.device)
+        kv = model.new_cache() if cache else None
+        ys = torch.full((b, 1), start, dtype=torch.long, device=model.device)  # (B, 1)
         done = torch.zeros(b, dtype=torch.bool, device=model.device)
         for step in range(_step_budget(model, max_len, 1)):
-            hidden = model.decode(current, memory, src_pad, cache=kv, offset=step)  # (B, 1, d)
-            current = model.generator(hidden).argmax(-1)  # (B, 1)
-            out = torch.cat([out, current], dim=1)  # (B, step + 1)
+            if cache:
+                hidden = model.decode(ys[:, -1:], memory, src_pad, cache=kv, offset=step)  # (B, 1, d)
+            else:
+                hidden = model.decode(ys, memory, src_pad)  # (B, step + 1, d)
+            current = model.generator(hidden[:, -1:]).argmax(-1)  # (B, 1)
+            ys = torch.cat([ys, current], dim=1)  # (B, step + 2)
             done |= current[:, 0] == end
-            if bool(done.all()):
+            if stop_at_eos and bool(done.all()):
                 break
         rows = []
-        for row in out.tolist():
-            rows.append(row[: row.index(end)] if end in row else row)
+        for row in ys[:, 1:].tolist():
+            rows.append(row[: row.index(end)] if stop_at_eos and end in row else row)
         return rows
 
 

@@ -32,6 +32,7 @@ class Evaluation:
     chosen_by: str = ""
     skipped: int = 0  # pairs whose words did not map one-to-one onto tokens (or had no alignment)
     examples: list[dict] = field(default_factory=list)  # a few wrong translations, for people
+    guided_head: tuple[int, int] | None = None  # (layer, head) trained with guided alignment, if any
 
     @property
     def alignment_accuracy(self) -> float | None:
@@ -130,6 +131,9 @@ def evaluate(bundle, pairs, split: str = "test", layer: int | None = None, batch
     if n_words:
         result.layer_accuracy = (layer_hits / n_words).tolist()
         result.head_accuracy = (head_hits / n_words).tolist()
+        guided = c.extra.get("guided_alignment")
+        if guided and 0 <= guided["layer"] < c.n_decoder_layers and 0 <= guided["head"] < c.n_heads:
+            result.guided_head = (int(guided["layer"]), int(guided["head"]))
         stored = c.extra.get("alignment_layer")
         if layer is not None:
             if not 0 <= layer < c.n_decoder_layers:
@@ -174,6 +178,10 @@ def format_table(result: Evaluation, model_name: str) -> str:
     lines.append(f"alignment accuracy (layer {result.chosen_layer}, heads averaged; chosen by "
                  f"{result.chosen_by}): {result.alignment_accuracy:.2%}")
     lines.append(f"best single head: layer {layer} head {head}: {acc:.2%}")
+    if result.guided_head is not None:
+        gl, gh = result.guided_head
+        lines.append(f"guided head (trained on the gold alignment, chosen before testing): layer {gl} head {gh}: "
+                     f"{result.head_accuracy[gl][gh]:.2%}")
     if result.skipped:
         lines.append(f"({result.skipped} pairs without a usable gold alignment were not scored for alignment)")
     return "\n".join(lines)

@@ -236,7 +236,12 @@ class DecodingView(View):
         chosen = self._bundle.config.extra.get("alignment_layer", n_layers - 1)
         self._fill_box(self.layer_box, ["all averaged"] + [str(i + 1) for i in range(n_layers)],
                        int(chosen) + 1 if n_layers else 0)
-        self._fill_box(self.head_box, ["averaged"] + [str(i + 1) for i in range(n_heads)], 0)
+        # a head trained on the gold alignment (training's --align-weight) is shown first, and says so
+        guided = self._bundle.config.extra.get("guided_alignment") or {}
+        guided_head = guided.get("head") if guided.get("layer") == chosen else None
+        heads = [f"{i + 1} (guided in layer {int(chosen) + 1})" if i == guided_head else str(i + 1)
+                 for i in range(n_heads)]
+        self._fill_box(self.head_box, ["averaged"] + heads, int(guided_head) + 1 if guided_head is not None else 0)
         self._show_empty(False)
         self._draw()
 

@@ -16,13 +16,13 @@ from scratchformer.model import Transformer
 from scratchformer.tokenizers import word_level_tokenizer
 
 
-def _bundle() -> ModelBundle:
+def _bundle(**extra) -> ModelBundle:
     src_tok = word_level_tokenizer(["we are friends", "the boy eats an apple"], "en")
     tgt_tok = word_level_tokenizer(["हम दोस्त हैं", "लड़का सेब खाता है"], "hi")
     config = TransformerConfig(
         d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=2, dropout=0.0,
         src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, max_len=24, share_embeddings=False,
-        pad_id=0, bos_id=1, eos_id=2, extra={"src_suffix": ["</s>"]},
+        pad_id=0, bos_id=1, eos_id=2, extra={"src_suffix": ["</s>"], **extra},
     )  # fmt: skip
     torch.manual_seed(0)
     return ModelBundle(Transformer(config).eval(), src_tok, tgt_tok, "tiny", "test")
@@ -56,8 +56,8 @@ def view_for(qtbot):
 
     made = []
 
-    def make(source="we are friends", target="हम दोस्त हैं"):
-        window = FakeWindow(_bundle(), source, target)
+    def make(source="we are friends", target="हम दोस्त हैं", **extra):
+        window = FakeWindow(_bundle(**extra), source, target)
         qtbot.addWidget(window)
         view = DecodingView(window)
         qtbot.addWidget(view)
@@ -163,3 +163,13 @@ def test_in_the_real_window(qtbot, make_window, monkeypatch):
     assert view.timeline.mode == "teacher"
     assert [s.token for s in view.timeline.steps] == ["the", " answer", "<|endoftext|>"]
     assert view.heatmap.heatmap is not None and view.current_heatmaps()
+
+
+def test_a_guided_head_is_shown_first_and_labelled(qtbot, view_for):
+    window, view = view_for(alignment_layer=0, guided_alignment={"layer": 0, "head": 1, "weight": 0.5})
+    view.refresh()
+    _wait(qtbot, view)
+    assert view.layer_box.currentText() == "1"
+    assert view.head_box.currentText() == "2 (guided in layer 1)"
+    np.testing.assert_allclose(view.heatmap.heatmap.values[0], view.timeline.steps[0].cross_attention[0, 1],
+                               atol=1e-6)

@@ -166,3 +166,6 @@ def test_batched_greedy_equals_one_sentence_at_a_time():
     src = torch.tensor([row + [0] * (width - len(row)) for row in ids])  # (B, S) padded with <pad>=0
     rows = greedy_batch(bundle, src, src == 0, max_len=10)
     assert rows == [greedy(bundle, row, 10) for row in ids]
+    plain = greedy_batch(bundle, src, src == 0, max_len=10, cache=False, stop_at_eos=False)
+    assert plain == greedy_batch(bundle, src, src == 0, max_len=10, stop_at_eos=False)
+    assert all(len(r) == 10 for r in plain)

@@ -108,4 +108,6 @@ def test_shipped_en_hi_model_translates_and_aligns():
     test = task_splits("en-hi", int(bundle.config.extra.get("seed", 0)))["test"][::5]  # 200 of the 1000
     result = evaluate(bundle, test, "test")
     assert result.exact_match >= 0.99
-    assert result.alignment_accuracy >= 0.90 or result.best_head[2] >= 0.90
+    layer, head = result.guided_head  # the head the README reports: chosen before testing
+    assert result.head_accuracy[layer][head] >= 0.90
+    assert result.alignment_accuracy >= 0.80  # heads averaged (the other heads are not supervised)

@@ -257,9 +257,11 @@ def test_guided_alignment_teaches_the_chosen_head(tmp_path):
     trainer = Trainer(Transformer(build_config(opts, data)), data, opts, torch.device("cpu"))
     assert trainer.model.config.extra["guided_alignment"] == {"layer": 0, "head": 1, "weight": 1.0}
     batch = collate(data.train[:32], torch.device("cpu"))
-    before = float(trainer.alignment_loss(*_cross_inputs(trainer, batch), batch))
+    with torch.no_grad():
+        before = float(trainer.alignment_loss(*_cross_inputs(trainer, batch), batch))
     trainer.run(progress=False)
-    after = float(trainer.alignment_loss(*_cross_inputs(trainer, batch), batch))
+    with torch.no_grad():
+        after = float(trainer.alignment_loss(*_cross_inputs(trainer, batch), batch))
     assert after < 0.7 * before
 
 
