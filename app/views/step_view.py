@@ -1,13 +1,21 @@
-"""The current step's tensor as a heatmap, with batch item and head selectors for rank-3 and rank-4 tensors."""
+"""The current step's tensor as a heatmap, with batch item and head selectors for rank-3 and rank-4 tensors.
+
+Heatmaps and their display images are kept per (step, batch item, head) of the current run, so stepping back
+and forth redraws from memory.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout
+from collections import OrderedDict
+
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap
 
-from ..widgets.heatmap import HeatmapWidget
+from ..widgets.heatmap import HeatmapWidget, ImageCache
 from .base import View
+
+KEPT_HEATMAPS = 64  # per run; a Heatmap mostly views the trace's tensor, so this is little memory
 
 
 class StepView(View):
@@ -18,7 +26,9 @@ class StepView(View):
         super().__init__(window)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        bar = QHBoxLayout()
+        bar_widget = QWidget()
+        bar = QHBoxLayout(bar_widget)
+        bar.setContentsMargins(0, 0, 0, 0)
         self.batch_label = QLabel("Batch item")
         self.batch_spin = QSpinBox()
         self.batch_spin.setToolTip("Which sentence (window) of the batch to show")
@@ -31,8 +41,14 @@ class StepView(View):
             bar.addWidget(w)
         bar.addSpacing(12)
         bar.addWidget(self.shape_label, 1)
-        layout.addLayout(bar)
+        # A fixed height: showing or hiding the selectors must not resize the plot (a resize re-lays out and
+        # repaints every axis, twice).
+        bar_widget.setFixedHeight(max(self.batch_spin.sizeHint().height(), self.shape_label.sizeHint().height()))
+        layout.addWidget(bar_widget)
         self.heatmap = HeatmapWidget()
+        self.heatmap.image_cache = ImageCache()
+        self._heatmaps: OrderedDict[tuple[int, int, int], Heatmap] = OrderedDict()
+        self._cached_run = None
         self.connect_heatmap(self.heatmap)
         layout.addWidget(self.heatmap, 1)
         self.batch_spin.valueChanged.connect(lambda v: self.main.set_batch(v - 1))
@@ -61,10 +77,27 @@ class StepView(View):
             spin.setVisible(on)
             label.setVisible(on)
         self.shape_label.setText(step.shape_text())
+        key = (step.index, min(batch, n_batch - 1) if has_batch else 0, min(head, n_head - 1) if has_head else 0)
         previous = self._shown
-        self._shown = self.main.heatmap_for(step, batch, head)
+        self._shown = self._heatmap(step, key)
         same_place = previous is not None and previous.shape == self._shown.shape
-        self.heatmap.set_heatmap(self._shown, reset_view=not same_place)
+        self.heatmap.set_heatmap(self._shown, reset_view=not same_place, key=key)
+
+    def _heatmap(self, step, key: tuple[int, int, int]) -> Heatmap:
+        """The heatmap of (step, batch, head), from memory when this run already showed it."""
+        run = self.main.current_result()
+        if run is not self._cached_run:
+            self._cached_run = run
+            self._heatmaps.clear()
+            self.heatmap.image_cache.clear()
+        hm = self._heatmaps.get(key)
+        if hm is None:
+            hm = self._heatmaps[key] = self.main.heatmap_for(step, key[1], key[2])
+            if len(self._heatmaps) > KEPT_HEATMAPS:
+                self._heatmaps.popitem(last=False)
+        else:
+            self._heatmaps.move_to_end(key)
+        return hm
 
     def current_heatmaps(self) -> list[Heatmap]:
         return [self._shown] if self._shown is not None else []

@@ -4,20 +4,27 @@ One ImageItem of RGBA pixels shifted by half a cell (cells centre on integer tic
 the top, token tick labels abbreviated and thinned to what fits, a colour bar with the heatmap's explicit
 levels, and a read-out of the cell under the mouse. −∞ cells get colormaps.MASKED_RGBA. No per-cell items:
 a 512 × 512 map is one image.
+
+A map with more cells than the plot has pixels is drawn from plotdata.block_reduce (block maximum, or the value
+farthest from 0 on diverging maps) at about the plot's pixel size, again when the user zooms in; the read-out
+and the exporters read the full-resolution Heatmap.values. A view may pass an ImageCache and a key per heatmap
+so that coming back to a step reuses its image.
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
-from scratchformer.plotdata import Heatmap, abbreviate, format_value
+from scratchformer.plotdata import Heatmap, abbreviate, block_reduce, display_blocks, display_reduction, format_value
 
-from .colormaps import MASKED_RGBA, colormap, heatmap_rgba
+from .colormaps import MASKED_RGBA, colormap, rgba_image
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, background="w", foreground="#333")
 
@@ -34,6 +41,38 @@ def full_label(labels: list[str] | None, dim: str, i: int) -> str:
     if labels and 0 <= i < len(labels):
         return f"{labels[i]!r} ({dim} {i})"
     return f"{dim} {i}"
+
+
+class ImageCache:
+    """Display images (RGBA, maybe block-reduced) by key; the least recently used go first beyond a byte budget."""
+
+    def __init__(self, max_bytes: int = 128 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key) -> np.ndarray | None:
+        image = self._items.get(key)
+        if image is not None:
+            self._items.move_to_end(key)
+        return image
+
+    def put(self, key, image: np.ndarray) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+        self._items[key] = image
+        self._bytes += image.nbytes
+        while self._bytes > self.max_bytes and len(self._items) > 1:
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= dropped.nbytes
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class HeatmapWidget(QWidget):
@@ -109,9 +148,25 @@ class HeatmapWidget(QWidget):
         self.readout.setStyleSheet("color: #444;")
         layout.addWidget(self.readout)
         self._last_cell: tuple[int, int] | None = None
+        self._tick_map: Heatmap | None = None
         self._tick_key = None
+        self._ticks_shown: tuple | None = None  # (left ticks, bottom ticks) last given to the axes
         self._axis_names: tuple[str, str] | None = None
-        self.plot.getViewBox().sigResized.connect(lambda _vb: self._apply_ticks())
+        self.image_cache: ImageCache | None = None  # set by a view that passes keys to set_heatmap
+        self._key = None  # the caller's key of the current heatmap
+        self._image_of: tuple | None = None  # (heatmap, block) the image shows now
+        self.display_block: tuple[int, int] = (1, 1)  # cells per image pixel (rows, cols)
+        self._colorbar_state: tuple | None = None
+        self._limits_shape: tuple[int, int] | None = None
+        self._placing = False  # set_heatmap is moving the view: draw the image once, afterwards
+        # Tick text gets a fixed space, set from the labels before painting: pyqtgraph would otherwise widen the
+        # axis while painting, which re-lays out the plot and paints it a second time.
+        self._tick_metrics = QFontMetrics(tick_font)
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setStyle(autoExpandTextSpace=False, tickTextHeight=self._tick_metrics.height())
+        vb = self.plot.getViewBox()
+        vb.sigResized.connect(lambda _vb: self._on_view_changed())
+        vb.sigRangeChanged.connect(lambda *_: self._show_image())
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -121,33 +176,90 @@ class HeatmapWidget(QWidget):
 
     # --- drawing ---------------------------------------------------------------------------------------------
 
-    def set_heatmap(self, heatmap: Heatmap | None, reset_view: bool = True) -> None:
-        """Draw a heatmap (None clears). Levels come from the heatmap, never from the image."""
+    def set_heatmap(self, heatmap: Heatmap | None, reset_view: bool = True, key=None) -> None:
+        """Draw a heatmap (None clears). Levels come from the heatmap, never from the image. `key` names its
+        content for image_cache (e.g. (step, batch, head)); None draws without caching."""
         same_shape = self.heatmap is not None and heatmap is not None and self.heatmap.shape == heatmap.shape
         self.heatmap = heatmap
+        self._key = key
         if heatmap is None:
             self.image.clear()
+            self._image_of = None
             self.title_label.setText("")
             self.readout.setText(" ")
             return
         rows, cols = heatmap.values.shape
-        self.image.setImage(heatmap_rgba(heatmap), autoLevels=False, levels=(0, 255))
-        self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
-        self.colorbar.setColorMap(colormap(heatmap.colormap))
-        self.colorbar.setLevels(values=heatmap.levels)
-        self.title_label.setText(heatmap.title)
+        self._placing = True
+        try:
+            self._place_view(rows, cols, reset_view or not same_shape)
+        finally:
+            self._placing = False
+        self._show_image()
+        colorbar_state = (heatmap.colormap, tuple(heatmap.levels))
+        if colorbar_state != self._colorbar_state:  # a new colour map rebuilds the bar's pixmap: only on change
+            if self._colorbar_state is None or colorbar_state[0] != self._colorbar_state[0]:
+                self.colorbar.setColorMap(colormap(heatmap.colormap))
+            self.colorbar.setLevels(values=heatmap.levels)
+            self._colorbar_state = colorbar_state
+        if self.title_label.text() != heatmap.title:
+            self.title_label.setText(heatmap.title)
         self.title_label.setToolTip(f"{heatmap.title}\n{heatmap.subtitle}\n{heatmap.formula}".strip())
         if not self.compact and self._axis_names != (heatmap.row_dim, heatmap.col_dim):
             self._axis_names = (heatmap.row_dim, heatmap.col_dim)  # setLabel re-lays out the axis: only on change
             self.plot.setLabel("left", heatmap.row_dim)
             self.plot.setLabel("bottom", heatmap.col_dim)
         self._apply_ticks()
-        vb = self.plot.getViewBox()
-        if not self.square:  # limits would fight the locked aspect ratio
-            vb.setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
-        if reset_view or not same_shape:
-            vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
+        self._last_cell = None
         self.readout.setText(self._legend_text())
+
+    def _place_view(self, rows: int, cols: int, reset: bool) -> None:
+        vb = self.plot.getViewBox()
+        if not self.square and self._limits_shape != (rows, cols):  # limits would fight the locked aspect ratio
+            self._limits_shape = (rows, cols)
+            vb.setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
+        if reset:  # before the image: the visible range sets the display resolution
+            vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
+
+    def _plot_pixels(self) -> tuple[float, float]:
+        """(height, width) of the plot area in device pixels (estimated before the first layout)."""
+        vb = self.plot.getViewBox()
+        width = vb.width() if vb.width() > 50 else max(100, self.view.width() - 90)
+        height = vb.height() if vb.height() > 50 else max(60, self.view.height() - 40)
+        ratio = self.devicePixelRatioF()
+        return height * ratio, width * ratio
+
+    def _display_block_now(self) -> tuple[int, int]:
+        """Cells per image pixel for the visible part of the map at the plot's size (1 × 1 when zoomed in)."""
+        rows, cols = self.heatmap.values.shape
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        visible = (min(rows, max(1, round(y1 - y0))), min(cols, max(1, round(x1 - x0))))
+        return display_blocks(visible, self._plot_pixels())
+
+    def _show_image(self) -> None:
+        """Give the ImageItem the current heatmap at the resolution the plot can show (no-op when it has it)."""
+        hm = self.heatmap
+        if hm is None or self._placing:
+            return
+        block = self._display_block_now()
+        if self._image_of is not None and self._image_of[0] is hm and self._image_of[1] == block:
+            return
+        cache_key = (self._key, block) if self._key is not None and self.image_cache is not None else None
+        rgba = self.image_cache.get(cache_key) if cache_key is not None else None
+        if rgba is None:
+            shown = block_reduce(hm.values, block, display_reduction(hm.colormap))  # (R, C), as is at 1 × 1
+            rgba = rgba_image(shown, hm.levels, hm.colormap)
+            if cache_key is not None:
+                self.image_cache.put(cache_key, rgba)
+        # levels=None: uint8 RGBA goes to a QImage as it is (levels would send it through makeARGB again).
+        self.image.setImage(rgba, autoLevels=False, levels=None)
+        br, bc = block
+        self.image.setRect(QRectF(-0.5, -0.5, rgba.shape[1] * bc, rgba.shape[0] * br))  # last blocks may be partial
+        self._image_of = (hm, block)
+        self.display_block = block
+
+    def _on_view_changed(self) -> None:
+        self._apply_ticks()
+        self._show_image()
 
     def _legend_text(self) -> str:
         hm = self.heatmap
@@ -164,16 +276,10 @@ class HeatmapWidget(QWidget):
         if hm is None or not self.ticks:
             return
         if self.custom_ticks is not None:
-            if self._tick_key == id(hm):
-                return
-            self._tick_key = id(hm)
-            self.plot.getAxis("left").setTicks([self.custom_ticks[0]])
-            self.plot.getAxis("bottom").setTicks([self.custom_ticks[1]])
+            self._set_ticks(list(self.custom_ticks[0]), list(self.custom_ticks[1]))
             return
         rows, cols = hm.values.shape
-        vb = self.plot.getViewBox()
-        width = vb.width() if vb.width() > 50 else max(100, self.view.width() - 90)
-        height = vb.height() if vb.height() > 50 else max(60, self.view.height() - 40)
+        height, width = (p / self.devicePixelRatioF() for p in self._plot_pixels())
         char_w = 6.5
         # As many characters as a column has room for (3 … 14); thin the labels only when even 3 do not fit.
         chars = int(min(14, max(3, (width / max(cols, 1) - 6) / char_w)))
@@ -181,12 +287,24 @@ class HeatmapWidget(QWidget):
         widest = min(chars, max((len(s) for s in col_labels), default=3)) if col_labels else len(str(cols))
         col_stride = max(1, math.ceil(cols * (widest * char_w + 6) / width))
         row_stride = max(1, math.ceil(rows * 14 / height))
-        key = (id(hm), chars, col_stride, row_stride)
-        if key == self._tick_key:
-            return  # unchanged: avoid re-laying out the axes (and a resize loop)
-        self._tick_key = key
-        self.plot.getAxis("bottom").setTicks([_ticks(col_labels, cols, col_stride, chars)])
-        self.plot.getAxis("left").setTicks([_ticks(row_labels, rows, row_stride, 14)])
+        key = (chars, col_stride, row_stride)
+        if self._tick_map is hm and self._tick_key == key:
+            return  # same map, same room: nothing to rebuild
+        self._tick_map, self._tick_key = hm, key
+        self._set_ticks(_ticks(row_labels, rows, row_stride, 14), _ticks(col_labels, cols, col_stride, chars))
+
+    def _set_ticks(self, left: list[tuple[float, str]], bottom: list[tuple[float, str]]) -> None:
+        """Give the axes new ticks only when the labels differ: setTicks throws away the axis' drawing, and
+        consecutive steps often share their token axes."""
+        if self._ticks_shown == (left, bottom):
+            return
+        self._ticks_shown = (left, bottom)
+        axis = self.plot.getAxis("left")
+        text_width = max((self._tick_metrics.horizontalAdvance(text) for _, text in left), default=0) + 2
+        if axis.style["tickTextWidth"] != text_width:  # re-lays out the plot now, before it is painted
+            axis.setStyle(tickTextWidth=text_width)
+        axis.setTicks([left])
+        self.plot.getAxis("bottom").setTicks([bottom])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().resizeEvent(event)
