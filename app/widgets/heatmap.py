@@ -22,7 +22,15 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
-from scratchformer.plotdata import Heatmap, abbreviate, block_reduce, display_blocks, display_reduction, format_value
+from scratchformer.plotdata import (
+    EXTREME,
+    Heatmap,
+    abbreviate,
+    block_reduce,
+    display_blocks,
+    display_reduction,
+    format_value,
+)
 
 from .colormaps import MASKED_RGBA, colormap, rgba_image
 
@@ -255,7 +263,10 @@ class HeatmapWidget(QWidget):
         br, bc = block
         self.image.setRect(QRectF(-0.5, -0.5, rgba.shape[1] * bc, rgba.shape[0] * br))  # last blocks may be partial
         self._image_of = (hm, block)
-        self.display_block = block
+        if block != self.display_block:
+            self.display_block = block
+            if self._last_cell is None:
+                self.readout.setText(self._legend_text())
 
     def _on_view_changed(self) -> None:
         self._apply_ticks()
@@ -269,6 +280,10 @@ class HeatmapWidget(QWidget):
         text = f"{hm.shape[0]} × {hm.shape[1]}; colour range {lo} … {hi}"
         if hm.masked is not None:
             text += "; grey = −∞ (masked)"
+        br, bc = self.display_block
+        if br * bc > 1:  # say so: a block maximum looks brighter than a typical cell
+            which = "value farthest from 0" if display_reduction(hm.colormap) == EXTREME else "largest value"
+            text += f"; each pixel shows the {which} of {br} × {bc} cells (zoom in for every cell)"
         return text + ". Hover a cell to read it."
 
     def _apply_ticks(self) -> None:
