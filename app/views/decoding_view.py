@@ -101,6 +101,8 @@ class DecodingView(View):
         bar.addWidget(self.layer_box)
         bar.addWidget(QLabel("head"))
         self.head_box = QComboBox()
+        self.head_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.head_box.setToolTip("Which cross-attention head to show (averaged: the mean over heads)")
         self.head_box.currentIndexChanged.connect(lambda _i: self._draw())
         bar.addWidget(self.head_box)
         bar.addStretch(1)
