@@ -154,6 +154,8 @@ class HeatmapWidget(QWidget):
         self.readout.setTextFormat(Qt.TextFormat.PlainText)
         self.readout.setVisible(not compact)
         self.readout.setStyleSheet("color: #444;")
+        # A long read-out (long tokens) must not widen the widget: that re-lays out the window on every hover.
+        self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.readout)
         self._last_cell: tuple[int, int] | None = None
         self._tick_map: Heatmap | None = None
@@ -282,8 +284,8 @@ class HeatmapWidget(QWidget):
             text += "; grey = −∞ (masked)"
         br, bc = self.display_block
         if br * bc > 1:  # say so: a block maximum looks brighter than a typical cell
-            which = "value farthest from 0" if display_reduction(hm.colormap) == EXTREME else "largest value"
-            text += f"; each pixel shows the {which} of {br} × {bc} cells (zoom in for every cell)"
+            which = "value farthest from 0" if display_reduction(hm.colormap) == EXTREME else "maximum"
+            text += f"; a pixel shows the {which} of {br} × {bc} cells"
         return text + ". Hover a cell to read it."
 
     def _apply_ticks(self) -> None:

@@ -51,7 +51,7 @@ def test_a_reduced_map_keeps_the_maximum_of_each_block(qtbot, widget):
     qtbot.wait(20)
     br, bc = widget.display_block
     assert bc > 1  # reduced: fewer image columns than cells
-    assert f"each pixel shows the largest value of {br} × {bc} cells" in widget.readout.text()
+    assert f"a pixel shows the maximum of {br} × {bc} cells" in widget.readout.text()
     shown = widget.image.image
     assert shown.shape[:2] == (-(-512 // br), -(-2048 // bc))
     # every displayed pixel has the colour of its block's maximum, so the bright cell stays bright
