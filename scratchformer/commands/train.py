@@ -89,9 +89,10 @@ def run(args: argparse.Namespace) -> int:
     result = train(opts, resume=args.resume, progress=not args.quiet)
     last = result["history"][-1] if result["history"] else {}
     em = last.get("valid_exact_match")
-    print(f"saved the best model (valid loss {result['best_valid_loss'] or float('nan'):.4f}) to {opts.out}; "
-          f"{result['steps']} steps, {result['epochs_done']} epochs, {result['wall_seconds']:.0f} s"
-          + (f", last valid exact match {em:.1%}" if em is not None else ""))
+    best = result["best_valid_loss"]
+    what = f"the best model (valid loss {best:.4f})" if best is not None else "the model (not validated yet)"
+    print(f"saved {what} to {opts.out}; {result['steps']} steps, {result['epochs_done']} epochs, "
+          f"{result['wall_seconds']:.0f} s" + (f", last valid exact match {em:.1%}" if em is not None else ""))
     if result["stopped"] not in ("finished",):
         print(f"stopped early ({result['stopped']}); continue with: scratchformer train --resume {opts.out}",
               file=sys.stderr)
