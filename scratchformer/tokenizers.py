@@ -115,18 +115,39 @@ def gpt2_tokenizer() -> TextTokenizer:
     return TextTokenizer(hf, "gpt2", "gpt2-bpe")
 
 
+def word_level_pipeline(tok) -> None:
+    """How word-level text is read: NFC, lower case, split on white space, punctuation dropped.
+
+    So "The boy eats an apple." finds the same words as the training data's "the boy eats an apple"; Devanagari
+    combining marks (matras, nukta) are not punctuation and stay inside their word.
+    """
+    from tokenizers import decoders, normalizers, pre_tokenizers
+
+    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(behavior="removed")]
+    )
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with single spaces
+
+
 def word_level_tokenizer(sentences: Iterable[str], name: str = "words", min_count: int = 1) -> TextTokenizer:
-    """A whitespace word-level vocabulary over `sentences` with <pad>=0, <s>=1, </s>=2, <unk>=3."""
+    """A word-level vocabulary over `sentences` with <pad>=0, <s>=1, </s>=2, <unk>=3."""
     from collections import Counter
 
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    counts = Counter(word for s in sentences for word in s.split())
-    words = sorted(w for w, c in counts.items() if c >= min_count)  # sorted: same vocabulary every run
-    vocab = {tok: i for i, tok in enumerate([PAD, BOS, EOS, UNK] + words)}
+    probe = Tokenizer(models.WordLevel({UNK: 0}, unk_token=UNK))
+    word_level_pipeline(probe)
+
+    def words(sentence: str) -> list[str]:
+        normal = probe.normalizer.normalize_str(sentence)
+        return [w for w, _ in probe.pre_tokenizer.pre_tokenize_str(normal)]
+
+    counts = Counter(word for s in sentences for word in words(s))
+    vocab_words = sorted(w for w, c in counts.items() if c >= min_count)  # sorted: same vocabulary every run
+    vocab = {tok: i for i, tok in enumerate([PAD, BOS, EOS, UNK] + vocab_words)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with single spaces
+    word_level_pipeline(tok)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, bos_token=BOS, eos_token=EOS, unk_token=UNK)
     return TextTokenizer(hf, name, "word-level")

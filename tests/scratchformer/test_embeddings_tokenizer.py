@@ -64,3 +64,12 @@ def test_config_validation_explains_itself(kwargs, message):
 def test_unknown_preset_lists_the_choices():
     with pytest.raises(UserError, match="paper, blog"):
         preset("gpt5")
+
+
+def test_word_level_reading_ignores_case_and_punctuation_but_keeps_devanagari_marks():
+    from scratchformer.tokenizers import word_level_tokenizer
+
+    tok = word_level_tokenizer(["the boy eats an apple", "लड़का सेब खाता है"], "t")
+    assert tok.encode("The boy eats an Apple.") == tok.encode("the boy eats an apple")
+    assert tok.unknown_words("The boy eats a pizza!") == ["a", "pizza"]
+    assert tok.token_strings(tok.encode("लड़का सेब खाता है।")) == ["लड़का", "सेब", "खाता", "है"]
