@@ -54,16 +54,18 @@ from scratchformer.trace import Step, breadcrumb
 from .diagram import ArchitectureDiagram
 from .settings import AppSettings
 from .views.base import View
+from .views.decoding_view import DecodingView
 from .views.heads_view import HeadsView
 from .views.masks_view import MasksView
 from .views.output_view import OutputView
 from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
 from .views.step_view import StepView
+from .widgets.marked_line_edit import MarkedLineEdit
 from .worker import RunResult, WorkerThread
 
 # The centre tabs, in order. A new view is one more entry here (e.g. the decoding timeline's DecodingView).
-VIEWS: list[type[View]] = [StepView, HeadsView, PositionalView, MasksView, OverviewView, OutputView]
+VIEWS: list[type[View]] = [StepView, HeadsView, PositionalView, MasksView, OverviewView, OutputView, DecodingView]
 
 EXPORT_MENU = (
     ("Current view as PNG…", "view_png", "Ctrl+E"),
@@ -196,10 +198,9 @@ class MainWindow(QMainWindow):
         grid.setContentsMargins(8, 6, 8, 2)
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(4)
-        self.source_edit = QLineEdit()
+        self.source_edit = MarkedLineEdit("The sentence the encoder reads. Enter runs the model.")
         self.source_edit.setMaxLength(MAX_FIELD_CHARS)
         self.source_edit.setPlaceholderText("Source sentence (what the encoder reads)")
-        self.source_edit.setToolTip("The sentence the encoder reads. Enter runs the model.")
         self.source_edit.textEdited.connect(self._source_edited)
         self.target_edit = QLineEdit()
         self.target_edit.setMaxLength(MAX_FIELD_CHARS)
@@ -595,10 +596,12 @@ class MainWindow(QMainWindow):
         self.diagram.set_shapes(shapes)
         self._batch = min(self._batch, max(0, len(trace.source_tokens or trace.target_tokens) - 1))
         self._compute_visible()
-        notes = list(result.notes) + [
-            f"Unknown words (not in the vocabulary): {', '.join(result.inputs.unknown_words[:8])}."
-        ] * bool(result.inputs.unknown_words)
+        notes = list(result.notes)
+        for side, words in (("source", result.inputs.unknown_words), ("target", result.inputs.unknown_target_words)):
+            if words:
+                notes.append(f"Words the model does not know in the {side} (read as <unk>): {', '.join(words[:8])}.")
         self.notes_label.setText("  ".join(f"⚠ {n}" for n in notes))
+        self.source_edit.mark_words(result.inputs.unknown_words if self._windows is None else [])
         self.notes_label.setVisible(bool(notes))
         self.model_info.setText(result.bundle.describe())
         n_src = len(trace.source_tokens[0]) if trace.source_tokens else 0

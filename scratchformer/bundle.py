@@ -32,7 +32,8 @@ class Inputs:
     source_tokens: list[list[str]]
     target_tokens: list[list[str]]
     notes: list[str] = field(default_factory=list)  # e.g. "The source was cut to 512 tokens."
-    unknown_words: list[str] = field(default_factory=list)
+    unknown_words: list[str] = field(default_factory=list)  # source words outside the vocabulary
+    unknown_target_words: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +105,7 @@ class ModelBundle:
             src = torch.tensor([src_ids], dtype=torch.long)  # (1, S)
             src_tokens = [self.src_tokenizer.token_strings(src_ids)]
         unknown = self.src_tokenizer.unknown_words(source)
+        unknown_target: list[str] = []
         tgt = tgt_tokens = None
         if c.has_decoder:
             text = target if c.has_encoder else source
@@ -111,10 +113,10 @@ class ModelBundle:
             tgt = torch.tensor([tgt_ids], dtype=torch.long)  # (1, T)
             tgt_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
             if c.has_encoder:
-                unknown += self.tgt_tokenizer.unknown_words(target)
+                unknown_target = self.tgt_tokenizer.unknown_words(target)
         if not c.has_encoder:
             src_tokens = tgt_tokens
-        return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown)
+        return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown, unknown_target)
 
     def prepare_windows(self, text: str, seq_len: int, batch: int) -> Inputs:
         """The walkthrough's batching of a long text: B windows of S tokens, stride 1 (see batching.py)."""

@@ -176,3 +176,16 @@ def test_export_goes_to_the_export_module_or_says_it_is_missing(qtbot, ran_windo
     monkeypatch.setitem(sys.modules, "app.export.actions", None)  # as if the module did not exist
     w.request_export("view_svg")
     assert w.message_text() == "Export is not available in this build."
+
+
+def test_words_the_model_does_not_know_are_underlined_in_the_source(qtbot, make_window):
+    pytest.importorskip("scratchformer.bundle").bundled_models()["en-hi"]  # the shipped model's vocabulary
+    w = make_window(source="The boy eats a pizza.", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    assert w.source_edit.marked == [(15, 5)]  # "pizza", and nothing else: case and the full stop are fine
+    assert "pizza" in w.source_edit.toolTip() and "pizza" in w.notes_label.text()
+    w.source_edit.setText("the boy eats an apple")
+    w.source_edit.textEdited.emit("the boy eats an apple")
+    assert w.source_edit.marked == []
+    run_and_wait(qtbot, w)
+    assert w.source_edit.marked == [] and "does not know" not in w.notes_label.text()
