@@ -81,7 +81,7 @@ def test_overview_mosaic_and_cell_lookup(blog_trace):
 
 def test_overview_block_averages_long_sequences():
     w = torch.rand(1, 2, 100, 100)
-    shrunk = pd._shrink(w[0, 0].numpy(), 50)
+    shrunk = pd.overview._shrink(w[0, 0].numpy(), 50)
     assert shrunk.shape == (50, 50)
     assert shrunk[0, 0] == pytest.approx(float(w[0, 0, :2, :2].mean()), rel=1e-5)
 

@@ -1,0 +1,111 @@
+"""Plot data: pure functions from trace steps to what a heatmap shows (numpy + labels + levels).
+
+The window (app/) and every exporter draw from these objects and nothing else, so what is exported is exactly
+what is shown: same numbers, colour map, levels, labels and title.
+
+One module per view: heatmap (one step, per-head grids), reduction (fewer cells than pixels on screen), stats,
+blocks (the architecture diagram), positional, masks, overview (layers × heads) and output (top-k). Import the
+names from here: `from scratchformer.plotdata import step_heatmap`.
+"""
+
+from .blocks import (
+    EMBEDDING_KINDS,
+    Block,
+    architecture,
+    block_key,
+    block_steps,
+)
+from .heatmap import (
+    DIVERGING,
+    MASK,
+    PROBABILITY_KINDS,
+    SEQUENTIAL,
+    VOCAB_COLUMNS,
+    Heatmap,
+    VocabLabels,
+    abbreviate,
+    axis_labels,
+    format_value,
+    head_count,
+    heads_grid,
+    levels_for,
+    matrix_of,
+    step_heatmap,
+    top_columns,
+)
+from .masks import (
+    ATTENTION_TITLES,
+    attention_types,
+    before_after_softmax,
+    mask_heatmaps,
+)
+from .output import (
+    TopKRow,
+    top_k_table,
+)
+from .overview import (
+    overview_cell,
+    overview_mosaic,
+    overview_tick_positions,
+)
+from .positional import (
+    Curve,
+    default_pe_dims,
+    pe_curves,
+    positional_heatmap,
+)
+from .reduction import (
+    EXTREME,
+    MAX,
+    block_reduce,
+    display_blocks,
+    display_reduction,
+)
+from .stats import (
+    TensorStats,
+    tensor_stats,
+)
+
+__all__ = [
+    "ATTENTION_TITLES",
+    "Block",
+    "Curve",
+    "DIVERGING",
+    "EMBEDDING_KINDS",
+    "EXTREME",
+    "Heatmap",
+    "MASK",
+    "MAX",
+    "PROBABILITY_KINDS",
+    "SEQUENTIAL",
+    "TensorStats",
+    "TopKRow",
+    "VOCAB_COLUMNS",
+    "VocabLabels",
+    "abbreviate",
+    "architecture",
+    "attention_types",
+    "axis_labels",
+    "before_after_softmax",
+    "block_key",
+    "block_reduce",
+    "block_steps",
+    "default_pe_dims",
+    "display_blocks",
+    "display_reduction",
+    "format_value",
+    "head_count",
+    "heads_grid",
+    "levels_for",
+    "mask_heatmaps",
+    "matrix_of",
+    "overview_cell",
+    "overview_mosaic",
+    "overview_tick_positions",
+    "pe_curves",
+    "positional_heatmap",
+    "step_heatmap",
+    "tensor_stats",
+    "top_columns",
+    "top_k_table",
+]

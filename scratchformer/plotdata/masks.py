@@ -1,0 +1,83 @@
+"""Masks per attention type (causal, padding, combined) and scores before / after the softmax."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..trace import Trace
+from .heatmap import MASK, Heatmap, axis_labels, step_heatmap
+
+ATTENTION_TITLES = {
+    "encoder.self_attn": "Encoder self-attention",
+    "decoder.self_attn": "Decoder masked self-attention",
+    "decoder.cross_attn": "Cross-attention",
+}
+
+
+def attention_types(trace: Trace) -> list[str]:
+    """The attention types present, in the order encoder self, decoder self, cross."""
+    seen = {s.attention_type for s in trace if s.attention_type}
+    return [t for t in ATTENTION_TITLES if t in seen]
+
+
+def _mask_heatmap(allowed: np.ndarray, title: str, rows: list[str] | None, cols: list[str] | None,
+                  row_dim: str, col_dim: str) -> Heatmap:
+    values = np.where(allowed, 0.0, -np.inf).astype(np.float32)
+    masked = ~allowed
+    return Heatmap(
+        values=np.ascontiguousarray(values), row_labels=rows, col_labels=cols, row_dim=row_dim,
+        col_dim=col_dim, levels=(0.0, 1.0), colormap=MASK, title=title,
+        subtitle=f"{int(masked.sum())} of {masked.size} cells blocked (−∞)",
+        formula="0 = may attend, −∞ = blocked", masked=masked if masked.any() else None,
+    )
+
+
+def _pad_of(trace: Trace, stack: str, batch: int, pad_id: int | None) -> np.ndarray | None:
+    step = trace.find(f"{stack}.tokens")
+    if step is None:
+        return None
+    ids = step.tensor[min(batch, step.shape[0] - 1)].numpy()
+    return ids == pad_id if pad_id is not None else np.zeros(ids.shape, dtype=bool)
+
+
+def mask_heatmaps(trace: Trace, attention_type: str, layer: int = 0, batch: int = 0,
+                  pad_id: int | None = None) -> list[Heatmap]:
+    """The masks of one attention type: its parts (causal, source / target padding) and the combined mask the
+    model added to the scores (read from the trace, so it is exactly what was used)."""
+    stack, kind = attention_type.split(".")
+    combined_step = trace.find(f"{stack}.{layer}.{kind}.mask")
+    if combined_step is None:
+        return []
+    b = min(batch, combined_step.shape[0] - 1)
+    combined = np.isfinite(combined_step.tensor[b].to(torch.float32).numpy())
+    n_q, n_k = combined.shape
+    row_dim, col_dim = combined_step.dims[1], combined_step.dims[2]
+    rows = axis_labels(trace, row_dim, n_q, batch)
+    cols = axis_labels(trace, col_dim, n_k, batch)
+    parts: list[Heatmap] = []
+    if attention_type == "decoder.self_attn":
+        causal = np.tril(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q)
+        parts.append(_mask_heatmap(causal, "Causal (no peeking ahead)", rows, cols, row_dim, col_dim))
+    key_stack = "tgt_embed" if col_dim == "tgt_pos" else "src_embed"
+    pad = _pad_of(trace, key_stack, batch, pad_id)
+    if pad is not None and pad.shape[0] == n_k:
+        side = "Target" if key_stack == "tgt_embed" else "Source"
+        allowed = np.broadcast_to(~pad[None, :], (n_q, n_k))
+        parts.append(_mask_heatmap(allowed, f"{side} padding", rows, cols, row_dim, col_dim))
+    hm = _mask_heatmap(combined, "Combined mask used", rows, cols, row_dim, col_dim)
+    hm.extra["step"] = combined_step.name
+    parts.append(hm)
+    for p in parts:
+        p.title = f"{ATTENTION_TITLES.get(attention_type, attention_type)}: {p.title}"
+    return parts
+
+
+def before_after_softmax(trace: Trace, sublayer: str, batch: int = 0, head: int = 0) -> list[Heatmap]:
+    """[masked scores, attention weights] of one attention sublayer and head, for side-by-side display."""
+    out = []
+    for part in ("masked_scores", "weights"):
+        step = trace.find(f"{sublayer}.{part}")
+        if step is not None:
+            out.append(step_heatmap(trace, step, batch, head))
+    return out

@@ -1,0 +1,39 @@
+"""The output: the top-k next tokens and their probabilities at each target position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..trace import Trace
+from .heatmap import VocabLabels
+
+
+@dataclass
+class TopKRow:
+    position: int
+    input_token: str  # the decoder input at this position (the prediction is for the token after it)
+    tokens: list[str]
+    ids: list[int]
+    probs: list[float]
+
+
+def top_k_table(
+    trace: Trace, k: int = 5, batch: int = 0, vocab_labels: VocabLabels | None = None
+) -> list[TopKRow]:
+    """For each target position, the k most likely next tokens and their probabilities."""
+    step = trace.find("generator.probs")
+    if step is None:
+        return []
+    probs = step.tensor[min(batch, step.shape[0] - 1)].to(torch.float32)  # (T, vocab)
+    k = min(k, probs.shape[-1])
+    top = torch.topk(probs, k, dim=-1)
+    inputs = trace.labels("tgt_pos", batch) or []
+    rows = []
+    for pos in range(probs.shape[0]):
+        ids = top.indices[pos].tolist()
+        tokens = vocab_labels(ids) if vocab_labels else [f"#{i}" for i in ids]
+        tok = inputs[pos] if pos < len(inputs) else f"tgt_pos {pos}"
+        rows.append(TopKRow(pos, tok, tokens, ids, top.values[pos].tolist()))
+    return rows

@@ -1,0 +1,47 @@
+"""Summary statistics of a whole step tensor (the inspector's numbers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .heatmap import format_value
+
+
+@dataclass
+class TensorStats:
+    """Summary numbers of a whole step tensor (over every axis), ignoring −∞ and NaN cells."""
+
+    minimum: float
+    maximum: float
+    mean: float
+    std: float
+    n_masked: int  # cells that are −∞
+    n_nan: int
+
+    def lines(self) -> list[str]:
+        out = [
+            f"min  {format_value(self.minimum)}",
+            f"max  {format_value(self.maximum)}",
+            f"mean {format_value(self.mean)}",
+            f"std  {format_value(self.std)}",
+        ]
+        if self.n_masked:
+            out.append(f"−∞   {self.n_masked} cells (masked)")
+        if self.n_nan:
+            out.append(f"NaN  {self.n_nan} cells")
+        return out
+
+
+def tensor_stats(tensor: torch.Tensor) -> TensorStats:
+    t = tensor.detach().to(torch.float32)
+    finite = torch.isfinite(t)
+    n_masked = int(torch.isneginf(t).sum())
+    n_nan = int(torch.isnan(t).sum())
+    vals = t[finite] if not bool(finite.all()) else t.reshape(-1)
+    if vals.numel() == 0:
+        nan = float("nan")
+        return TensorStats(nan, nan, nan, nan, n_masked, n_nan)
+    std = float(vals.std()) if vals.numel() > 1 else 0.0
+    return TensorStats(float(vals.min()), float(vals.max()), float(vals.mean()), std, n_masked, n_nan)
