@@ -139,7 +139,7 @@ def test_same_seed_same_run_and_another_seed_differs(tmp_path):
 def test_training_lowers_the_loss_and_writes_a_checkpoint(tmp_path):
     opts = _tiny_options(tmp_path, task="copy", epochs=2, max_steps=None)
     # the real copy task is too big for a unit test: train on the tiny data through the same driver
-    import scratchformer.training as training
+    import scratchformer.training.trainer as training  # prepare() looks load_data up in this module
 
     original = training.load_data
     training.load_data = lambda o: _tiny_data()

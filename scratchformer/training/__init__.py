@@ -1,0 +1,73 @@
+"""Training (paper §5): teacher forcing under the causal mask, label-smoothed cross-entropy, Adam with warm-up.
+
+Data comes from a built-in task (en-hi, copy, reverse, sort), a user's TSV of source/target pairs, or a plain
+text file (next-token prediction). The best model by validation loss is saved as a checkpoint directory;
+the full training state (model, Adam moments, step, random-number states) goes to `<out>/resume/`, all in
+safetensors + JSON, so a run can be resumed and a fixed seed reproduces it.
+
+Modules: formulas (the paper's learning-rate schedule and label-smoothed loss), data (examples, batches and
+where they come from), options (what a run is asked to do and the model it builds) and trainer (the Trainer,
+its resume state, and the prepare / train driver). Import the names from here.
+"""
+
+from .data import (
+    Batch,
+    Example,
+    TrainData,
+    collate,
+    load_data,
+    pair_data,
+    task_splits,
+    text_data,
+    token_batches,
+    tsv_splits,
+)
+from .formulas import (
+    IGNORE,
+    label_smoothed_loss,
+    noam_lr,
+)
+from .options import (
+    TrainOptions,
+    build_config,
+)
+from .trainer import (
+    OPTIMIZER_FILE,
+    RESUME_DIR,
+    STATE_FILE,
+    EpochResult,
+    Trainer,
+    exact_match,
+    prepare,
+    resume_dir,
+    resumed_options,
+    train,
+)
+
+__all__ = [
+    "Batch",
+    "EpochResult",
+    "Example",
+    "IGNORE",
+    "OPTIMIZER_FILE",
+    "RESUME_DIR",
+    "STATE_FILE",
+    "TrainData",
+    "TrainOptions",
+    "Trainer",
+    "build_config",
+    "collate",
+    "exact_match",
+    "label_smoothed_loss",
+    "load_data",
+    "noam_lr",
+    "pair_data",
+    "prepare",
+    "resume_dir",
+    "resumed_options",
+    "task_splits",
+    "text_data",
+    "token_batches",
+    "train",
+    "tsv_splits",
+]
