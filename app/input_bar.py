@@ -1,0 +1,222 @@
+"""The input bar above the views: source and target fields, Load text…, model and device pickers, Run, notes.
+
+It holds what the next run reads (the texts, the model spec, the device and the walkthrough's windows) and
+asks the window to run, open a text file or open a model folder; it never runs anything itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QSizePolicy,
+    QSpinBox,
+    QStyle,
+    QVBoxLayout,
+    QWidget,
+)
+
+from scratchformer.batching import read_text_file
+from scratchformer.bundle import model_names
+from scratchformer.device import available_devices
+from scratchformer.errors import UserError
+
+from .widgets.marked_line_edit import MarkedLineEdit
+
+OPEN_ITEM = "Open…"
+MAX_FIELD_CHARS = 100_000  # a loaded file beyond this is cut (the model reads at most max_len tokens anyway)
+
+
+class BatchingDialog(QDialog):
+    """For a long text: one input cut to the model's length, or the walkthrough's windows (S tokens, stride 1)."""
+
+    def __init__(self, parent, n_words: int, max_len: int | None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("How should the text be read?")
+        layout = QVBoxLayout(self)
+        intro = QLabel(f"The file has about {n_words} words.")
+        layout.addWidget(intro)
+        limit = f" (at most {max_len} tokens)" if max_len else ""
+        self.whole = QRadioButton(f"As one input, cut to the model's maximum length{limit}")
+        self.windows = QRadioButton("As the walkthrough's batch: windows of S tokens with stride 1, first B windows")
+        self.whole.setChecked(True)
+        layout.addWidget(self.whole)
+        layout.addWidget(self.windows)
+        form = QFormLayout()
+        self.seq_len = QSpinBox()
+        self.seq_len.setRange(1, max_len or 4096)
+        self.seq_len.setValue(min(10, max_len or 10))
+        self.batch = QSpinBox()
+        self.batch.setRange(1, 64)
+        self.batch.setValue(4)
+        form.addRow("Window length S (tokens)", self.seq_len)
+        form.addRow("Number of windows B", self.batch)
+        layout.addLayout(form)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def choice(self) -> tuple[int, int] | None:
+        return (self.seq_len.value(), self.batch.value()) if self.windows.isChecked() else None
+
+
+class InputBar(QWidget):
+    """The fields and pickers on top of the window; `window` provides run(), open_text_dialog() and
+    open_model_dialog()."""
+
+    def __init__(self, window) -> None:
+        super().__init__()
+        self.main = window
+        self.windows: tuple[int, int] | None = None  # (S, B) when the source is read as the walkthrough's batch
+        self._last_model_index = 0
+        grid = QGridLayout(self)
+        grid.setContentsMargins(8, 6, 8, 2)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        self.source_edit = MarkedLineEdit("The sentence the encoder reads. Enter runs the model.")
+        self.source_edit.setMaxLength(MAX_FIELD_CHARS)
+        self.source_edit.setPlaceholderText("Source sentence (what the encoder reads)")
+        self.source_edit.textEdited.connect(self._source_edited)
+        self.target_edit = QLineEdit()
+        self.target_edit.setMaxLength(MAX_FIELD_CHARS)
+        self.target_edit.setPlaceholderText("Target sentence for teacher forcing (empty: just the start token)")
+        self.target_edit.setToolTip("The decoder reads the start token followed by this text (teacher forcing).")
+        for edit in (self.source_edit, self.target_edit):
+            edit.returnPressed.connect(window.run)
+        self.load_button = QPushButton("Load text…")
+        self.load_button.setToolTip("Read the source from a UTF-8 text file (Ctrl+O)")
+        self.load_button.clicked.connect(lambda: window.open_text_dialog())
+        self.windows_label = QLabel()
+        self.windows_label.setStyleSheet("color: #8a5a00;")
+        self.windows_label.setVisible(False)
+        self.model_combo = QComboBox()
+        self.model_combo.setToolTip("Presets have random weights; bundled models are trained; Open… reads a folder")
+        self.model_combo.setMinimumWidth(150)
+        self.model_combo.activated.connect(self._model_activated)
+        self.device_combo = QComboBox()
+        self.device_combo.addItems(available_devices())
+        self.device_combo.setToolTip("Where the model runs (CUDA is listed only where PyTorch finds it)")
+        self.run_button = QPushButton("Run")
+        self.run_button.setDefault(True)
+        self.run_button.setToolTip("Run the model on the text (Ctrl+Enter)")
+        self.run_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay))
+        self.run_button.clicked.connect(window.run)
+        grid.addWidget(QLabel("Source"), 0, 0)
+        grid.addWidget(self.source_edit, 0, 1)
+        grid.addWidget(self.load_button, 0, 2)
+        grid.addWidget(QLabel("Model"), 0, 3)
+        grid.addWidget(self.model_combo, 0, 4)
+        grid.addWidget(QLabel("Target"), 1, 0)
+        grid.addWidget(self.target_edit, 1, 1)
+        grid.addWidget(self.windows_label, 1, 2)
+        grid.addWidget(QLabel("Device"), 1, 3)
+        grid.addWidget(self.device_combo, 1, 4)
+        grid.addWidget(self.run_button, 0, 5, 2, 1)
+        self.run_button.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        grid.setColumnStretch(1, 1)
+        self.notes_label = QLabel()
+        self.notes_label.setWordWrap(True)
+        self.notes_label.setStyleSheet(
+            "background: #fff4ce; border: 1px solid #e0c36b; border-radius: 3px; padding: 3px 6px;"
+        )
+        self.notes_label.setVisible(False)
+        grid.addWidget(self.notes_label, 2, 0, 1, 6)
+
+    # --- models and devices ------------------------------------------------------------------------------------
+
+    def fill_models(self, opened: list[str], select: str | None = None) -> None:
+        """Presets and bundled models, then the folders opened before (that still exist), then Open…."""
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        for name in model_names():
+            self.model_combo.addItem(name, name)
+        for path in opened:
+            if Path(path).exists():
+                self.model_combo.addItem(Path(path).name, path)
+                self.model_combo.setItemData(self.model_combo.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
+        self.model_combo.insertSeparator(self.model_combo.count())
+        self.model_combo.addItem(OPEN_ITEM, OPEN_ITEM)
+        self.model_combo.blockSignals(False)
+        if select:
+            self.set_model(select)
+
+    def model_spec(self) -> str:
+        data = self.model_combo.currentData()
+        return "" if data in (None, OPEN_ITEM) else str(data)
+
+    def set_model(self, spec: str) -> None:
+        """Select a model by name or path, adding a path to the list if it is not there yet."""
+        i = self.model_combo.findData(spec)
+        if i < 0:
+            i = self.model_combo.findText(spec)
+        if i < 0:
+            self.model_combo.insertItem(self.model_combo.count() - 2, Path(spec).name or spec, spec)
+            i = self.model_combo.findData(spec)
+        self.model_combo.setCurrentIndex(i)
+        self._last_model_index = i
+
+    def set_device(self, device: str) -> None:
+        if self.device_combo.findText(device) < 0:
+            self.device_combo.addItem(device)  # the run will say why it is not available
+        self.device_combo.setCurrentText(device)
+
+    def _model_activated(self, index: int) -> None:
+        if self.model_combo.itemData(index) == OPEN_ITEM:
+            self.model_combo.setCurrentIndex(self._last_model_index)
+            self.main.open_model_dialog()
+        else:
+            self._last_model_index = index
+
+    # --- the walkthrough's windows -------------------------------------------------------------------------------
+
+    def _source_edited(self, _text: str) -> None:
+        if self.windows is not None:
+            self.set_windows(None)
+
+    def set_windows(self, windows: tuple[int, int] | None) -> None:
+        self.windows = windows
+        self.windows_label.setVisible(windows is not None)
+        self.target_edit.setEnabled(windows is None)
+        if windows is not None:
+            s, b = windows
+            self.windows_label.setText(f"batch: {b} windows × {s} tokens")
+            self.windows_label.setToolTip(
+                "The walkthrough's batching: windows of S tokens with stride 1; the decoder reads each window "
+                "shifted right behind the start token. Edit the source to go back to one sentence."
+            )
+
+    def load_text_file(self, path: str, windows: tuple[int, int] | None | str, max_len: int | None) -> str | None:
+        """Read a UTF-8 text file into the source; windows: (S, B), None (one input) or "ask" (a dialog for
+        long texts). Returns what to tell the user, or None when the dialog was cancelled; a file that cannot be
+        read raises UserError with one sentence."""
+        try:
+            text = read_text_file(path)
+        except OSError as exc:
+            raise UserError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+        note = ""
+        if len(text) > MAX_FIELD_CHARS:
+            text = text[:MAX_FIELD_CHARS]
+            note = f" Only its first {MAX_FIELD_CHARS:,} characters were kept."
+        if windows == "ask":
+            n_words = len(text.split())
+            windows = None
+            if n_words > 12:
+                dialog = BatchingDialog(self.main, n_words, max_len)
+                if dialog.exec() != QDialog.DialogCode.Accepted:
+                    return None
+                windows = dialog.choice()
+        flat = " ".join(text.split()) if windows is None else text
+        self.source_edit.setText(flat)
+        self.main.set_windows(windows)
+        return f"Loaded {Path(path).name} ({len(text):,} characters).{note}"

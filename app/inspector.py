@@ -1,0 +1,78 @@
+"""The inspector beside the views: the current step's name, shape, formula and statistics, and the read-out of
+the heatmap cell under the mouse."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+
+from scratchformer.plotdata import TensorStats
+from scratchformer.trace import Step
+
+from .stepper import step_path
+
+
+def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, head: int) -> list[str]:
+    """What the inspector says about a step: where it is, its shape, what the heatmap shows, formula, stats."""
+    showing = [d for d in step.dims if d not in ("batch", "head")]
+    sel = []
+    if "batch" in step.dims:
+        sel.append(f"batch item {min(batch, step.shape[step.dims.index('batch')] - 1) + 1}")
+    if "head" in step.dims:
+        sel.append(f"head {min(head, step.shape[step.dims.index('head')] - 1) + 1}")
+    lines = [
+        step_path(step),
+        "",
+        f"name     {step.name}",
+        f"kind     {step.kind}",
+        f"step     {step.index + 1} of {n_steps}",
+        "",
+        "shape    " + " × ".join(f"{n} {d}" for n, d in zip(step.shape, step.dims)),
+        f"         {tuple(step.shape)}",
+        f"showing  {' × '.join(showing)}" + (f"  ({', '.join(sel)})" if sel else ""),
+        "",
+        "formula",
+        f"  {step.formula}",
+        "",
+        "statistics (whole tensor)",
+        *[f"  {line}" for line in stats.lines()],
+    ]
+    if "vocab" in step.dims:
+        lines += ["", "The heatmap shows the 24 vocabulary columns", "that are in some row's top ranks."]
+    return lines
+
+
+class Inspector(QWidget):
+    """'Inspector' text above 'Under the mouse'."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text = QPlainTextEdit()
+        self.text.setReadOnly(True)
+        mono = QFont("DejaVu Sans Mono")
+        mono.setStyleHint(QFont.StyleHint.Monospace)
+        mono.setPointSizeF(9.0)
+        self.text.setFont(mono)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.hover_label = QLabel("Hover a heatmap cell to read its value.")
+        self.hover_label.setFont(mono)
+        self.hover_label.setWordWrap(True)
+        self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.hover_label.setStyleSheet("background: #f3f6fa; border: 1px solid #d6dde6; padding: 4px;")
+        sl = QVBoxLayout(self)
+        sl.setContentsMargins(0, 0, 0, 0)
+        title = QLabel("<b>Inspector</b>")
+        sl.addWidget(title)
+        sl.addWidget(self.text, 1)
+        sl.addWidget(QLabel("<b>Under the mouse</b>"))
+        sl.addWidget(self.hover_label)
+
+    def show_step(self, step: Step | None, stats: TensorStats | None, n_steps: int, batch: int, head: int) -> None:
+        if step is None or stats is None:
+            self.text.setPlainText("")
+            return
+        self.text.setPlainText("\n".join(inspector_lines(step, stats, n_steps, batch, head)))
+
+    def show_hover(self, text: str) -> None:
+        self.hover_label.setText(text)

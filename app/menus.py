@@ -1,0 +1,87 @@
+"""The window's menu bar (File, Run, View, Help) with its shortcuts, and the About and shortcuts dialogs."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMessageBox
+
+EXPORT_MENU = (
+    ("Current view as PNG…", "view_png", "Ctrl+E"),
+    ("Current view as SVG…", "view_svg", ""),
+    ("Current view as PDF…", "view_pdf", ""),
+    ("All attention maps…", "all_attention", ""),
+    ("Current tensor…", "tensor_current", ""),
+    ("All tensors…", "tensors_all", ""),
+    ("Copy current view to clipboard", "clipboard", "Ctrl+Shift+C"),
+)
+
+
+def add_action(window, menu, text: str, slot, shortcut=None) -> QAction:
+    action = QAction(text, window)
+    if shortcut:
+        action.setShortcut(QKeySequence(shortcut))
+    action.triggered.connect(lambda _checked=False: slot())
+    menu.addAction(action)
+    return action
+
+
+def build_menus(window) -> dict[str, QAction]:
+    """Fill the window's menu bar; returns the export actions by kind (enabled only once there is a run)."""
+    w = window
+    mb = w.menuBar()
+    file_menu = mb.addMenu("&File")
+    add_action(w, file_menu, "Open &text…", lambda: w.open_text_dialog(), QKeySequence.StandardKey.Open)
+    add_action(w, file_menu, "Open &model…", lambda: w.open_model_dialog(), "Ctrl+Shift+O")
+    export = file_menu.addMenu("&Export")
+    export_actions: dict[str, QAction] = {}
+    for text, kind, key in EXPORT_MENU:
+        export_actions[kind] = add_action(w, export, text, lambda k=kind: w.request_export(k), key or None)
+    file_menu.addSeparator()
+    add_action(w, file_menu, "&Quit", w.close, QKeySequence.StandardKey.Quit).setShortcut("Ctrl+Q")
+    run_menu = mb.addMenu("&Run")
+    run = add_action(w, run_menu, "&Run model", w.run, "Ctrl+Return")
+    run.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter"), QKeySequence("F5")])
+    run_menu.addSeparator()
+    add_action(w, run_menu, "&Next step", w.next_step, "Alt+Right")
+    add_action(w, run_menu, "&Previous step", w.previous_step, "Alt+Left")
+    add_action(w, run_menu, "&First step", w.first_step, "Alt+Home")
+    add_action(w, run_menu, "&Last step", w.last_step, "Alt+End")
+    add_action(w, run_menu, "Play / &pause", w.toggle_play, "Ctrl+Space")
+    view_menu = mb.addMenu("&View")
+    add_action(w, view_menu, "&Sublayers only", lambda: w.set_detail("major"), "Ctrl+Shift+S")
+    add_action(w, view_menu, "&Every operation", lambda: w.set_detail("all"), "Ctrl+Shift+A")
+    view_menu.addSeparator()
+    for i, view in enumerate(w.views):  # one entry per tab, in tab order
+        add_action(w, view_menu, type(view).title, lambda i=i: w.tabs.setCurrentIndex(i), f"Ctrl+{i + 1}")
+    help_menu = mb.addMenu("&Help")
+    add_action(w, help_menu, "&Keyboard shortcuts", w.show_shortcuts, QKeySequence.StandardKey.HelpContents)
+    add_action(w, help_menu, "&About scratchformer", w.show_about)
+    return export_actions
+
+
+def show_about(parent) -> None:
+    QMessageBox.about(
+        parent,
+        "About scratchformer",
+        "<h3>scratchformer</h3><p>Step a sentence through the 2017 encoder-decoder Transformer "
+        "(“Attention Is All You Need”), sublayer by sublayer, with live shapes and heatmaps.</p>"
+        "<p>The model is written from scratch in PyTorch; the window uses PySide6 and pyqtgraph.</p>",
+    )
+
+
+def show_shortcuts(parent) -> None:
+    rows = [
+        ("→ / ←", "next / previous step (when not typing)"),
+        ("Home / End", "first / last step"),
+        ("Alt+→ / Alt+←", "next / previous step, anywhere"),
+        ("Space", "play / pause"),
+        ("Ctrl+Enter, F5", "run the model"),
+        ("Ctrl+O", "open a text file"),
+        ("Ctrl+Shift+O", "open a model folder"),
+        ("Ctrl+1 … Ctrl+6", "switch view"),
+        ("Ctrl+Q", "quit"),
+    ]
+    body = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    QMessageBox.information(parent, "Keyboard shortcuts", f"<table cellspacing=6>{body}</table>")
