@@ -118,7 +118,8 @@ def main() -> None:
     print(f"{'measure':<34} {'scratchformer':>14} {'nn.Transformer':>15} {'ratio':>7} {'target':>7}")
     for label, mine, theirs, ratio, target in rows:
         flag = "ok" if ratio <= target else "OVER"
-        print(f"{label:<34} {mine * 1e3:>11.1f} ms {theirs * 1e3:>12.1f} ms {ratio:>7.2f} {'≤' + str(target):>7} {flag}")
+        bound = f"≤{target}"
+        print(f"{label:<34} {mine * 1e3:>11.1f} ms {theirs * 1e3:>12.1f} ms {ratio:>7.2f} {bound:>7} {flag}")
 
 
 def _no_grad(model, src, tgt):
