@@ -124,7 +124,9 @@ class Transformer(nn.Module):
             raise UserError("The decoder needs the encoder output (memory); call encode() first.")
         b, t = tgt.shape
         x = self.tgt_embed(tgt, offset=offset)  # (B, T, d_model)
-        self_mask = masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)  # (B, T, offset+T)
+        # One new token with nothing padded (cached decoding) may see every earlier position: no mask needed.
+        one_free_token = tgt_pad is None and t == 1
+        self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)
         cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
         pure_causal = tgt_pad is None and offset == 0 and t > 1  # the mask is exactly the causal triangle
         for i, layer in enumerate(self.decoder):
