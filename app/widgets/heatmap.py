@@ -148,6 +148,8 @@ class HeatmapWidget(QWidget):
         tick_font.setPointSizeF(8.5)
         for name in ("left", "bottom"):
             self.plot.getAxis(name).setTickFont(tick_font)
+            # axes count cells, never physical units: no "(x0.001)" SI prefix when a map is one row tall
+            self.plot.getAxis(name).enableAutoSIPrefix(False)
         layout.addWidget(self.view, 1)
 
         self.readout = QLabel(" ")
