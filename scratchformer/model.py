@@ -13,6 +13,18 @@ from .layers import DecoderLayer, EncoderLayer
 from .trace import Trace, active_tracer, tracing
 
 
+def _final_norm(norm: nn.LayerNorm | None, x: torch.Tensor, stack: str, pos: str) -> torch.Tensor:
+    """The optional LayerNorm after a whole stack (torch.nn.Transformer has one; the paper does not)."""
+    if norm is None:
+        return x
+    x = norm(x)  # (B, T, d_model)
+    tracer = active_tracer()
+    if tracer is not None:
+        tracer.add(f"{stack}.final_norm.out", "layer_norm", x, ("batch", pos, "d_model"),
+                   f"Final {stack} LayerNorm", "LayerNorm(x)", f"{stack}.final_norm", major=True)
+    return x
+
+
 class Generator(nn.Module):
     """Linear projection to the vocabulary, then softmax (paper §3.4)."""
 
@@ -95,13 +107,7 @@ class Transformer(nn.Module):
         mask = masks.encoder_self_mask(src_pad, b, s, src.device)  # (B, S, S) or None
         for layer in self.encoder:
             x = layer(x, mask)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-            tracer = active_tracer()
-            if tracer is not None:
-                tracer.add("encoder.final_norm.out", "layer_norm", x, ("batch", "src_pos", "d_model"),
-                           "Final encoder LayerNorm", "LayerNorm(x)", "encoder.final_norm", major=True)
-        return x
+        return _final_norm(self.encoder_norm, x, "encoder", "src_pos")
 
     def decode(
         self,
@@ -131,13 +137,7 @@ class Transformer(nn.Module):
         pure_causal = tgt_pad is None and offset == 0 and t > 1  # the mask is exactly the causal triangle
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None, pure_causal)
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-            tracer = active_tracer()
-            if tracer is not None:
-                tracer.add("decoder.final_norm.out", "layer_norm", x, ("batch", "tgt_pos", "d_model"),
-                           "Final decoder LayerNorm", "LayerNorm(x)", "decoder.final_norm", major=True)
-        return x
+        return _final_norm(self.decoder_norm, x, "decoder", "tgt_pos")
 
     def forward(
         self,
