@@ -11,9 +11,20 @@ SCREENSHOT_SIZE = (1400, 900)
 RUN_TIMEOUT_S = 600
 
 
+# Platform-plugin chatter that says nothing to a user (the offscreen plugin used for --screenshot prints it).
+QUIET_QT_MESSAGES = ("This plugin does not support propagateSizeHints()",)
+
+
+def _qt_message(mode, context, message: str) -> None:
+    if not message.startswith(QUIET_QT_MESSAGES):
+        sys.stderr.write(message + "\n")
+
+
 def _application():
+    from PySide6.QtCore import qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
+    qInstallMessageHandler(_qt_message)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("scratchformer")
     app.setOrganizationName("scratchformer")

@@ -87,6 +87,8 @@ def prepare_folder(folder: Path | str, create: bool = True) -> Path:
     except FileExistsError:
         pass
     except OSError as exc:
+        if exc.errno == errno.ENOENT:  # the parent exists (checked above) but takes no new folders, e.g. /proc
+            raise UserError(f"Cannot create a folder in {parent}; choose another folder.") from None
         raise UserError(explain_os_error(exc, folder)) from None  # about the parent, where mkdir failed
     return folder
 

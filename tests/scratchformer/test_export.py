@@ -239,3 +239,19 @@ def test_tensor_export_never_imports_qt(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "attention.npz").is_file()
+
+
+def test_a_parent_that_takes_no_new_folders_is_named(tmp_path, monkeypatch):
+    """/proc on Linux answers mkdir with ENOENT although it exists: say so, not "does not exist"."""
+    import errno as errno_module
+    from pathlib import Path
+
+    from scratchformer.errors import UserError
+    from scratchformer.exporting.files import prepare_folder
+
+    def refuse(self, *args, **kwargs):
+        raise FileNotFoundError(errno_module.ENOENT, "No such file or directory")
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(UserError, match=f"Cannot create a folder in {tmp_path}"):
+        prepare_folder(tmp_path / "new")
