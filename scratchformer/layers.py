@@ -10,11 +10,12 @@ from .attention import MultiHeadAttention
 from .config import TransformerConfig
 from .trace import active_tracer
 
+# Applied in place to the fresh output of W_1 (nothing else holds it): no second d_ff-wide tensor is allocated.
 _ACTIVATIONS = {
-    "relu": F.relu,
+    "relu": lambda x: F.relu(x, inplace=True),
     "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "silu": F.silu,
+    "silu": lambda x: F.silu(x, inplace=True),
 }
 
 
