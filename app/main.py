@@ -104,6 +104,12 @@ def run_gui(args) -> int:
     headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if shot and headless and "QT_QPA_PLATFORM" not in os.environ:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
+    if not shot and headless and "QT_QPA_PLATFORM" not in os.environ and sys.platform.startswith("linux"):
+        # Qt would abort the interpreter with a page of plugin errors; say it in one sentence instead.
+        print("scratchformer: no display was found (DISPLAY is not set); open the window on a desktop, use "
+              "'scratchformer gui --screenshot FILE', or the headless commands (trace, export, translate).",
+              file=sys.stderr)
+        return 2
     app = _application()
     window = create_window(args, persist=not shot)
     if shot:
