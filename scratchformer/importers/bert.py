@@ -16,10 +16,9 @@ import torch
 from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
-from ..model import Transformer
 from ..tokenizers import TextTokenizer
 from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
-from .weights import Weights, load_state, put, read_weights
+from .weights import Weights, build_model, put
 
 # transformers' ACT2FN names → our activations ("gelu" in BERT is the exact erf form)
 HF_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -122,8 +121,5 @@ def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundl
             f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
             f"has {config.src_vocab_size}."
         )
-    tensors, filename = read_weights(directory)
-    weights = Weights(tensors, str(directory / filename), prefixes=("", "bert."))
-    model = Transformer(config)
-    load_state(model, bert_state(weights, config), str(directory / filename))
+    model = build_model(directory, config, bert_state, prefixes=("", "bert."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -18,11 +18,10 @@ from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
-from ..model import Transformer
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
 from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
-from .weights import Weights, load_state, put, read_weights
+from .weights import Weights, build_model, put
 
 
 def config_from_marian(hf, directory: Path, name: str, eos_token: str | None) -> TransformerConfig:
@@ -175,8 +174,5 @@ def load_marian(directory: Path, device: str | torch.device = "cpu") -> ModelBun
                 f"The {side} tokenizer in {directory} has {tok.vocab_size} tokens but config.json says the model "
                 f"has {size}."
             )
-    tensors, filename = read_weights(directory)
-    weights = Weights(tensors, str(directory / filename), prefixes=("model.", ""))
-    model = Transformer(config)
-    load_state(model, marian_state(weights, config), str(directory / filename))
+    model = build_model(directory, config, marian_state, prefixes=("model.", ""))
     return ModelBundle(model.to(device).eval(), src_tok, tgt_tok, name, str(directory))

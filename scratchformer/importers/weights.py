@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -16,7 +16,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
+from ..config import TransformerConfig
 from ..errors import UserError
+from ..model import Transformer
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -162,3 +164,17 @@ def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str)
             )
     with torch.no_grad():
         model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=True)
+
+
+def build_model(
+    directory: Path,
+    config: TransformerConfig,
+    state_for: Callable[[Weights, TransformerConfig], dict[str, torch.Tensor]],
+    prefixes: tuple[str, ...],
+) -> Transformer:
+    """Read a folder's weights, map them with `state_for(weights, config)` and load them into a fresh model."""
+    tensors, filename = read_weights(directory)
+    weights = Weights(tensors, str(directory / filename), prefixes=prefixes)
+    model = Transformer(config)
+    load_state(model, state_for(weights, config), str(directory / filename))
+    return model
