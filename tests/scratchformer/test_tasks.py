@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scratchformer.tasks import TASKS, Pair, algorithmic, en_hi, load_task_splits, read_pairs_tsv, read_tsv, write_tsv
 from scratchformer.tasks.en_hi import _NP, ADJECTIVES, NOUNS, PRONOUNS, VERBS, _Clause, _render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AUX = {"है", "हैं", "हूँ", "हो"}
 POSTPOSITIONS = {"में", "पर", "को", "के", "से"}
 
