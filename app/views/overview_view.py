@@ -6,7 +6,7 @@ maps at 512 tokens draw as three block-averaged images.
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QBoxLayout, QLabel, QVBoxLayout
 
 from scratchformer.plotdata import Heatmap, attention_types, overview_cell, overview_mosaic, overview_tick_positions
 
@@ -30,7 +30,7 @@ class OverviewView(View):
         layout.addWidget(hint)
         self.empty = placeholder("Run a model with attention to see the overview.")
         layout.addWidget(self.empty)
-        self.row = QHBoxLayout()
+        self.row = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         layout.addLayout(self.row, 1)
         self.widgets: dict[str, HeatmapWidget] = {}
         self._maps: dict[str, Heatmap] = {}
@@ -76,6 +76,9 @@ class OverviewView(View):
                 mosaic = overview_mosaic(trace, kind, batch, TILE)
                 if mosaic is not None:
                     self._maps[kind] = mosaic
+            # Few layers and many heads make wide mosaics: stack them so each gets the full width.
+            wide = any(m.shape[1] > 1.5 * m.shape[0] for m in self._maps.values())
+            self.row.setDirection(QBoxLayout.Direction.TopToBottom if wide else QBoxLayout.Direction.LeftToRight)
             for kind, w in self.widgets.items():
                 w.setVisible(kind in self._maps)
             for kind, mosaic in self._maps.items():
