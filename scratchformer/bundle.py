@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import importlib.resources
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .batching import sliding_windows
-from .checkpoint import is_checkpoint, load_checkpoint
+from .checkpoint import is_checkpoint, is_hf_config, load_checkpoint
 from .config import PRESETS, preset
 from .device import resolve_device
 from .errors import UserError
+from .masks import pad_from_ids
 from .model import Transformer
 from .tokenizers import TextTokenizer, gpt2_tokenizer
 from .trace import Trace
@@ -138,8 +138,8 @@ class ModelBundle:
         dev = self.device
         to = (lambda t: None if t is None else t.to(dev))  # noqa: E731
         c = self.config
-        src_pad = inputs.src_pad if inputs.src_pad is not None else _pad(inputs.src, c.pad_id)
-        tgt_pad = inputs.tgt_pad if inputs.tgt_pad is not None else _pad(inputs.tgt, c.pad_id, start=True)
+        src_pad = inputs.src_pad if inputs.src_pad is not None else pad_from_ids(inputs.src, c.pad_id)
+        tgt_pad = inputs.tgt_pad if inputs.tgt_pad is not None else pad_from_ids(inputs.tgt, c.pad_id, start=True)
         if c.has_encoder:
             return self.model.run_with_trace(
                 to(inputs.src), to(inputs.tgt), to(src_pad), to(tgt_pad), inputs.source_tokens, inputs.target_tokens
@@ -147,17 +147,6 @@ class ModelBundle:
         return self.model.run_with_trace(
             None, to(inputs.tgt), None, to(tgt_pad), inputs.source_tokens, inputs.target_tokens
         )
-
-
-def _pad(ids: torch.Tensor | None, pad_id: int | None, start: bool = False) -> torch.Tensor | None:
-    """(B, T) bool, True at padding, or None. With `start`, column 0 is the decoder's start token and never
-    padding, even where the start token is the pad token (MarianMT starts decoding from <pad>)."""
-    if ids is None or pad_id is None:
-        return None
-    pad = ids == pad_id
-    if start:
-        pad[:, 0] = False
-    return pad if bool(pad.any()) else None
 
 
 def resources_dir() -> Path:
@@ -206,7 +195,7 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
             raise UserError(f"{path} is a file; a model is a folder (config.json, model.safetensors, tokenizer).")
         if not (path / "config.json").is_file():
             raise UserError(f"{path} is not a model folder: it has no config.json.")
-        if _has_model_type(path / "config.json"):
+        if is_hf_config(path / "config.json"):
             from .importers import load_hf_directory  # Hugging Face directories (BERT, MarianMT)
 
             return load_hf_directory(path, dev)
@@ -214,10 +203,3 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
         return ModelBundle(model, src_tok, tgt_tok, model.config.name or path.name, str(path))
     choices = ", ".join(model_names())
     raise UserError(f"Unknown model {spec!r}: not a preset, a bundled model or an existing folder ({choices}).")
-
-
-def _has_model_type(path: Path) -> bool:
-    try:
-        return "model_type" in json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False

@@ -24,10 +24,11 @@ SRC_TOK, TGT_TOK = "src_tokenizer", "tgt_tokenizer"
 
 def is_checkpoint(path: str | Path) -> bool:
     path = Path(path)
-    return (path / CONFIG).is_file() and (path / WEIGHTS).is_file() and not _is_hf_config(path / CONFIG)
+    return (path / CONFIG).is_file() and (path / WEIGHTS).is_file() and not is_hf_config(path / CONFIG)
 
 
-def _is_hf_config(config_path: Path) -> bool:
+def is_hf_config(config_path: Path) -> bool:
+    """A Hugging Face config.json names its architecture in "model_type"; ours never does."""
     try:
         return "model_type" in json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
