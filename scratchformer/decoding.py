@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .errors import UserError
+from .masks import pad_from_ids
 from .model import Transformer
 from .trace import tracing
 
@@ -95,8 +96,7 @@ def _as_src(model: Transformer, src_ids) -> torch.Tensor | None:
 def _encode(model: Transformer, src: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     if src is None:
         return None, None
-    pad_id = model.config.pad_id
-    src_pad = (src == pad_id) if pad_id is not None and bool((src == pad_id).any()) else None
+    src_pad = pad_from_ids(src, model.config.pad_id)
     return model.encode(src, src_pad), src_pad
 
 
@@ -354,28 +354,3 @@ def greedy_batch(
         for row in ys[:, 1:].tolist():
             rows.append(row[: row.index(end)] if stop_at_eos and end in row else row)
         return rows
-
-
-def timeline_heatmap(tl: Timeline, upto: int, layer: int | None = None, head: int | None = None):
-    """Plot data (pure): the cross-attention rows of steps 0 … upto stacked — rows = emitted tokens, columns =
-    source tokens — for one layer (None: layers averaged) and one head (None: heads averaged)."""
-    from .plotdata import SEQUENTIAL, Heatmap
-
-    steps = [s for s in tl.steps[: upto + 1] if s.cross_attention is not None]
-    if not steps:
-        return None
-    rows = []
-    for s in steps:
-        a = s.cross_attention  # (layers, heads, src_len)
-        a = a.mean(0) if layer is None else a[layer]  # (heads, src_len)
-        rows.append(a.mean(0) if head is None else a[head])  # (src_len,)
-    values = np.ascontiguousarray(np.stack(rows), dtype=np.float32)  # (steps, src_len)
-    which = ("all layers" if layer is None else f"decoder layer {layer + 1}") + (
-        ", heads averaged" if head is None else f", head {head + 1}")
-    return Heatmap(
-        values=values, row_labels=[s.token for s in steps], col_labels=list(tl.source_tokens),
-        row_dim="tgt_pos", col_dim="src_pos", levels=(0.0, 1.0), colormap=SEQUENTIAL,
-        title=f"Cross-attention while decoding ({which})",
-        subtitle=f"{len(steps)} emitted tokens × {len(tl.source_tokens)} source tokens ({tl.mode})",
-        formula="row t: softmax(q_t Kᵀ / √d_k) over the encoder output, q_t from the new decoder row",
-    )

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.decoding import Timeline, timeline, timeline_heatmap
-from scratchformer.plotdata import Heatmap, abbreviate
+from scratchformer.decoding import Timeline, timeline
+from scratchformer.plotdata import Heatmap, abbreviate, timeline_heatmap
 
 from ..widgets.heatmap import HeatmapWidget
 from ..worker import friendly_error

@@ -15,6 +15,7 @@ from .blocks import (
     block_key,
     block_steps,
 )
+from .decoding import timeline_heatmap
 from .heatmap import (
     DIVERGING,
     MASK,
@@ -107,5 +108,6 @@ __all__ = [
     "step_heatmap",
     "tensor_stats",
     "top_columns",
+    "timeline_heatmap",
     "top_k_table",
 ]
