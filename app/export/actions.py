@@ -73,10 +73,6 @@ def handle(window, kind: str):
     for the long kinds (all_attention, tensors_all), the written path(s) otherwise, or None if cancelled."""
     if kind not in KINDS:
         raise UserError(f"Unknown export {kind!r}.")
-    return _handle(window, kind)
-
-
-def _handle(window, kind: str):
     if window.current_trace() is None:
         raise UserError("Run the model first; there is nothing to export yet.")
     if kind.startswith("view_"):

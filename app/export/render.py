@@ -390,10 +390,6 @@ def _paint_swatches(painter: QPainter, items: list[tuple[QColor, str]], at: QPoi
 def render_image(fig: Figure, scale: float = 2.0) -> QImage:
     """The figure as an image, `scale` pixels per point (2 = 144 dpi, sharp on high-DPI screens and print)."""
     ensure_gui_app()
-    return _render_image(fig, scale)
-
-
-def _render_image(fig: Figure, scale: float) -> QImage:
     size = figure_size(fig)
     img = QImage(QSize(math.ceil(size.width() * scale), math.ceil(size.height() * scale)), QImage.Format_RGB32)
     dpm = round(72.0 * scale / 0.0254)
