@@ -284,7 +284,7 @@ class HeatmapWidget(QWidget):
         text = f"{hm.shape[0]} × {hm.shape[1]}; colour range {lo} … {hi}"
         if hm.masked is not None:
             text += "; grey = −∞ (masked)"
-        if hm.row_dim == "tgt_pos":  # the most common confusion in cross-attention plots
+        if hm.row_dim == "tgt_pos":  # decoder-input rows (the trace); the decoding timeline's rows are "emitted"
             text += "; row t = decoder input t, which predicts token t+1"
         br, bc = self.display_block
         if br * bc > 1:  # say so: a block maximum looks brighter than a typical cell

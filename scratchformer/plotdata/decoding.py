@@ -23,7 +23,8 @@ def timeline_heatmap(tl, upto: int, layer: int | None = None, head: int | None =
         ", heads averaged" if head is None else f", head {head + 1}")
     return Heatmap(
         values=values, row_labels=[s.token for s in steps], col_labels=list(tl.source_tokens),
-        row_dim="tgt_pos", col_dim="src_pos", levels=(0.0, 1.0), colormap=SEQUENTIAL,
+        # rows are the tokens each step produced (not decoder inputs, as in the trace's tgt_pos)
+        row_dim="emitted", col_dim="src_pos", levels=(0.0, 1.0), colormap=SEQUENTIAL,
         title=f"Cross-attention while decoding ({which})",
         subtitle=f"{len(steps)} emitted tokens × {len(tl.source_tokens)} source tokens ({tl.mode})",
         formula="row t: softmax(q_t Kᵀ / √d_k) over the encoder output, q_t from the new decoder row",

@@ -69,6 +69,16 @@ def test_padding_masks_come_from_the_pad_id(blog_trace):
     assert src.masked[:, -1].all() and not src.masked[:, :-1].any()
 
 
+def test_target_padding_mask_follows_the_model_where_the_start_token_is_the_pad_token(blog_trace):
+    """MarianMT decodes from <pad>: the drawn target-padding mask must not block the start column, as the model
+    does not — and the combined mask drawn beside it (read from the trace) must agree."""
+    _, trace = blog_trace
+    start = int(trace["tgt_embed.tokens"].tensor[0, 0])
+    tgt_padding = next(m for m in pd.mask_heatmaps(trace, "decoder.self_attn", pad_id=start)
+                       if m.title.endswith("Target padding"))
+    assert tgt_padding.masked is None or not tgt_padding.masked[:, 0].any()
+
+
 def test_overview_mosaic_and_cell_lookup(blog_trace):
     _, trace = blog_trace
     m = pd.overview_mosaic(trace, "decoder.cross_attn", tile=48)
@@ -162,3 +172,12 @@ def test_display_blocks_round_up_and_never_go_below_one():
     assert pd.display_blocks((512, 2048), (300, 1000)) == (2, 3)
     assert pd.display_blocks((10, 10), (0, -5)) == (10, 10)
     assert pd.display_reduction(pd.DIVERGING) == pd.EXTREME and pd.display_reduction(pd.SEQUENTIAL) == pd.MAX
+
+
+def test_timeline_rows_are_the_emitted_tokens_not_decoder_inputs():
+    from scratchformer.decoding import timeline
+
+    bundle = load_model("blog")
+    tl = timeline(bundle, "machine learning", "is fun")
+    hm = pd.timeline_heatmap(tl, upto=len(tl.steps) - 1)
+    assert hm.row_dim == "emitted" and hm.row_labels == [s.token for s in tl.steps if s.cross_attention is not None]
