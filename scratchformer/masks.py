@@ -54,9 +54,15 @@ def additive(mask: torch.Tensor | None, shape: tuple[int, ...] | None = None) ->
     return out.masked_fill(~mask, float("-inf"))
 
 
-def pad_from_ids(ids: torch.Tensor, pad_id: int | None) -> torch.Tensor | None:
-    """(batch, len) ids → (batch, len) bool True at padding, or None if nothing is padding."""
-    if pad_id is None:
+def pad_from_ids(ids: torch.Tensor | None, pad_id: int | None, start: bool = False) -> torch.Tensor | None:
+    """(batch, len) ids → (batch, len) bool True at padding, or None if nothing is padding.
+
+    With `start`, column 0 is the decoder's start token and never padding, even where the start token is the
+    pad token (MarianMT starts decoding from <pad>).
+    """
+    if ids is None or pad_id is None:
         return None
     pad = ids == pad_id
+    if start:
+        pad[:, 0] = False
     return pad if bool(pad.any()) else None

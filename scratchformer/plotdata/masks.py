@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..masks import pad_from_ids
 from ..trace import Trace
 from .heatmap import MASK, Heatmap, axis_labels, step_heatmap
 
@@ -37,8 +38,10 @@ def _pad_of(trace: Trace, stack: str, batch: int, pad_id: int | None) -> np.ndar
     step = trace.find(f"{stack}.tokens")
     if step is None:
         return None
-    ids = step.tensor[min(batch, step.shape[0] - 1)].numpy()
-    return ids == pad_id if pad_id is not None else np.zeros(ids.shape, dtype=bool)
+    ids = step.tensor[min(batch, step.shape[0] - 1)][None]  # (1, T)
+    # the model's own rule: the decoder's start token is never padding, even where it is the pad token (Marian)
+    pad = pad_from_ids(ids, pad_id, start=stack == "tgt_embed")
+    return np.zeros(ids.shape[1], dtype=bool) if pad is None else pad[0].numpy()
 
 
 def mask_heatmaps(trace: Trace, attention_type: str, layer: int = 0, batch: int = 0,
