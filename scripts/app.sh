@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up, then open the scratchformer window.
+# Set everything up in .venv, then open the scratchformer window (afterwards `.venv/bin/scratchformer` opens it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec "${PYTHON:-python3}" -m scratchformer "$@"
+exec .venv/bin/scratchformer "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set everything up, then lint and run the whole test suite (headless Qt; the window test starts its own Xvfb).
+# Set everything up in .venv, then lint and run the whole test suite (headless Qt; the window test starts its own
+# Xvfb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-PY=${PYTHON:-python3}
+PY=.venv/bin/python
 "$PY" -m ruff check .
 QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q "$@"
