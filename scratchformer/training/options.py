@@ -51,6 +51,13 @@ class TrainOptions:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _examples(data: TrainData, n: int = 3) -> list[str]:
+    """A few validation sources as text: the example inputs the window offers for the trained model."""
+    tok = data.tgt_tokenizer if data.decoder_only else data.src_tokenizer
+    texts = [" ".join(tok.decode(e.tgt_in if data.decoder_only else e.src).split()) for e in data.valid[:n]]
+    return [t for t in texts if t]
+
+
 def build_config(opts: TrainOptions, data: TrainData) -> TransformerConfig:
     longest = max(max(len(e.src), len(e.tgt_in)) for e in data.train + data.valid + data.test)
     if data.decoder_only:
@@ -59,7 +66,7 @@ def build_config(opts: TrainOptions, data: TrainData) -> TransformerConfig:
             n_decoder_layers=opts.layers, dropout=opts.dropout, src_vocab_size=GPT2_VOCAB_SIZE,
             tgt_vocab_size=GPT2_VOCAB_SIZE, max_len=opts.seq_len, share_embeddings=True, tie_output=True,
             bos_id=GPT2_VOCAB_SIZE - 1, eos_id=GPT2_VOCAB_SIZE - 1, name=opts.name or "text-lm",
-            extra={"task": "next-token", "tokenizer": "gpt2"},
+            extra={"task": "next-token", "tokenizer": "gpt2", "examples": _examples(data)},
         )  # fmt: skip
     return TransformerConfig(
         d_model=opts.d_model, n_heads=opts.heads, d_ff=opts.d_ff, n_encoder_layers=opts.layers,
@@ -68,6 +75,7 @@ def build_config(opts: TrainOptions, data: TrainData) -> TransformerConfig:
         tie_output=True, pad_id=0, bos_id=1, eos_id=2, name=opts.name or opts.task or Path(opts.data or "").stem,
         extra={"src_suffix": ["</s>"], "task": opts.task if not opts.data else "pairs", "seed": opts.seed,
                "tokenizer": "word-level (Hugging Face WordLevel), built on the training split",
+               "examples": _examples(data),
                **({"guided_alignment": {"layer": opts.align_layer % opts.layers, "head": opts.align_head,
                                         "weight": opts.align_weight}} if opts.align_weight > 0 else {})},
     )  # fmt: skip
