@@ -1,0 +1,361 @@
+"""This run's numbers for each kind of step: pure functions of (trace, step, config, batch item).
+
+Each function returns Facts: which TEXTS key fits the step (kind or "kind.variant"), the placeholder values it
+could compute, links to earlier steps, and NOTES keys. A value that needs a missing sibling step is simply left
+out; explanation.py then falls back to a plainer template, so nothing here has to raise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ..trace import Step
+from .context import Ctx, counted, finite_std, row_std, sqrt, stats
+from .format import Count, Num, pct, term
+from .texts import PHRASES
+
+
+@dataclass
+class Facts:
+    key: str
+    values: dict = field(default_factory=dict)
+    links: list[tuple[Step | None, str]] = field(default_factory=list)  # (earlier step, LINKS key)
+    notes: list[str] = field(default_factory=list)  # NOTES keys
+
+
+# ---------------------------------------------------------------- embeddings
+
+
+def tokens(c: Ctx) -> Facts:
+    ids = c.item().long().tolist()
+    dim = c.pos_dims()[0]
+    shown = [f"{c.label(dim, i)} → {tid}" for i, tid in enumerate(ids[:4])]
+    more = PHRASES["ids_more"].format(n=len(ids)) if len(ids) > 4 else ""
+    values = {"ids": ", ".join(shown) + more, "start": c.label(dim, 0)}
+    return Facts("tokens.target" if dim == "tgt_pos" else "tokens", values)
+
+
+def embedding(c: Ctx) -> Facts:
+    cfg, dim = c.config, c.pos_dims()[0]
+    if c.suffix == "scaled":
+        before = c.sibling("lookup")
+        values = {"sqrt_dm": sqrt(cfg.d_model)}
+        if before is not None:
+            values.update(std_before=finite_std(c.item(before)), std_after=finite_std(c.item()))
+        return Facts("embedding.scaled", values, [(before, "lookup")])
+    ids = c.sibling("tokens")
+    vocab = cfg.src_vocab_size if dim == "src_pos" else cfg.tgt_vocab_size
+    row = c.item()[0]
+    values = {"table_size": Count(vocab * cfg.d_model), "tok": c.label(dim, 0),
+              "row_head": ", ".join(str(Num(v)) for v in row[:3].tolist())}  # fmt: skip
+    if ids is not None:
+        values["tok_id"] = int(c.item(ids)[0].item())
+    notes = [] if cfg.scale_embedding else ["no_scale"]
+    if cfg.share_embeddings and cfg.has_encoder and cfg.has_decoder:
+        notes.append("shared")
+    if cfg.tie_output and cfg.has_decoder and (dim == "tgt_pos" or cfg.share_embeddings):
+        notes.append("tied")
+    return Facts("embedding", values, [(ids, "tokens")], notes)
+
+
+def positional_encoding(c: Ctx) -> Facts:
+    cfg = c.config
+    kind = {"sinusoidal_halves": "halves", "learned": "learned", "none": "none"}.get(cfg.positional)
+    key = f"positional_encoding.{kind}" if kind else "positional_encoding"
+    pe, d = c.item(), cfg.d_model  # (T, d_model), no batch axis
+    n_pos = pe.shape[0]
+    values: dict = {"pos": Count(n_pos - 1)}
+    if kind == "learned":
+        if n_pos > 1:
+            cos = torch.nn.functional.cosine_similarity(pe[:-1], pe[1:], dim=-1)
+            values["neighbour_cos"] = Num(cos.mean().item())
+        return Facts(key, values)
+    if kind == "none" or n_pos == 0 or d < 2:
+        return Facts(key, values)
+    last = pe[-1]
+    n_cos = d // 2
+    n_sin = d - n_cos
+    if kind == "halves":
+        slow = n_sin - 1  # the last sine; its cosine sits at n_sin + slow when d is even
+        cos_dim = n_sin
+        last_dims = _dims(slow, n_sin + slow if n_sin + slow < d else None)
+    else:
+        slow = 2 * (n_sin - 1)
+        cos_dim = 1
+        last_dims = _dims(slow, slow + 1 if slow + 1 < d else None)
+    values.update(
+        n_sin=Count(n_sin), n_cos=Count(n_cos), slow_dim=Count(slow), slow=Num(last[slow].item()),
+        sin0=Num(last[0].item()), cos0=Num(last[cos_dim].item()), last_dims=last_dims,
+        max_wavelength=Num(2 * math.pi * 10000 ** ((2 * (n_sin - 1)) / d)),
+    )  # fmt: skip
+    return Facts(key, values)
+
+
+def _dims(a: int, b: int | None) -> str:
+    return PHRASES["dims_pair"].format(a=a, b=b) if b is not None else PHRASES["dim_one"].format(a=a)
+
+
+def input_sum(c: Ctx) -> Facts:
+    emb = c.sibling("scaled") or c.sibling("lookup")
+    pe = c.sibling("positional_encoding")
+    key = "input.types" if c.config.type_vocab_size else "input"
+    links = [(emb, "embedded"), (pe, "positions")]
+    if emb is None or pe is None:
+        return Facts(key, {}, links)
+    x = c.item()
+    p = min(1, x.shape[0] - 1)
+    e_v, pe_v, total = c.item(emb)[p, 0].item(), c.item(pe)[p, 0].item(), x[p, 0].item()
+    values = {"tok": c.label(c.pos_dims()[0], p), "pos_no": Count(p + 1), "emb": Num(e_v), "pe": term(pe_v),
+              "total": Num(total), "typ": term(total - e_v - pe_v)}  # fmt: skip
+    return Facts(key, values, links)
+
+
+# ---------------------------------------------------------------- attention
+
+
+def _attention_values(c: Ctx) -> dict:
+    """n_q, n_k, who asks and who answers, and the first/last query labels of an attention step."""
+    att = c.step.attention_type or "other"
+    pos = c.pos_dims()
+    qd, kd = (pos + pos)[:2] if pos else ("tgt_pos", "tgt_pos")
+    n_q, n_k = c.step.shape[-2], c.step.shape[-1]
+    values = {"n_q": Count(n_q), "n_k": Count(n_k), "n_cells": Count(n_q * n_k),
+              "q_positions": counted(qd, n_q), "k_positions": counted(kd, n_k),
+              "q_first": c.label(qd, 0), "q_last": c.label(qd, n_q - 1), "k_first": c.label(kd, 0),
+              "attention": PHRASES.get(f"attention.{att}", att),
+              "no_mask_reason": PHRASES.get(f"no_mask.{att}", PHRASES["no_mask.other"])}  # fmt: skip
+    if f"from.{att}" in PHRASES:
+        values["qk_from"] = PHRASES[f"from.{att}"].format(**values)
+    return values
+
+
+def qkv(c: Ctx) -> Facts:
+    d = c.config.d_model
+    values = {"d_out": Count(c.step.shape[-1]), "d_model_1": Count(d + 1), "d_model_2": Count(2 * d)}
+    if c.suffix == "q_proj":
+        return Facts("qkv.cross_q", values, [(c.sublayer_input(c.step.sublayer), "x")])
+    if c.suffix == "kv_proj":
+        return Facts("qkv.cross_kv", values, [(c.memory(), "memory")])
+    return Facts("qkv", values, [(c.sublayer_input(c.step.sublayer), "x")])
+
+
+def heads(c: Ctx) -> Facts:
+    which = c.suffix if c.suffix in ("q", "k", "v") else ""
+    source = c.sibling("qkv") or c.sibling("q_proj" if which == "q" else "kv_proj")
+    values = {"last_from": Count((c.config.n_heads - 1) * c.config.d_head + 1)}
+    return Facts(f"heads.{which}" if which else "heads", values, [(source, "qkv")])
+
+
+def scores(c: Ctx) -> Facts:
+    values = _attention_values(c)
+    head = c.item()[0]
+    values.update(s00=Num(head[0, 0].item()), **{f"head_{k}": v for k, v in stats(head).items()})
+    return Facts("scores", values, [(c.sibling("q"), "q"), (c.sibling("k"), "k")])
+
+
+def scaled_scores(c: Ctx) -> Facts:
+    values = _attention_values(c)
+    values["sqrt_dk"] = sqrt(c.config.d_head)
+    before = c.sibling("scores")
+    if before is not None:
+        values.update(std_before=finite_std(c.item(before)), std_after=finite_std(c.item()))
+    return Facts("scaled_scores", values, [(before, "scores")])
+
+
+def mask(c: Ctx) -> Facts:
+    values = _attention_values(c)
+    m = c.item()  # (n_q, n_k): 0 or −∞
+    n_q, n_k = m.shape
+    blocked = torch.isneginf(m)
+    n_blocked = int(blocked.sum().item())
+    values.update(n_blocked=Count(n_blocked), n_allowed=Count(m.numel() - n_blocked))
+    links = [(c.sibling("scaled_scores"), "scaled")]
+    if n_blocked == 0:
+        return Facts("mask.none", values, links)
+    if c.step.attention_type == "decoder.self_attn":
+        q = torch.arange(n_q)[:, None] + (n_k - n_q)  # the absolute position of each query
+        n_causal = int((torch.arange(n_k)[None, :] > q).sum().item())
+        n_pad = n_blocked - n_causal
+        clause = PHRASES["pad_clause"].format(n_causal=Count(n_causal), n_pad_cells=Count(n_pad)) if n_pad else ""
+        allowed = (~blocked).sum(-1)
+        values.update(pad_clause=clause, first_seen=Count(allowed[0].item()), last_seen=Count(allowed[-1].item()))
+        return Facts("mask.causal", values, links)
+    values["n_pad_keys"] = Count(int(blocked.all(0).sum().item()))
+    return Facts("mask.padding", values, links)
+
+
+def masked_scores(c: Ctx) -> Facts:
+    values = _attention_values(c)
+    n_blocked = int(torch.isneginf(c.item()[0]).sum().item())
+    values["n_blocked"] = Count(n_blocked)
+    links = [(c.sibling("scaled_scores"), "scaled"), (c.sibling("mask"), "mask")]
+    return Facts("masked_scores.none" if n_blocked == 0 else "masked_scores", values, links)
+
+
+def attention_weights(c: Ctx) -> Facts:
+    values = _attention_values(c)
+    pos = c.pos_dims()
+    kd = pos[-1] if pos else "tgt_pos"
+    head = c.item()[0]
+    last = head[-1]
+    j = int(last.argmax().item())
+    values.update(w_max=Num(last[j].item()), w_min=Num(last.min().item()), k_top=c.label(kd, j), k_pos=Count(j + 1))
+    masked = c.sibling("masked_scores")
+    if masked is not None:
+        values["n_zero"] = Count(int(torch.isneginf(c.item(masked)[0]).sum().item()))
+    key = {"decoder.cross_attn": "attention_weights.cross", "decoder.self_attn": "attention_weights.masked"}
+    links = [(masked, "masked")]
+    if c.step.attention_type == "decoder.cross_attn":
+        links.append((c.memory(), "memory"))
+    return Facts(key.get(c.step.attention_type or "", "attention_weights"), values, links)
+
+
+def context(c: Ctx) -> Facts:
+    weights, v = c.sibling("weights"), c.sibling("v")
+    values: dict = {}
+    if weights is not None:
+        values.update(_attention_values_of(c, weights))
+        row = c.item(weights)[0, -1]  # head 1, last query
+        j = int(row.argmax().item())
+        values.update(w_top=Num(row[j].item()), k_top=c.label(c.pos_dims(weights)[-1], j),
+                      ctx=Num(c.item()[0, -1, 0].item()))  # fmt: skip
+        if v is not None:
+            values["v_top"] = Num(c.item(v)[0, j, 0].item())
+    return Facts("context", values, [(weights, "weights"), (v, "v")])
+
+
+def _attention_values_of(c: Ctx, step: Step) -> dict:
+    return _attention_values(Ctx(c.trace, step, c.config, c.batch))
+
+
+def concat(c: Ctx) -> Facts:
+    values = {"last_from": Count((c.config.n_heads - 1) * c.config.d_head + 1)}
+    return Facts("concat", values, [(c.sibling("context"), "context")])
+
+
+def projection(c: Ctx) -> Facts:
+    d = c.config.d_model
+    return Facts("projection", {"proj_params": Count(d * d + d)}, [(c.sibling("concat"), "concat")])
+
+
+def dropout(c: Ctx) -> Facts:
+    p = c.config.dropout
+    x = c.item()
+    values = {"p": Num(p), "zero_pct": pct((x == 0).double().mean().item()), "n_values": Count(x.numel())}
+    if p < 1:
+        values["keep_scale"] = Num(1 / (1 - p))
+    return Facts("dropout", values, [(c.previous(), "dropped")])
+
+
+# ---------------------------------------------------------------- Add & Norm
+
+
+def residual(c: Ctx) -> Facts:
+    first = next(s for s in c.trace if s.sublayer == c.step.sublayer)  # this Add & Norm's first step
+    sub_out = c.trace[first.index - 1] if first.index > 0 else None
+    x = c.sublayer_input(sub_out.sublayer) if sub_out is not None else None
+    if sub_out is None or sub_out.kind not in ("projection", "ffn_out") or sub_out.shape != c.step.shape:
+        sub_out = x = None  # the trace lacks the sublayer's output
+    links = [(sub_out, "sublayer"), (x, "x")]
+    if sub_out is None or x is None or x.shape != c.step.shape:
+        return Facts("residual", {}, links)  # the plain template stands in
+    r, x_t = c.item(), c.item(x)
+    s = r - x_t  # what was added: Sublayer(x), after dropout when training
+    values = {"tok": c.label(c.pos_dims()[0], 0), "x0": Num(x_t[0, 0].item()), "s0": Num(s[0, 0].item()),
+              "r0": Num(r[0, 0].item()), "sd_x": finite_std(x_t), "sd_s": finite_std(s), "sd_r": finite_std(r)}
+    return Facts("residual", values, links)
+
+
+def layer_norm(c: Ctx) -> Facts:
+    if c.step.name.endswith("final_norm.out"):
+        key, before, link = "layer_norm.final", c.previous(), "before"
+    elif c.step.stack in ("src_embed", "tgt_embed"):
+        key, before, link = "layer_norm.embed", c.sibling("sum"), "sum"
+    else:
+        key, before, link = "layer_norm", c.sibling("residual"), "residual"
+    stack = c.step.stack
+    out = c.item()
+    values = {"tok": c.label(c.pos_dims()[0], 0), "eps": Num(c.config.layer_norm_eps),
+              "mu_out": _mean(out[0]), "sd_out": Num(row_std(out[0]).item()),
+              "avg_sd_out": Num(row_std(out).mean().item()),
+              "stack": PHRASES.get(f"stack.{stack}", stack),
+              "consumer": PHRASES.get(f"consumer.{stack}", PHRASES["consumer.other"])}  # fmt: skip
+    if before is not None and before.shape == c.step.shape:
+        x = c.item(before)
+        values.update(mu_in=_mean(x[0]), sd_in=Num(row_std(x[0]).item()),
+                      avg_sd_in=Num(row_std(x).mean().item()))  # fmt: skip
+    return Facts(key, values, [(before, link)])
+
+
+def _mean(x: torch.Tensor) -> Num:
+    """A vector's mean, with float32 rounding noise (|mean| ≪ std) shown as the 0 it stands for."""
+    mean, std = x.mean().item(), x.std(unbiased=False).item()
+    return Num(0.0 if abs(mean) < 1e-6 * max(std, 1.0) else mean)
+
+
+# ---------------------------------------------------------------- feed-forward and output
+
+
+def ffn_hidden(c: Ctx) -> Facts:
+    act = c.config.activation
+    hidden = c.item()
+    values = {"zero_pct": pct((hidden == 0).double().mean().item()),
+              "neg_pct": pct((hidden < 0).double().mean().item()), "n_hidden": Count(hidden.numel())}  # fmt: skip
+    key = "ffn_hidden" if act == "relu" else f"ffn_hidden.{act}"
+    return Facts(key, values, [(c.sublayer_input(c.step.sublayer), "x")])
+
+
+def ffn_out(c: Ctx) -> Facts:
+    cfg = c.config
+    d, f = cfg.d_model, cfg.d_ff
+    ffn = 2 * d * f + f + d
+    n_attn = 2 if c.step.stack == "decoder" and cfg.has_encoder else 1
+    layer = ffn + n_attn * (4 * d * d + 4 * d) + (n_attn + 1) * 2 * d  # attention, FFN, one LayerNorm per sublayer
+    values = {"ffn_params": Count(ffn), "ffn_share": pct(ffn / layer)}
+    return Facts("ffn_out", values, [(c.sibling("hidden"), "hidden")])
+
+
+def logits(c: Ctx) -> Facts:
+    cfg = c.config
+    x = c.item()  # (T, vocab)
+    row = x[-1]
+    top = int(row.argmax().item())
+    values = {"tok": c.label("tgt_pos", x.shape[0] - 1), "top_logit": Num(row[top].item()),
+              "top_tok": c.id_label(top), "row_min": Num(row.min().item()), "row_max": Num(row.max().item())}
+    links = [(c.previous(), "decoder_out")]
+    if cfg.tie_output:
+        links.append((c.earlier("tgt_embed.lookup"), "table"))
+    notes = ["logits_bias"] if cfg.final_logits_bias else []
+    return Facts("logits" if cfg.tie_output else "logits.untied", values, links, notes)
+
+
+def probabilities(c: Ctx) -> Facts:
+    p = c.item()  # (T, vocab)
+    n = p.shape[0]
+    top_p, top = p.max(-1)
+    values = {"tok": c.label("tgt_pos", n - 1), "top_tok": c.id_label(int(top[-1].item())),
+              "top_p": Num(top_p[-1].item()), "first_clause": ""}  # fmt: skip
+    if n > 1:
+        values["first_clause"] = PHRASES["first_clause"].format(
+            first=c.label("tgt_pos", 0), first_top=c.id_label(int(top[0].item())), first_p=Num(top_p[0].item())
+        )
+    return Facts("probabilities", values, [(c.sibling("logits"), "logits")])
+
+
+FACTS: dict[str, Callable[[Ctx], Facts]] = {
+    "tokens": tokens, "embedding": embedding, "positional_encoding": positional_encoding, "input": input_sum,
+    "mask": mask, "qkv": qkv, "heads": heads, "scores": scores, "scaled_scores": scaled_scores,
+    "masked_scores": masked_scores, "attention_weights": attention_weights, "context": context, "concat": concat,
+    "projection": projection, "dropout": dropout, "residual": residual, "layer_norm": layer_norm,
+    "ffn_hidden": ffn_hidden, "ffn_out": ffn_out, "logits": logits, "probabilities": probabilities,
+}  # fmt: skip
+
+
+def facts(c: Ctx) -> Facts:
+    """The Facts of any step; a kind without a function gets the generic 'step' text."""
+    fn = FACTS.get(c.step.kind)
+    return fn(c) if fn is not None else Facts("step")

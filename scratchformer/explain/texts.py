@@ -1,0 +1,462 @@
+"""Every sentence of the step explanations, kept as data: str.format templates with named placeholders.
+
+TEXTS is keyed by step kind (scratchformer.trace.KINDS) and by a few variants "kind.variant". A kind's entry has
+"what", "why" and "numbers"; a variant entry may hold only the fields that differ (the rest come from its kind).
+"kind.plain" holds a numbers text that needs no other step, used when a sibling step is missing, and "step" is the
+last resort for anything else. numbers.py computes the placeholder values and picks the variant.
+
+Placeholders every step has: {d_model} {h} (heads) {d_k} {d_ff} {shape} {formula} {n_pos} (positions on the step's
+position axis) {side} ("source"/"target") {vocab} {batch_no} {b_note} ("" or ", in batch item 2 of 4") and the
+tensor's {min} {max} {mean} {std} for that batch item. Tokens arrive quoted ('girl'). Numbers print with three
+significant figures unless the placeholder gives a format, as in {sqrt_dk:.2f}. Positions count from 1.
+"""
+
+TEXTS: dict[str, dict[str, str]] = {
+    # ---------------------------------------------------------------- embeddings
+    "tokens": {
+        "what": "The {side} text is split into {n_tokens}, and each token is replaced by its id: its row number "
+                "in a vocabulary of {vocab} entries.",
+        "why": "A network computes only with numbers; the id is what selects the token's vector from the embedding "
+               "table in the next step.",
+        "numbers": "{ids}{b_note}.",
+    },
+    "tokens.target": {
+        "what": "The decoder's input: the start token {start} followed by the target, i.e. the target shifted one "
+                "place to the right ({n_tokens}, vocabulary of {vocab}).",
+        "why": "Position t has to predict token t+1. With the start token in front, the token a position must guess is "
+               "never part of its own input, so the whole target can go through in one pass (teacher forcing).",
+    },
+    "embedding": {
+        "what": "Each token id picks its row of the embedding table E ({vocab} × {d_model}): one learned vector of "
+                "{d_model} numbers per token ({n_tokens} here).",
+        "why": "Ids are arbitrary labels, while learned vectors can put tokens that are used alike close together. "
+               "Picking a row is the same as multiplying a one-hot vector by E.",
+        "numbers": "E holds {vocab} × {d_model} = {table_size} numbers; {tok} (id {tok_id}) gets the row that starts "
+                   "[{row_head}, …]. The looked-up vectors have std {std}.",
+    },
+    "embedding.scaled": {
+        "what": "Every embedding vector is multiplied by √d_model = √{d_model} = {sqrt_dm:.2f}.",
+        "why": "Embedding entries start out small, and the positional encoding added next lies in [−1, 1]; scaling "
+               "makes the token's own vector comparable in size, so position does not drown out meaning.",
+        "numbers": "√{d_model} = {sqrt_dm:.2f}, so the std of the vectors goes from {std_before} to {std_after}.",
+    },
+    "embedding.scaled.plain": {"numbers": "√{d_model} = {sqrt_dm:.2f}; the scaled vectors have std {std}."},
+    "positional_encoding": {
+        "what": "A fixed table gives every position its own pattern of {d_model} numbers ({positions} used here): "
+                "dimensions 2i and 2i+1 hold the sine and cosine of pos / 10000^(2i/{d_model}), a wave with its own "
+                "wavelength.",
+        "why": "Attention alone ignores order (shuffle the tokens and its outputs are just shuffled), so position must "
+               "be written into the vectors. Waves of many lengths give every position a distinct code, and a shift "
+               "by k positions rotates each sine/cosine pair the same way wherever it starts, so distances are easy "
+               "to read.",
+        "numbers": "Wavelengths run from 2π ≈ 6.28 positions (dimensions 0 and 1) to {max_wavelength} positions "
+                   "({last_dims}). At position {n_pos} (pos = {pos} in the formula) dimensions 0 and 1 hold "
+                   "sin({pos}) = {sin0} and cos({pos}) = {cos0}, while the slowest wave, dimension {slow_dim}, "
+                   "still reads {slow}.",
+    },
+    "positional_encoding.halves": {
+        "what": "The paper's sinusoids in Marian's layout, a departure from the paper's interleaving: the first "
+                "{n_sin} dimensions hold the sines and the last {n_cos} the cosines of pos / 10000^(2i/{d_model}).",
+        "why": "Attention alone ignores order, so position must be written into the vectors; waves of many lengths "
+               "give every position a distinct code. Only the order of the dimensions differs from the paper, and "
+               "the learned weights absorb that.",
+        "numbers": "Wavelengths run from 2π ≈ 6.28 positions (dimensions 0 and {n_sin}) to {max_wavelength} "
+                   "positions ({last_dims}). At position {n_pos} (pos = {pos} in the formula) dimension 0 holds "
+                   "sin({pos}) = {sin0} and dimension {n_sin} holds cos({pos}) = {cos0}.",
+    },
+    "positional_encoding.learned": {
+        "what": "A learned table P ({max_len} × {d_model}) gives each position a trained vector; rows 1–{n_pos} are "
+                "used here. This departs from the paper's fixed sinusoids, as BERT and GPT do.",
+        "why": "Attention alone ignores order, so position must be added somehow. A learned table lets training "
+               "choose what each position looks like, at the price of a hard limit of {max_len} positions; the "
+               "paper tried it and reported nearly the same results as sinusoids.",
+        "numbers": "The used rows range from {min} to {max} (std {std}); neighbouring positions have an average "
+                   "cosine similarity of {neighbour_cos}.",
+    },
+    "positional_encoding.none": {
+        "what": "This model adds no position information (positional = none, a departure from the paper): the table "
+                "is all zeros.",
+        "why": "Without positions, attention sees the input as a bag of tokens; only a causal mask, if there is one, "
+               "tells positions apart.",
+        "numbers": "All {n_pos} × {d_model} values are 0.",
+    },
+    "positional_encoding.plain": {"numbers": "Its values range from {min} to {max} (std {std})."},
+    "input": {
+        "what": "Each token's vector and its position's vector are added element by element: {n_pos} × {d_model} "
+                "numbers, one vector per position, enter the first layer.",
+        "why": "Adding rather than concatenating keeps the width at d_model = {d_model}; training learns to keep "
+               "meaning and position in directions that interfere little.",
+        "numbers": "{formula}: for {tok} (position {pos_no}), dimension 0 is {emb} + {pe} = {total}.",
+    },
+    "input.types": {
+        "what": "Token, position and token-type (segment) vectors are added element by element: {n_pos} × {d_model} "
+                "numbers. The token-type table is a departure from the paper, used by BERT to tell sentence A "
+                "from sentence B.",
+        "numbers": "{formula}: for {tok} (position {pos_no}), dimension 0 is {emb} + {pe} + {typ} = {total}.",
+    },
+    "input.plain": {"numbers": "{formula}: the sum has std {std} and ranges from {min} to {max}."},
+    # ---------------------------------------------------------------- attention
+    "qkv": {
+        "what": "One matrix product gives every position its query, key and value at once: X ({n_pos} × {d_model}) "
+                "times [W^Q W^K W^V] ({d_model} × {d_out}) is {n_pos} × {d_out}.",
+        "why": "Q, K and V are three learned views of the same tokens: the query says what a position looks for, the "
+               "key what it offers, the value what it passes on when chosen. Fusing the three matrices is only "
+               "faster, not different.",
+        "numbers": "{d_out} = 3 × {d_model}: columns 1–{d_model} are Q, {d_model_1}–{d_model_2} are K and the last "
+                   "{d_model} are V.",
+    },
+    "qkv.cross_q": {
+        "what": "Queries come from the decoder: W^Q ({d_model} × {d_model}) turns the vector of each target position "
+                "into a query ({side_positions} here).",
+        "why": "In cross-attention the decoder asks the questions: each target position forms a query for what it "
+               "needs from the source.",
+        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_model}) + b → {n_pos} × {d_model}, one query per target "
+                   "position.",
+    },
+    "qkv.cross_kv": {
+        "what": "Keys and values come from the encoder output: [W^K W^V] ({d_model} × {d_out}) turns the vector of "
+                "each source position into a key and a value ({side_positions} here).",
+        "why": "Every decoder layer reads the same encoder output but projects it with its own weights. The source "
+               "does not change while decoding, so these are computed once and cached.",
+        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_out}) + b → {n_pos} × {d_out}: the first {d_model} "
+                   "columns are K, the last {d_model} are V.",
+    },
+    "heads": {
+        "what": "The {d_model} columns are cut into h = {h} slices of d_k = {d_k}, one per head: {shape}.",
+        "why": "Each head attends on its own in a smaller space, so different heads can follow different relations; "
+               "together they cost about as much as one full-width head.",
+        "numbers": "{d_model} = {h} × {d_k}: head 1 takes columns 1–{d_k}, head {h} columns {last_from}–{d_model}.",
+    },
+    "heads.q": {
+        "what": "The queries are cut into h = {h} heads of d_k = {d_k} numbers each ({side_positions} per "
+                "head): {shape}.",
+    },
+    "heads.k": {
+        "what": "The keys are cut into h = {h} heads of d_k = {d_k} numbers each ({side_positions} per "
+                "head): {shape}.",
+    },
+    "heads.v": {
+        "what": "The values are cut into h = {h} heads of d_v = {d_k} numbers each ({side_positions} per "
+                "head): {shape}.",
+        "why": "Each head will average its own slice of the values, so the heads can carry different information "
+               "about the same token.",
+    },
+    "scores": {
+        "what": "For each of the {h} heads, every query is compared with every key by a dot product. Here "
+                "{qk_from}, so each head has a {n_q} × {n_k} map.",
+        "why": "A dot product is large when two vectors point the same way; the learned W^Q and W^K decide, "
+               "separately in each head, which queries and keys count as a match.",
+        "numbers": "Each score adds up d_k = {d_k} products. In head 1, row 1 ({q_first}) against column 1 "
+                   "({k_first}) scores {s00}; this head's scores range from {head_min} to {head_max} (std "
+                   "{head_std}).",
+    },
+    "scaled_scores": {
+        "what": "Every score of the {h} heads' {n_q} × {n_k} maps is divided by √d_k = √{d_k} = {sqrt_dk:.2f}.",
+        "why": "A dot product of d_k terms grows with d_k (for unit-variance inputs its variance is d_k); large "
+               "scores push the softmax towards a one-hot output whose gradients vanish. Dividing by √d_k cancels "
+               "that growth, so the softmax saturates no sooner in a wide head than in a narrow one.",
+        "numbers": "d_k = {d_k} (d_model / h = {d_model} / {h}), so every score is divided by √{d_k} = {sqrt_dk:.2f}; "
+                   "the scores' standard deviation went from {std_before} to {std_after}.",
+    },
+    "scaled_scores.plain": {
+        "numbers": "d_k = {d_k} (d_model / h = {d_model} / {h}), so every score is divided by √{d_k} = "
+                   "{sqrt_dk:.2f}; the scaled scores have standard deviation {std}.",
+    },
+    "mask": {
+        "what": "The mask M, a {n_q} × {n_k} grid added to every head's scaled scores, is 0 where a query may look "
+                "and −∞ where it may not.",
+        "why": "The softmax raises e to each score, and e^−∞ = 0, so a −∞ cell ends with exactly zero weight however "
+               "large the other scores are.",
+        "numbers": "{n_blocked} of the {n_cells} cells are −∞ and {n_allowed} are 0{b_note}.",
+    },
+    "mask.padding": {
+        "why": "Padding only fills shorter sentences up to the batch's length and means nothing, so no query may "
+               "read it; e^−∞ = 0 gives those keys zero weight.",
+        "numbers": "{n_pad_keys} padding position(s) are blocked in every row: {n_blocked} of the {n_cells} cells are "
+                   "−∞ and {n_allowed} are 0{b_note}.",
+    },
+    "mask.causal": {
+        "what": "The causal mask, a {n_q} × {n_k} grid added to every head's scaled scores: 0 on and below the "
+                "diagonal, −∞ above it, so position t may look only at positions 1 … t.",
+        "why": "In training the decoder reads the whole target at once; without this mask a position could simply "
+               "copy the token it has to predict. Blocking later positions makes training match generation, where "
+               "those tokens do not exist yet.",
+        "numbers": "{n_blocked} of the {n_cells} cells are −∞{pad_clause} and {n_allowed} are 0: row 1 ({q_first}) "
+                   "sees {first_seen} of the {n_k} positions and row {n_q} ({q_last}) sees {last_seen}. Since "
+                   "e^−∞ = 0, blocked cells get weight exactly 0.",
+    },
+    "mask.none": {
+        "what": "The mask M ({n_q} × {n_k}) adds −∞ where a query may not look, but here every cell is 0: "
+                "{no_mask_reason}.",
+        "why": "Adding 0 changes nothing, so the scores reach the softmax unchanged; a −∞ cell would have become "
+               "e^−∞ = 0 weight.",
+        "numbers": "0 of the {n_cells} cells are −∞; all {n_allowed} are 0{b_note}.",
+    },
+    "masked_scores": {
+        "what": "The mask is added to the scaled scores: allowed cells keep their value and blocked cells become −∞, "
+                "in all {h} heads ({n_q} × {n_k} each).",
+        "why": "The softmax comes next, and e^−∞ = 0, so a blocked key gets exactly zero weight while the allowed "
+               "keys share all of it.",
+        "numbers": "{n_blocked} of the {n_cells} cells of each head are −∞; the finite scores range from {min} to "
+                   "{max}.",
+    },
+    "masked_scores.none": {
+        "what": "The mask is added to the scaled scores; in this {attention} it is all zeros, so the {h} heads' "
+                "{n_q} × {n_k} maps pass through unchanged.",
+        "why": "Nothing needs hiding here: {no_mask_reason}.",
+        "numbers": "No cell is −∞; the scores still range from {min} to {max}.",
+    },
+    "attention_weights": {
+        "what": "Softmax turns each row of the scores into weights that are positive and sum to 1. Here {qk_from}, "
+                "hence the {n_q} × {n_k} map in each of the {h} heads.",
+        "why": "The weights say how much each query position takes from each key position; in self-attention every "
+               "source token gathers context from the whole sentence, itself included.",
+        "numbers": "Each row sums to 1. In head 1 the last row ({q_last}) puts its largest weight, {w_max}, on "
+                   "{k_top} (position {k_pos}); its smallest weight is {w_min}.",
+    },
+    "attention_weights.masked": {
+        "why": "Each target position may gather only from itself and earlier positions: the masked cells got "
+               "weight exactly 0, because the model must not see the future.",
+        "numbers": "Each row sums to 1, and the {n_zero} masked cells per head are exactly 0. In head 1 the last row "
+                   "({q_last}) puts its largest weight, {w_max}, on {k_top} (position {k_pos}).",
+    },
+    "attention_weights.cross": {
+        "why": "This is where the decoder reads the source: each target position chooses which source tokens to take "
+               "information from. In a translation model these maps often line up with word alignments.",
+    },
+    "context": {
+        "what": "Each head replaces every query position by a weighted average of the value vectors, using that "
+                "row's attention weights: ({n_q} × {n_k}) · ({n_k} × {d_k}) = {n_q} × {d_k} per head.",
+        "why": "This is how attention moves information: a position collects what the positions it attends to "
+               "carry, in proportion to the weights.",
+        "numbers": "In head 1, row {n_q} ({q_last}) gives weight {w_top} to {k_top}, so its output leans towards "
+                   "that token's value vector: in dimension 1 the output is {ctx} and that value is {v_top}.",
+    },
+    "concat": {
+        "what": "The {h} head outputs of d_v = {d_k} numbers are placed side by side again: one vector of {d_model} "
+                "numbers for {each_position}.",
+        "why": "This undoes the split into heads; the model needs one vector per position again before the output "
+               "projection mixes what the heads found.",
+        "numbers": "{h} × {d_k} = {d_model}: columns 1–{d_k} come from head 1, columns {last_from}–{d_model} from "
+                   "head {h}.",
+    },
+    "projection": {
+        "what": "The joined heads are multiplied by W^O ({d_model} × {d_model}), giving one {d_model}-number vector "
+                "for {each_position}.",
+        "why": "Concatenation only stacks the heads side by side; W^O lets every output number combine all heads and "
+               "maps the result back into the coordinates of x, ready to be added to it.",
+        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_model}) + b → {n_pos} × {d_model}; W^O and b hold "
+                   "{proj_params} weights. The output has std {std}.",
+    },
+    "dropout": {
+        "what": "During training each value is set to 0 with probability p = {p}, and the others are multiplied by "
+                "1/(1 − p) = {keep_scale}.",
+        "why": "Randomly silencing values stops the network from leaning on any single one, which reduces "
+               "overfitting; the rescaling keeps the expected value unchanged. When the model is used (not "
+               "trained), dropout does nothing.",
+        "numbers": "{zero_pct} of the {n_values} values are 0 after it (p = {p} expected).",
+    },
+    # ---------------------------------------------------------------- Add & Norm
+    "residual": {
+        "what": "The sublayer's output is added back to its own input: x + Sublayer(x), for "
+                "{each_position} ({n_pos} × {d_model}).",
+        "why": "This shortcut lets the input and the gradients flow straight past the sublayer, which then only has "
+               "to learn a correction to x; that is what lets deep stacks of layers train.",
+        "numbers": "For {tok} (position 1), dimension 1: x = {x0} plus Sublayer(x) = {s0} gives {r0}. The std is "
+                   "{sd_x} for x, {sd_s} for the sublayer's output and {sd_r} for the sum.",
+    },
+    "residual.plain": {"numbers": "The sum has std {std} and ranges from {min} to {max}."},
+    "layer_norm": {
+        "what": "LayerNorm rescales the vector of {each_position} on its own: subtract the vector's mean over "
+                "its {d_model} numbers, divide by its standard deviation, then apply a learned scale γ and shift β.",
+        "why": "Adding sublayer outputs to x again and again would let the vectors' size drift from layer to layer; "
+               "normalising every sum keeps them at a steady scale, which keeps training stable. The statistics "
+               "come from one token's own features, not from the batch as in BatchNorm, so they do not depend on "
+               "batch size, padding or the other sentences.",
+        "numbers": "For {tok} (position 1): mean {mu_in} and std {sd_in} before, mean {mu_out} and std {sd_out} "
+                   "after. Over {all_positions} the average std goes from {avg_sd_in} to {avg_sd_out} "
+                   "(ε = {eps:g}; the learned γ and β can move it away from 1).",
+    },
+    "layer_norm.embed": {
+        "what": "The embedding sum is normalised before the first layer: the vector of {each_position} gets "
+                "mean 0 and std 1 over its {d_model} numbers, then a learned scale γ and shift β. A departure from the "
+                "paper, made by BERT.",
+        "why": "Vectors of different scales are summed here; normalising hands the first layer inputs of a steady "
+               "size, like the output of every later Add & Norm. Statistics are per token, so batch size and "
+               "padding do not matter.",
+    },
+    "layer_norm.final": {
+        "what": "One more LayerNorm after the last {stack} layer, applied to the vector of {each_position}: a "
+                "departure from the paper's model (torch.nn.Transformer adds it by default).",
+        "why": "It hands the {consumer} inputs of a fixed scale; in pre-norm models, whose residual stream is never "
+               "normalised inside the layers, it is essential.",
+    },
+    "layer_norm.plain": {
+        "numbers": "After it, {tok} (position 1) has mean {mu_out} and std {sd_out}; the learned γ and β can move "
+                   "them away from 0 and 1.",
+    },
+    # ---------------------------------------------------------------- feed-forward
+    "ffn_hidden": {
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+                "then ReLU, max(0, ·), sets every negative value to 0.",
+        "why": "Without a nonlinearity the two layers would collapse into one matrix; ReLU makes each hidden unit a "
+               "switch that passes its input or stays silent, so the network can compute far more than a linear "
+               "map.",
+        "numbers": "{zero_pct} of the {n_hidden} hidden values ({n_pos} × {d_ff}) are exactly 0; the largest "
+                   "is {max}.",
+    },
+    "ffn_hidden.gelu": {
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+                "then GELU, x·Φ(x) with Φ the normal CDF: a departure from the paper's ReLU, as in BERT.",
+        "why": "Like ReLU it passes large positive values and suppresses negative ones, but smoothly, so small "
+               "negative inputs keep a little signal and a gradient.",
+        "numbers": "{neg_pct} of the {n_hidden} hidden values ({n_pos} × {d_ff}) are negative, but none below "
+                   "{min} (GELU never goes under about −0.17); the largest is {max}.",
+    },
+    "ffn_hidden.gelu_tanh": {
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+                "then GELU in its tanh approximation: a departure from the paper's ReLU.",
+        "why": "Like ReLU it passes large positive values and suppresses negative ones, but smoothly; the tanh form "
+               "is a cheaper curve that is almost identical to exact GELU.",
+        "numbers": "{neg_pct} of the {n_hidden} hidden values ({n_pos} × {d_ff}) are negative, but none below "
+                   "{min} (GELU never goes under about −0.17); the largest is {max}.",
+    },
+    "ffn_hidden.silu": {
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+                "then SiLU, x·σ(x) (Marian's \"swish\"): a departure from the paper's ReLU.",
+        "why": "Like ReLU it passes large positive values and suppresses negative ones, but smoothly, so small "
+               "negative inputs keep a little signal and a gradient.",
+        "numbers": "{neg_pct} of the {n_hidden} hidden values ({n_pos} × {d_ff}) are negative, but none below "
+                   "{min} (SiLU never goes under about −0.28); the largest is {max}.",
+    },
+    "ffn_out": {
+        "what": "W_2 ({d_ff} × {d_model}) and b_2 bring each hidden vector back to d_model = {d_model}. The same "
+                "two-layer network is applied to {each_position} independently.",
+        "why": "Attention moves information between positions; the feed-forward network then transforms each "
+               "position on its own. It holds {ffn_share} of this layer's weights.",
+        "numbers": "({n_pos} × {d_ff}) · ({d_ff} × {d_model}) + b_2 → {n_pos} × {d_model}. W_1, b_1, W_2, b_2 hold "
+                   "2 · {d_model} · {d_ff} + {d_ff} + {d_model} = {ffn_params} weights, shared by all positions.",
+    },
+    # ---------------------------------------------------------------- output
+    "logits": {
+        "what": "The decoder's output vectors are multiplied by a {d_model} × {vocab} matrix: for "
+                "{each_position}, one score for every token of the {vocab}-token vocabulary.",
+        "why": "A higher score means more likely, but scores are not probabilities yet. The matrix is the target "
+               "embedding table reused (tied weights, as in the paper), so a token scores high when the decoder's "
+               "vector points the way of that token's embedding.",
+        "numbers": "At the last position ({tok}, position {n_pos}) the highest score is {top_logit}, for {top_tok}; "
+                   "that row ranges from {row_min} to {row_max}.",
+    },
+    "logits.untied": {
+        "why": "A higher score means more likely, but scores are not probabilities yet. This model has its own "
+               "output matrix instead of reusing the embedding table as the paper does.",
+    },
+    "probabilities": {
+        "what": "Softmax turns each position's {vocab} scores into probabilities for the next token: row t, which has "
+                "read the decoder input up to token t, predicts token t+1.",
+        "why": "Probabilities can be compared with the true next token (the cross-entropy loss in training) or used "
+               "to choose a token when generating; every row sums to 1.",
+        "numbers": "The last row ({tok}, position {n_pos}) predicts {top_tok} with p = {top_p}{first_clause}.",
+    },
+    # ---------------------------------------------------------------- anything else
+    "step": {
+        "what": "This step computes {formula}, a tensor of shape {shape}.",
+        "why": "It is one of the operations inside {block}.",
+        "numbers": "Its values range from {min} to {max} (mean {mean}, std {std}){b_note}.",
+    },
+}
+
+# Pieces of sentences that numbers.py fills in and passes as placeholder values.
+PHRASES: dict[str, str] = {
+    "side.src_pos": "source",
+    "side.tgt_pos": "target",
+    "count.token": "{n} token",
+    "count.tokens": "{n} tokens",
+    "count.position": "{n} position",
+    "count.positions": "{n} positions",
+    "count.src_pos": "{n} source position",
+    "count.src_poss": "{n} source positions",
+    "count.tgt_pos": "{n} target position",
+    "count.tgt_poss": "{n} target positions",
+    "each.one": "the single position",
+    "each.many": "each of the {n} positions",
+    "all.one": "the single position",
+    "all.many": "all {n} positions",
+    "from.encoder.self_attn": "queries, keys and values all come from the source ({q_positions})",
+    "from.decoder.self_attn": "queries, keys and values all come from the decoder's input ({q_positions})",
+    "from.decoder.cross_attn": "queries come from the decoder ({q_positions}), keys and values from the "
+                               "encoder output ({k_positions})",
+    "attention.encoder.self_attn": "encoder self-attention",
+    "attention.decoder.self_attn": "masked decoder self-attention",
+    "attention.decoder.cross_attn": "cross-attention",
+    "no_mask.encoder.self_attn": "the source has no padding, and encoder self-attention lets every source position "
+                                 "see every other",
+    "no_mask.decoder.cross_attn": "the source has no padding, and every target position may read the whole source",
+    "no_mask.decoder.self_attn": "the only query is the newest position, which may see everything before it",
+    "no_mask.other": "nothing is padded or hidden in this attention",
+    "pad_clause": " ({n_causal} above the diagonal, {n_pad_cells} for padding)",
+    "first_clause": "; row 1 ({first}) predicts {first_top} with p = {first_p}",
+    "dims_pair": "dimensions {a} and {b}",
+    "dim_one": "dimension {a}",
+    "token": "'{text}'",
+    "token_unknown": "token {n}",
+    "token_id": "id {id}",
+    "special.eos": "the end token (id {id})",
+    "special.bos": "the start token (id {id})",
+    "special.pad": "the padding token (id {id})",
+    "ids_more": ", … ({n} ids)",
+    "b_note": ", in batch item {n} of {total}",
+    "consumer.encoder": "decoder's cross-attention",
+    "consumer.decoder": "output layer",
+    "consumer.other": "next step",
+    "stack.encoder": "encoder",
+    "stack.decoder": "decoder",
+}
+
+# One sentence each for the paper departures that have no step of their own; appended to "what".
+NOTES: dict[str, str] = {
+    "no_scale": "This model skips the paper's ×√d_model scaling of the embeddings (scale_embedding off), as BERT "
+                "does.",
+    "shared": "The source and target sides share this one table (paper §3.4).",
+    "tied": "The output layer reuses this table to score the next token.",
+    "logits_bias": "A learned bias is then added to every score (Marian's final_logits_bias, a departure from the "
+                   "paper).",
+    "positional_none": "This model adds no positional encoding (positional = none, a departure from the paper).",
+}
+
+# The short text of a link from a step to an earlier one it uses.
+LINKS: dict[str, str] = {
+    "tokens": "the token ids looked up here",
+    "lookup": "the embeddings before scaling",
+    "embedded": "the token embeddings",
+    "positions": "the positional encoding",
+    "sum": "the sum normalised here",
+    "x": "the input x of this sublayer",
+    "sublayer": "the sublayer output added here",
+    "residual": "the residual sum normalised here",
+    "memory": "the encoder output that cross-attention reads",
+    "qkv": "the projection these heads are cut from",
+    "q": "the queries",
+    "k": "the keys",
+    "v": "the values V this sum weighs",
+    "scores": "the raw dot products before scaling",
+    "scaled": "the scaled scores the mask is added to",
+    "mask": "the mask that is added",
+    "masked": "the masked scores this softmax reads",
+    "weights": "the attention weights used here",
+    "context": "the head outputs joined here",
+    "concat": "the joined heads",
+    "hidden": "the hidden layer projected back here",
+    "dropped": "the values dropout acts on",
+    "before": "the vectors before this LayerNorm",
+    "logits": "the scores this softmax reads",
+    "decoder_out": "the decoder output scored here",
+    "table": "the embedding table reused as the output matrix",
+}
+
+# Headings of the plain-text form, Explanation.text().
+HEADINGS: dict[str, str] = {
+    "why": "Why: {text}",
+    "numbers": "In this run: {text}",
+    "see": "See step {n} ({name}): {text}",
+}
