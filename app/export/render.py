@@ -6,6 +6,10 @@ Painting the plot data ourselves onto QImage / QSvgGenerator / QPdfWriter gives 
 formats with no display: in SVG, text stays <text> and each cell is a <rect>; in PDF the fonts are embedded
 (Qt shapes text with HarfBuzz, so Devanagari conjuncts and emoji come out right) and the text is searchable.
 
+Small maps (at most VALUE_MAX_SIDE cells a side, the walkthrough's sizes) get each cell's value written inside
+it, as the window does: plotdata.cell_label in dark or white by the cell's luminance (plotdata.dark_text_on),
+so a slide shows the numbers. In SVG and PDF they are real text.
+
 Maps with more than VECTOR_CELLS cells (the all-layers overview, long texts) are drawn as one embedded image
 scaled up by whole pixels per cell and marked image-rendering: pixelated, so it stays crisp when zoomed
 rather than producing hundreds of thousands of shapes.
@@ -49,8 +53,11 @@ from PySide6.QtSvg import QSvgGenerator
 from app.widgets.colormaps import MASKED_RGBA, heatmap_rgba, lookup_table
 from scratchformer.exporting.figure import Figure
 from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
+from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on
 
 VECTOR_CELLS = 40_000  # above this many cells in a figure, cells become one crisp embedded image
+VALUE_MAX_SIDE = 20  # maps up to this many rows and columns carry their values in the cells
+VALUE_FONT = (5.0, 11.0)  # the values' font size in points: smallest drawn, largest
 FONT_FAMILIES = ["Noto Sans", "DejaVu Sans", "Noto Sans Devanagari", "Droid Sans Fallback", "Noto Color Emoji"]
 MARGIN, GAP = 16.0, 22.0
 BAR_W, BAR_GAP = 14.0, 14.0
@@ -279,6 +286,8 @@ def _paint_panel(painter: QPainter, p: _Panel, origin: QPointF, fonts: _Fonts, a
         _paint_cells(painter, rgba, heat, p.cell)
     else:
         _paint_cells_image(painter, rgba, heat, p.cell)
+    if max(rows, cols) <= VALUE_MAX_SIDE:
+        _paint_values(painter, h, rgba, heat, p.cell)
     painter.setPen(QPen(MUTED, 0.5))
     painter.setBrush(Qt.NoBrush)
     painter.drawRect(heat)
@@ -342,6 +351,31 @@ def _paint_cells_image(painter: QPainter, rgba: np.ndarray, heat: QRectF, cell: 
     block = np.ascontiguousarray(np.repeat(np.repeat(rgba, k, axis=0), k, axis=1))
     img = QImage(block.data, cols * k, rows * k, cols * k * 4, QImage.Format_RGBA8888)
     painter.drawImage(heat, img.copy())  # copy: QImage must not outlive the numpy buffer
+
+
+def _paint_values(painter: QPainter, h: Heatmap, rgba: np.ndarray, heat: QRectF, cell: float) -> None:
+    """Each cell's value centred in it (the window's labels and text colours); nothing if it cannot be read."""
+    labels = cell_labels(h.values)
+    size = math.floor(min(VALUE_FONT[1], cell * 0.4))
+    font = _font(size)
+    longest = sorted({t for row in labels for t in row}, key=len)[-4:]  # digits are equally wide
+    widest = max((QFontMetricsF(font).horizontalAdvance(t) for t in longest), default=0.0)
+    if widest > cell - 3.0:  # shrink to fit the widest value
+        size = math.floor(size * (cell - 3.0) / widest)
+        font = _font(size)
+    if size < VALUE_FONT[0]:
+        return
+    dark = dark_text_on(rgba)
+    painter.save()
+    painter.setFont(font)
+    for on_light, colour in ((True, DARK_TEXT), (False, LIGHT_TEXT)):
+        painter.setPen(QColor(*colour))
+        for i, row in enumerate(labels):
+            for j, text in enumerate(row):
+                if text and bool(dark[i, j]) is on_light:
+                    box = QRectF(heat.left() + j * cell, heat.top() + i * cell, cell, cell)
+                    painter.drawText(box, Qt.AlignCenter, text)
+    painter.restore()
 
 
 def _paint_colour_bar(painter: QPainter, maps: list[Heatmap], bar: QRectF, fonts: _Fonts) -> None:

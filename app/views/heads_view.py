@@ -1,10 +1,14 @@
-"""Every head of an attention sublayer side by side (shared colour levels); click one to enlarge it."""
+"""Every head of an attention sublayer side by side (shared colour levels); click one to enlarge it.
+
+The thumbnails' grid (rows × columns) is chosen from the space they have and the maps' shape, again on every
+resize: two heads in a tall panel are stacked, eight in a wide one make two rows of four (grid_shape).
+"""
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap, heads_grid
@@ -27,6 +31,56 @@ def heads_step(trace, step):
     weights = trace.attention_steps()
     before = [s for s in weights if s.index <= step.index]
     return before[-1] if before else (weights[0] if weights else None)
+
+
+THUMB_CHROME = (8.0, 26.0)  # pixels a thumbnail loses to its frame and title (width, height)
+
+
+def grid_shape(aspects: list[float], width: float, height: float, chrome: tuple[float, float] = (0.0, 0.0)):
+    """(rows, columns) of the grid that draws tiles of these aspect ratios (height / width) largest in a
+    width × height area, each cell losing `chrome` (w, h) to titles and axes. Ties go to fewer empty cells."""
+    n = max(1, len(aspects))
+    best, best_key = (1, n), None
+    for cols in range(1, n + 1):
+        rows = math.ceil(n / cols)
+        if rows > 1 and (rows - 1) * cols >= n:
+            continue  # an empty last row
+        cell_w = max(1.0, width / cols - chrome[0])
+        cell_h = max(1.0, height / rows - chrome[1])
+        area = 0.0
+        for a in aspects or [1.0]:
+            tile_w = min(cell_w, cell_h / max(a, 1e-6))  # the tile fits its cell, keeping its shape
+            area += tile_w * tile_w * a
+        key = (round(area, 3), -(rows * cols - n))
+        if best_key is None or key > best_key:
+            best, best_key = (rows, cols), key
+    return best
+
+
+def place_in_grid(grid: QGridLayout, widgets: list[QWidget], rows: int, cols: int) -> None:
+    """Put widgets row by row into a rows × cols grid, every used row and column stretching equally."""
+    for w in widgets:
+        grid.removeWidget(w)
+    for i, w in enumerate(widgets):
+        grid.addWidget(w, i // cols, i % cols)
+    for r in range(max(grid.rowCount(), rows)):
+        grid.setRowStretch(r, 1 if r < rows else 0)
+    for c in range(max(grid.columnCount(), cols)):
+        grid.setColumnStretch(c, 1 if c < cols else 0)
+
+
+class _OnResize(QObject):
+    """Calls back when the watched widget is resized."""
+
+    def __init__(self, watched: QWidget, callback) -> None:
+        super().__init__(watched)
+        self.callback = callback
+        watched.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt name)
+        if event.type() == QEvent.Type.Resize:
+            self.callback()
+        return False
 
 
 class HeadsView(View):
@@ -56,6 +110,8 @@ class HeadsView(View):
         self.thumbs: list[HeatmapWidget] = []
         self._maps: list[Heatmap] = []
         self._step = None
+        self.grid_dims: tuple[int, int] = (0, 0)  # (rows, columns) of the thumbnails now
+        self._resize_watch = _OnResize(self.grid_host, self._arrange)
 
     def _ensure_thumbs(self, n: int) -> None:
         if len(self.thumbs) == n:
@@ -64,15 +120,27 @@ class HeadsView(View):
             self.grid.removeWidget(t)
             t.deleteLater()
         self.thumbs = []
-        cols = max(1, math.ceil(math.sqrt(n)))
+        self.grid_dims = (0, 0)
         for h in range(n):
             w = HeatmapWidget(compact=True, ticks=False, colorbar=False, square=True)
             w.setToolTip(f"Head {h + 1}: click to enlarge")
             w.clicked.connect(lambda _r, _c, h=h: self.main.set_head(h))
             w.hovered.connect(self.main.show_hover)
             w.export_requested.connect(self.main.request_export)
-            self.grid.addWidget(w, h // cols, h % cols)
             self.thumbs.append(w)
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Lay the thumbnails out in the grid that draws them largest in the space they have now."""
+        if not self.thumbs:
+            return
+        rows, cols = self._maps[0].shape if self._maps else (1, 1)
+        aspects = [rows / max(cols, 1)] * len(self.thumbs)
+        size = self.grid_host.size()
+        dims = grid_shape(aspects, size.width(), size.height(), THUMB_CHROME)
+        if dims != self.grid_dims:
+            self.grid_dims = dims
+            place_in_grid(self.grid, self.thumbs, *dims)
 
     def refresh(self) -> None:
         trace = self.main.current_trace()
@@ -85,9 +153,13 @@ class HeadsView(View):
             return
         batch, head = self.main.current_batch(), self.main.current_head()
         if step is not self._step or not self._maps or self._batch != batch:
+            shape_before = self._maps[0].shape if self._maps else None
             self._maps = heads_grid(trace, step, batch)
             self._step, self._batch = step, batch
+            if self._maps and self._maps[0].shape != shape_before:
+                self.grid_dims = (0, 0)  # another shape may want another grid
             self._ensure_thumbs(len(self._maps))
+            self._arrange()
             for w, m in zip(self.thumbs, self._maps):
                 w.set_heatmap(m)
         head = min(head, len(self._maps) - 1)

@@ -1,19 +1,22 @@
 """All layers × heads of each attention type as thumbnail mosaics; a click goes to that layer's step and head.
 
 Each type is one image (plotdata.overview_mosaic), not one plot per head: the paper model's 3 × 6 × 8 = 144
-maps at 512 tokens draw as three block-averaged images.
+maps at 512 tokens draw as three block-averaged images. The mosaics sit in the grid (stacked, side by side or
+two by two) that draws them largest in the space there is, chosen again on every resize.
 """
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QBoxLayout, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap, attention_types, overview_cell, overview_mosaic, overview_tick_positions
 
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
+from .heads_view import _OnResize, grid_shape, place_in_grid
 
 TILE = 48  # cells per thumbnail side at most (longer sequences are block-averaged)
+MOSAIC_CHROME = (110.0, 50.0)  # pixels a mosaic loses to its title, axes and colour bar (width, height)
 
 
 class OverviewView(View):
@@ -30,11 +33,16 @@ class OverviewView(View):
         layout.addWidget(hint)
         self.empty = placeholder("Run a model with attention to see the overview.")
         layout.addWidget(self.empty)
-        self.row = QBoxLayout(QBoxLayout.Direction.LeftToRight)
-        layout.addLayout(self.row, 1)
+        self.grid_host = QWidget()
+        self.grid = QGridLayout(self.grid_host)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.grid_host, 1)
         self.widgets: dict[str, HeatmapWidget] = {}
         self._maps: dict[str, Heatmap] = {}
         self._key = None
+        self.grid_dims: tuple[int, int] = (0, 0)  # (rows, columns) of the mosaics now
+        self._placed: list[str] = []
+        self._resize_watch = _OnResize(self.grid_host, self._arrange)
 
     def _widget(self, kind: str) -> HeatmapWidget:
         w = self.widgets.get(kind)
@@ -44,9 +52,25 @@ class OverviewView(View):
             w.hovered.connect(self.main.show_hover)
             w.export_requested.connect(self.main.request_export)
             w.describe = lambda r, c, k=kind: self._describe(k, r, c)
-            self.row.addWidget(w, 1)
+            self.grid.addWidget(w, 0, 0)  # parented now (never a window of its own); _arrange places it
             self.widgets[kind] = w
+            self.grid_dims = (0, 0)
         return w
+
+    def _arrange(self) -> None:
+        """Lay the mosaics out in the grid that draws them largest in the space they have now."""
+        shown = [k for k in self.widgets if k in self._maps]
+        if not shown:
+            return
+        aspects = [self._maps[k].shape[0] / max(1, self._maps[k].shape[1]) for k in shown]
+        size = self.grid_host.size()
+        dims = grid_shape(aspects, size.width(), size.height(), MOSAIC_CHROME)
+        if (dims, shown) != (self.grid_dims, self._placed):
+            self.grid_dims, self._placed = dims, shown
+            for kind, w in self.widgets.items():
+                if kind not in shown:
+                    self.grid.removeWidget(w)
+            place_in_grid(self.grid, [self.widgets[k] for k in shown], *dims)
 
     def _describe(self, kind: str, row: int, col: int) -> str:
         mosaic = self._maps.get(kind)
@@ -76,9 +100,6 @@ class OverviewView(View):
                 mosaic = overview_mosaic(trace, kind, batch, TILE)
                 if mosaic is not None:
                     self._maps[kind] = mosaic
-            # Few layers and many heads make wide mosaics: stack them so each gets the full width.
-            wide = any(m.shape[1] > 1.5 * m.shape[0] for m in self._maps.values())
-            self.row.setDirection(QBoxLayout.Direction.TopToBottom if wide else QBoxLayout.Direction.LeftToRight)
             for kind, w in self.widgets.items():
                 w.setVisible(kind in self._maps)
             for kind, mosaic in self._maps.items():
@@ -86,7 +107,10 @@ class OverviewView(View):
                 w.setVisible(True)
                 rows, cols = overview_tick_positions(mosaic)
                 w.custom_ticks = (list(zip(rows, mosaic.row_labels)), [(c, f"H{i + 1}") for i, c in enumerate(cols)])
+                # values only where a tile cell is one attention weight, not the mean of a block of them
+                w.show_values = not _averaged(trace, mosaic)
                 w.set_heatmap(mosaic)
+            self._arrange()
         step = self.main.current_step()
         for kind, w in self.widgets.items():
             here = step is not None and step.attention_type == kind
@@ -97,3 +121,9 @@ class OverviewView(View):
 
     def view_title(self) -> str:
         return "Attention overview: layers × heads"
+
+
+def _averaged(trace, mosaic: Heatmap) -> bool:
+    """True when the mosaic's tiles are block-averaged (longer sequences than TILE)."""
+    step = trace.find(mosaic.extra["steps"][0])
+    return step is None or tuple(step.shape[-2:]) != (mosaic.extra["tile_rows"], mosaic.extra["tile_cols"])

@@ -1,21 +1,30 @@
 """The current step's tensor as a heatmap, with batch item and head selectors for rank-3 and rank-4 tensors.
 
 Heatmaps and their display images are kept per (step, batch item, head) of the current run, so stepping back
-and forth redraws from memory.
+and forth redraws from memory. Token-id steps (kind "tokens") show the walkthrough's table of position · token
+· id instead of a colour strip; their heatmap is still what the exporters draw.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap
+from scratchformer.plotdata.heatmap import token_columns
 
 from ..widgets.heatmap import HeatmapWidget, ImageCache
+from ..widgets.token_table import TokenTable
 from .base import View
 
 KEPT_HEATMAPS = 64  # per run; a Heatmap mostly views the trace's tensor, so this is little memory
+TABLE_NOTE = (
+    "Each id is the token's row in the embedding matrix: the next step looks those rows up. "
+    "Hover a cell to read it; right-click to export."
+)
+TABLE_BATCH_ITEMS = 8  # a token table shows every batch item up to this many; beyond, the chosen one only
 
 
 class StepView(View):
@@ -51,6 +60,21 @@ class StepView(View):
         self._cached_run = None
         self.connect_heatmap(self.heatmap)
         layout.addWidget(self.heatmap, 1)
+        self.table_host = QWidget()
+        table_layout = QVBoxLayout(self.table_host)
+        table_layout.setContentsMargins(0, 0, 0, 0)
+        self.table_title = QLabel()
+        self.table_title.setStyleSheet("font-weight: bold;")
+        self.table_note = QLabel(TABLE_NOTE)
+        self.table_note.setWordWrap(True)
+        self.table_note.setStyleSheet("color: #555;")
+        self.token_table = TokenTable()
+        self.connect_heatmap(self.token_table)
+        table_layout.addWidget(self.table_title)
+        table_layout.addWidget(self.table_note)
+        table_layout.addWidget(self.token_table, 1, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.table_host.setVisible(False)
+        layout.addWidget(self.table_host, 1)
         self.batch_spin.valueChanged.connect(lambda v: self.main.set_batch(v - 1))
         self.head_spin.valueChanged.connect(lambda v: self.main.set_head(v - 1))
         self._shown: Heatmap | None = None
@@ -60,6 +84,7 @@ class StepView(View):
         if step is None:
             self.heatmap.set_heatmap(None)
             self.shape_label.setText("")
+            self._show_table(False)
             return
         batch, head = self.main.current_batch(), self.main.current_head()
         has_batch = "batch" in step.dims
@@ -80,8 +105,22 @@ class StepView(View):
         key = (step.index, min(batch, n_batch - 1) if has_batch else 0, min(head, n_head - 1) if has_head else 0)
         previous = self._shown
         self._shown = self._heatmap(step, key)
+        if step.kind == "tokens":  # ids are labels, not magnitudes: a table, not a colour strip
+            pos_dim, columns = token_columns(self.main.current_trace(), step)
+            if len(columns) > TABLE_BATCH_ITEMS:
+                columns = [c for c in columns if c.batch == key[1]]
+            self.token_table.set_columns(pos_dim, columns, chosen=key[1])
+            self.table_title.setText(self._shown.title)
+            self._show_table(True)
+            return
+        self._show_table(False)
         same_place = previous is not None and previous.shape == self._shown.shape
         self.heatmap.set_heatmap(self._shown, reset_view=not same_place, key=key)
+
+    def _show_table(self, on: bool) -> None:
+        if self.table_host.isVisibleTo(self) != on:
+            self.table_host.setVisible(on)
+            self.heatmap.setVisible(not on)
 
     def _heatmap(self, step, key: tuple[int, int, int]) -> Heatmap:
         """The heatmap of (step, batch, head), from memory when this run already showed it."""

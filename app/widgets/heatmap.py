@@ -9,6 +9,12 @@ A map with more cells than the plot has pixels is drawn from plotdata.block_redu
 farthest from 0 on diverging maps) at about the plot's pixel size, again when the user zooms in; the read-out
 and the exporters read the full-resolution Heatmap.values. A view may pass an ImageCache and a key per heatmap
 so that coming back to a step reuses its image.
+
+Small tensors (the walkthrough's d_model 6, 10 tokens) are read as numbers: when a cell is at least
+VALUE_CELL_PX on screen both ways, its value is written inside it (plotdata.cell_label, dark or white text by the
+cell's luminance), by one CellValues item that paints only the visible cells, at most MAX_VALUE_TEXTS of them;
+big maps get no text at all. A map with few rows or columns is not stretched over the whole plot: cells are at
+most MAX_CELL_W pixels wide and no taller than wide (48 px rows are always allowed), the map centred at the top.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from collections import OrderedDict
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QFontMetricsF
 from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import (
@@ -31,6 +37,7 @@ from scratchformer.plotdata import (
     display_reduction,
     format_value,
 )
+from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on, is_integral
 
 from .colormaps import MASKED_RGBA, colormap, rgba_image
 
@@ -43,6 +50,15 @@ EXPORT_ACTIONS = (
     ("Copy this view to the clipboard", "clipboard"),
     ("Export the current tensor…", "tensor_current"),
 )
+
+
+VALUE_CELL_PX = 28.0  # a cell this big on screen (both ways) shows its value
+COMPACT_VALUE_CELL_PX = 40.0  # thumbnails: only when their cells are large
+MAX_VALUE_TEXTS = 600  # more visible cells than this: no values (zoom in to read them)
+VALUE_FONT_PX = (8.0, 13.0)  # the values' font: smallest readable, largest
+MAX_CELL_W = 160.0  # a map with few columns is not stretched wider than this per column
+MIN_ROW_PX = 48.0  # rows may always be this tall; taller only as far as cells are wide
+PLOT_MARGIN = 2.0
 
 
 def full_label(labels: list[str] | None, dim: str, i: int) -> str:
@@ -81,6 +97,47 @@ class ImageCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class CellValues(pg.GraphicsObject):
+    """The numbers inside the cells: one item that paints every visible cell's text in one paint() call, at a
+    fixed pixel size (the text does not stretch with the view). Cell (row, col) is centred on (col, row)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.setZValue(10)  # above the image
+        self.cells: list[tuple[int, int, str, bool]] = []  # (row, col, text, dark text?)
+        self.font = QFont()
+        self._rect = QRectF()
+
+    def set_cells(self, cells: list[tuple[int, int, str, bool]], shape: tuple[int, int], font: QFont) -> None:
+        rect = QRectF(-0.5, -0.5, shape[1], shape[0])
+        if rect != self._rect:
+            self.prepareGeometryChange()
+            self._rect = rect
+        self.cells, self.font = cells, font
+        self.update()
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt name)
+        return QRectF(self._rect)
+
+    def paint(self, painter, *args) -> None:
+        if not self.cells:
+            return
+        t = painter.transform()  # view coordinates → device pixels
+        w, h = abs(t.m11()), abs(t.m22())
+        painter.save()
+        painter.resetTransform()  # draw in pixels: text keeps its size whatever the zoom
+        painter.setFont(self.font)
+        align = Qt.AlignmentFlag.AlignCenter
+        for dark, colour in ((True, DARK_TEXT), (False, LIGHT_TEXT)):
+            painter.setPen(QColor(*colour))
+            for row, col, text, on_light in self.cells:
+                if on_light is dark:
+                    centre = t.map(QPointF(col, row))
+                    painter.drawText(QRectF(centre.x() - w / 2, centre.y() - h / 2, w, h), align, text)
+        painter.restore()
 
 
 class HeatmapWidget(QWidget):
@@ -133,6 +190,13 @@ class HeatmapWidget(QWidget):
             self.plot.setAspectLocked(True)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
+        self.show_values = True  # write each cell's value inside it when cells are big enough
+        self.values_item = CellValues()
+        self.values_item.setVisible(False)
+        self.plot.addItem(self.values_item)
+        self._values_key = None
+        self._integral_of: tuple | None = None  # (heatmap, whether its values are all whole numbers)
+        self._margins: tuple[float, float, float, float] | None = None
         self.colorbar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if compact else 14,
             colorMapMenu=False,
@@ -178,7 +242,8 @@ class HeatmapWidget(QWidget):
             self.plot.getAxis(name).setStyle(autoExpandTextSpace=False, tickTextHeight=self._tick_metrics.height())
         vb = self.plot.getViewBox()
         vb.sigResized.connect(lambda _vb: self._on_view_changed())
-        vb.sigRangeChanged.connect(lambda *_: self._show_image())
+        vb.sigRangeChanged.connect(lambda *_: self._on_range_changed())
+        self.view.ci.geometryChanged.connect(self._fit_plot)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -197,16 +262,19 @@ class HeatmapWidget(QWidget):
         if heatmap is None:
             self.image.clear()
             self._image_of = None
+            self._update_values()
             self.title_label.setText("")
             self.readout.setText(" ")
             return
         rows, cols = heatmap.values.shape
         self._placing = True
         try:
+            self._fit_plot()
             self._place_view(rows, cols, reset_view or not same_shape)
         finally:
             self._placing = False
         self._show_image()
+        self._update_values()
         colorbar_state = (heatmap.colormap, tuple(heatmap.levels))
         if colorbar_state != self._colorbar_state:  # a new colour map rebuilds the bar's pixmap: only on change
             if self._colorbar_state is None or colorbar_state[0] != self._colorbar_state[0]:
@@ -273,8 +341,138 @@ class HeatmapWidget(QWidget):
                 self.readout.setText(self._legend_text())
 
     def _on_view_changed(self) -> None:
+        self._fit_plot()
         self._apply_ticks()
         self._show_image()
+        self._update_values()
+
+    def _on_range_changed(self) -> None:
+        self._show_image()
+        self._update_values()
+
+    # --- a map with few rows or columns keeps readable cells ------------------------------------------------
+
+    def _fit_plot(self) -> None:
+        """Size the plot so that cells are at most MAX_CELL_W wide and no taller than wide (MIN_ROW_PX rows
+        are always allowed): the space left over becomes layout margin, the map centred at the top. Square
+        (aspect-locked) thumbnails keep the whole space."""
+        hm = self.heatmap
+        ci = self.view.ci
+        if hm is None or self.square:
+            self._set_margins((PLOT_MARGIN,) * 4)
+            return
+        rows, cols = hm.values.shape
+        vb = self.plot.getViewBox()
+        width, height = ci.geometry().width(), ci.geometry().height()
+        if width < 50 or height < 50:
+            return  # not laid out yet
+        left, top, right, bottom = self._margins or (PLOT_MARGIN,) * 4
+        if vb.width() > 1 and vb.height() > 1:  # axes, colour bar and spacing around the ViewBox, as laid out
+            extra_w = width - left - right - vb.width()
+            extra_h = height - top - bottom - vb.height()
+        else:
+            extra_w, extra_h = 90.0, 50.0
+        room_w = max(1.0, width - 2 * PLOT_MARGIN - extra_w)
+        room_h = max(1.0, height - 2 * PLOT_MARGIN - extra_h)
+        cell_w = min(room_w / cols, MAX_CELL_W)
+        cell_h = min(room_h / rows, max(MIN_ROW_PX, cell_w))
+        spare_w = max(0.0, room_w - cell_w * cols)
+        spare_h = max(0.0, room_h - cell_h * rows)
+        self._set_margins((PLOT_MARGIN + spare_w / 2, PLOT_MARGIN, PLOT_MARGIN + spare_w / 2, PLOT_MARGIN + spare_h))
+
+    def _set_margins(self, margins: tuple[float, float, float, float]) -> None:
+        """Give the layout new margins only when they change by a pixel or more (each change re-lays it out)."""
+        old = self._margins or (PLOT_MARGIN,) * 4
+        if self._margins is not None and all(abs(a - b) < 1.0 for a, b in zip(old, margins)):
+            return
+        self._margins = margins
+        self.view.ci.setContentsMargins(*margins)
+
+    def map_rect(self) -> QRectF:
+        """Where the map's cells are drawn, in this widget's coordinates (for tests and layout checks)."""
+        if self.heatmap is None:
+            return QRectF()
+        rows, cols = self.heatmap.values.shape
+        vb = self.plot.getViewBox()
+        scene = vb.mapViewToScene(QRectF(-0.5, -0.5, cols, rows)).boundingRect()
+        scene = scene.intersected(vb.sceneBoundingRect())
+        top_left = self.view.mapFromScene(scene.topLeft())
+        bottom_right = self.view.mapFromScene(scene.bottomRight())
+        offset = self.view.mapTo(self, self.view.rect().topLeft())
+        return QRectF(top_left + offset, bottom_right + offset)
+
+    # --- values in the cells ---------------------------------------------------------------------------------
+
+    def _integral(self, hm: Heatmap) -> bool:
+        if self._integral_of is None or self._integral_of[0] is not hm:
+            self._integral_of = (hm, is_integral(hm.values))
+        return self._integral_of[1]
+
+    def _update_values(self) -> None:
+        """Write the value of each visible cell inside it when cells are big enough on screen; else nothing."""
+        hm = self.heatmap
+        item = self.values_item
+        vb = self.plot.getViewBox()
+        if hm is None or not self.show_values or self._placing or vb.width() < 1 or vb.height() < 1:
+            self._hide_values()
+            return
+        rows, cols = hm.values.shape
+        (x0, x1), (y0, y1) = vb.viewRange()
+        cell_w, cell_h = vb.width() / max(x1 - x0, 1e-9), vb.height() / max(y1 - y0, 1e-9)
+        least = COMPACT_VALUE_CELL_PX if self.compact else VALUE_CELL_PX
+        if cell_w < least or cell_h < least:
+            self._hide_values()
+            return
+        r0, r1 = max(0, math.floor(y0 + 0.5)), min(rows, math.ceil(y1 + 0.5))
+        c0, c1 = max(0, math.floor(x0 + 0.5)), min(cols, math.ceil(x1 + 0.5))
+        if r1 <= r0 or c1 <= c0 or (r1 - r0) * (c1 - c0) > MAX_VALUE_TEXTS:
+            self._hide_values()
+            return
+        key = (hm, r0, r1, c0, c1, round(cell_w), round(cell_h))
+        if self._values_key is not None and item.isVisible() and self._same_values_key(key):
+            return
+        shown = hm.values[r0:r1, c0:c1]
+        labels = cell_labels(shown, self._integral(hm))
+        dark = dark_text_on(rgba_image(shown, hm.levels, hm.colormap))
+        font = QFont()
+        lo, hi = VALUE_FONT_PX
+        size = min(hi, cell_h * 0.42) * (0.85 if self.compact else 1.0)
+        font.setPixelSize(max(1, round(size)))
+        metrics = QFontMetricsF(font)
+        longest = sorted({t for row in labels for t in row}, key=len)[-4:]  # digits are equally wide
+        widest = max((metrics.horizontalAdvance(t) for t in longest), default=0.0)
+        if widest > cell_w - 4:  # shrink to fit the widest value, down to the smallest readable size
+            size = size * (cell_w - 4) / widest
+            font.setPixelSize(max(1, math.floor(size)))
+        if size < lo:
+            self._hide_values()
+            return
+        cells = [
+            (r0 + i, c0 + j, text, bool(dark[i, j]))
+            for i, row in enumerate(labels)
+            for j, text in enumerate(row)
+            if text
+        ]
+        item.set_cells(cells, (rows, cols), font)
+        item.setVisible(True)
+        self._values_key = key
+
+    def _same_values_key(self, key: tuple) -> bool:
+        old = self._values_key
+        return old[0] is key[0] and old[1:] == key[1:]  # the heatmap by identity: its values are not compared
+
+    def _hide_values(self) -> None:
+        self._values_key = None
+        if self.values_item.cells or self.values_item.isVisible():
+            self.values_item.set_cells([], (0, 0), self.values_item.font)
+            self.values_item.setVisible(False)
+
+    def cell_texts(self) -> list[tuple[int, int, str, bool]]:
+        """The values written in the cells now: (row, col, text, dark text?); empty when cells are small."""
+        return list(self.values_item.cells) if self.values_item.isVisible() else []
+
+    def cell_texts_shown(self) -> int:
+        return len(self.cell_texts())
 
     def _legend_text(self) -> str:
         hm = self.heatmap

@@ -187,3 +187,86 @@ def heads_grid(trace: Trace, step: Step | str | int, batch: int = 0) -> list[Hea
     for h, m in enumerate(maps):
         m.title = f"Head {h + 1}"
     return maps
+
+
+# ---- the numbers inside the cells (the window and the exporters write them the same way) -----------------
+
+DARK_TEXT, LIGHT_TEXT = (20, 20, 20), (255, 255, 255)
+_LUMINANCE_SPLIT = 0.179  # relative luminance where black and white text contrast equally (WCAG)
+
+
+def is_integral(values: np.ndarray) -> bool:
+    """True when every finite value is a whole number of modest size (token ids, 0/−∞ masks): drawn as integers."""
+    finite = values[np.isfinite(values)]
+    return bool(finite.size) and bool(np.all(np.abs(finite) < 1e7)) and bool(np.all(finite == np.round(finite)))
+
+
+def cell_label(value: float, integer: bool = False) -> str:
+    """A cell's value in a few characters: 3 significant figures ("0.42", "-1.3", "12", "1234", "2.5e-5"),
+    integers as they are ("30243"), "−∞" for masked cells, "" for NaN (gaps, drawn empty)."""
+    v = float(value)
+    if v != v:
+        return ""
+    if v == float("-inf"):
+        return "−∞"
+    if v == float("inf"):
+        return "∞"
+    if integer:
+        return str(int(round(v)))
+    a = abs(v)
+    if a >= 1000 and a < 1e6:  # "1234" reads better than "1.23e+03"
+        return f"{v:.0f}"
+    text = f"{v:.3g}"
+    if "e" in text:  # "2.5e-05" → "2.5e-5"
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return "0" if text in ("-0", "0") else text
+
+
+def cell_labels(values: np.ndarray, integer: bool | None = None) -> list[list[str]]:
+    """cell_label of every cell of a (small) matrix; integers when all values are whole (is_integral)."""
+    whole = is_integral(values) if integer is None else integer
+    return [[cell_label(v, whole) for v in row] for row in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def dark_text_on(rgba: np.ndarray) -> np.ndarray:
+    """(…, 4) uint8 cell colours → (…) bool: True where dark text contrasts more than white (light cells).
+
+    The colour is blended over the white background by its alpha, then compared by relative luminance
+    (sRGB linearised, ITU-R BT.709 weights): above 0.179, black text has the better contrast ratio."""
+    c = np.asarray(rgba, dtype=np.float64) / 255.0
+    alpha = c[..., 3:4]
+    rgb = c[..., :3] * alpha + (1.0 - alpha)  # over white
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    luminance = linear @ np.array([0.2126, 0.7152, 0.0722])
+    return luminance > _LUMINANCE_SPLIT
+
+
+def text_colour_for(rgba) -> tuple[int, int, int]:
+    """The text colour (RGB) for a cell drawn in `rgba`: dark on light cells, white on dark ones."""
+    return DARK_TEXT if bool(dark_text_on(np.asarray(rgba))) else LIGHT_TEXT
+
+
+@dataclass
+class TokenColumn:
+    """One batch item of a token-id step: its tokens and their ids, position by position."""
+
+    batch: int
+    tokens: list[str]
+    ids: list[int]
+
+
+def token_columns(trace: Trace, step: Step | str | int) -> tuple[str, list[TokenColumn]]:
+    """The walkthrough's table of a `tokens` step: (position axis name, one TokenColumn per batch item)."""
+    step = step if isinstance(step, Step) else trace[step]
+    ids = step.tensor.to(torch.int64)
+    dims = list(step.dims)
+    pos_dim = next((d for d in dims if d != "batch"), "pos")
+    if "batch" not in dims:
+        ids = ids[None]
+    ids = ids.reshape(ids.shape[0], -1)  # (batch, pos)
+    columns = []
+    for b, row in enumerate(ids.tolist()):
+        labels = axis_labels(trace, pos_dim, len(row), b) or [f"#{i}" for i in row]
+        columns.append(TokenColumn(b, labels, [int(i) for i in row]))
+    return pos_dim, columns

@@ -9,6 +9,7 @@ from PySide6.QtCore import QPointF
 from app.widgets.colormaps import rgba_image
 from app.widgets.heatmap import HeatmapWidget, ImageCache
 from scratchformer.plotdata import SEQUENTIAL, Heatmap, block_reduce, format_value
+from scratchformer.plotdata.heatmap import cell_label
 
 
 def ffn_hidden_map(values: np.ndarray) -> Heatmap:
@@ -127,3 +128,15 @@ def test_a_small_map_is_drawn_cell_for_cell(qtbot, widget):
     widget.set_heatmap(ffn_hidden_map(values))
     assert widget.display_block == (1, 1)
     np.testing.assert_array_equal(widget.image.image, rgba_image(values, (0, 1), SEQUENTIAL))
+
+
+def test_a_reduced_map_writes_no_values_and_a_zoomed_in_one_does(qtbot, widget):
+    values = np.random.default_rng(3).uniform(0, 1, (512, 2048)).astype(np.float32)
+    widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
+    qtbot.wait(20)
+    assert widget.display_block != (1, 1)
+    assert widget.cell_texts_shown() == 0 and not widget.values_item.isVisible()
+    widget.plot.getViewBox().setRange(xRange=(99.5, 107.5), yRange=(9.5, 15.5), padding=0.0)
+    qtbot.wait(20)
+    texts = {(r, c): text for r, c, text, _ in widget.cell_texts()}
+    assert texts[(10, 100)] == cell_label(values[10, 100]) and len(texts) <= 8 * 6 + 8 + 6 + 1
