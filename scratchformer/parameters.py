@@ -1,0 +1,294 @@
+"""Parameter counts per block of the architecture diagram, each with its formula in this model's numbers.
+
+    parameter_counts(Transformer(paper()))["decoder.0"].count  →  4,204,032   (the decoder tutorial's ≈ 4.2 M)
+
+Keys are the diagram's block keys (`plotdata.block_key` of the steps inside the block: `src_embed.embedding`,
+`src_embed.positional`, `encoder.0.self_attn`, `encoder.0.add_norm1`, `encoder.0.ffn`, …, `encoder.final_norm`,
+`decoder.0.cross_attn`, `generator.linear`, `generator.softmax`), then one key per layer (`encoder.0`), per stack
+(`encoder`, `decoder`), `src_embed` / `tgt_embed` / `embeddings`, `generator` and `total`.
+
+A tensor shared by several blocks (the paper ties the two embeddings and the output projection, §3.4) is counted
+once, in the first block that uses it in reading order (source embedding → encoder → target embedding → decoder
+→ output); later blocks count 0 for it, give its size in `shared` and say so in `note`. So the leaf blocks add up
+to `total`, which equals sum(p.numel() for p in model.parameters()) (PyTorch lists a shared tensor once), and for
+every block `count + shared` is the size of its modules' parameters.
+
+Buffers are not parameters: the sinusoidal table PE and Marian's final_logits_bias are mentioned, not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from torch import nn
+
+
+@dataclass
+class ParamCount:
+    """Trainable numbers of one block (new ones only: see `shared`), and how they come about."""
+
+    count: int
+    formula: str  # symbolic with this model's numbers: "4·(d_model² + d_model) = 4·(512² + 512) = 1,050,624"
+    note: str = ""
+    shared: int = 0  # numbers of this block's tensors already counted in an earlier block (tied weights)
+    modules: tuple[str, ...] = ()  # the module paths whose parameters make up the block (empty for aggregates)
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _sum_formula(names: list[str], counts: list[int], total: int) -> str:
+    """'a + b + c = 1 + 2 + 3 = 6', or 'N × x = …' when every part is equal and there are several."""
+    if not names:
+        return "0"
+    if len(counts) > 2 and len(set(counts)) == 1:
+        return f"{len(counts)} × {_n(counts[0])} = {_n(total)}"
+    if len(counts) == 1:
+        return f"{names[0]} = {_n(total)}"
+    return f"{' + '.join(names)} = {' + '.join(_n(c) for c in counts)} = {_n(total)}"
+
+
+class _Counter:
+    """Walks the model in reading order; each parameter tensor is counted by the first block that owns it."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.config = model.config
+        self.owner: dict[int, str] = {}  # id(parameter) → key of the block that counted it
+        self.out: dict[str, ParamCount] = {}
+
+    def params(self, modules: Iterable[nn.Module | None]) -> list[nn.Parameter]:
+        seen: dict[int, nn.Parameter] = {}
+        for m in modules:
+            if m is not None:
+                for p in m.parameters():
+                    seen.setdefault(id(p), p)
+        return list(seen.values())
+
+    def block(self, key: str, paths: list[str], formula_count: int, formula: str, note: str = "",
+              shared_note: str | None = None) -> ParamCount:
+        """Count the block made of the modules at `paths`; `formula` must give `formula_count` new numbers."""
+        modules = [self.model.get_submodule(p) for p in paths if _has(self.model, p)]
+        new = shared = 0
+        shared_from: list[str] = []
+        for p in self.params(modules):
+            if id(p) in self.owner:
+                shared += p.numel()
+                if self.owner[id(p)] not in shared_from:
+                    shared_from.append(self.owner[id(p)])
+            else:
+                self.owner[id(p)] = key
+                new += p.numel()
+        if shared and formula_count == new + shared:  # tied weights: the formula gives the size, not the count
+            part = "all" if new == 0 else f"{_n(shared)} of them"
+            formula = f"{_n(new)} new ({formula}, {part} shared)"
+        elif formula_count != new:  # an unexpected layout: say what was summed
+            formula = f"{_n(new)} (the sum of the sizes of the parameters of {', '.join(paths) or 'nothing'})"
+        notes = [note] if note else []
+        if shared:
+            where = ", ".join(shared_from)
+            notes.append((shared_note or "shares {n} numbers with {where}, counted there").format(
+                n=_n(shared), where=where))
+        pc = ParamCount(new, formula, "; ".join(notes), shared, tuple(p for p in paths if _has(self.model, p)))
+        self.out[key] = pc
+        return pc
+
+    def aggregate(self, key: str, parts: list[str], formula_names: list[str] | None = None,
+                  note: str = "") -> ParamCount:
+        parts = [p for p in parts if p in self.out]
+        counts = [self.out[p].count for p in parts]
+        total = sum(counts)
+        names = formula_names if formula_names is not None else parts
+        pc = ParamCount(total, _sum_formula(names, counts, total), note,
+                        sum(self.out[p].shared for p in parts))
+        self.out[key] = pc
+        return pc
+
+
+def _has(model: nn.Module, path: str) -> bool:
+    try:
+        return model.get_submodule(path) is not None
+    except AttributeError:
+        return False
+
+
+def _embeddings(c: _Counter, stack: str) -> None:
+    cfg = c.config
+    emb = c.model.get_submodule(stack)
+    d = cfg.d_model
+    vocab = emb.tokens.num_embeddings
+    side = "source" if stack == "src_embed" else "target"
+    # the input embedding: the token table (and BERT's token-type table, another lookup added to it)
+    paths = [f"{stack}.tokens"]
+    formula_count, formula = vocab * d, f"vocab·d_model = {_n(vocab)}·{d} = {_n(vocab * d)}"
+    note = f"one learned row of d_model numbers per {side} token"
+    if emb.token_types is not None:
+        types = emb.token_types.num_embeddings
+        paths.append(f"{stack}.token_types")
+        formula_count = (vocab + types) * d
+        formula = (f"(vocab + token_types)·d_model = ({_n(vocab)} + {types})·{d} = {_n(formula_count)}")
+        note += f"; plus {types} token-type (segment) rows, added to every token (BERT)"
+    c.block(f"{stack}.embedding", paths, formula_count, formula, note,
+            shared_note="shares the embedding matrix with the source embedding, counted under {where} "
+                        "(paper §3.4)")
+    # the positional encoding, and the LayerNorm BERT applies to the sum (its step is drawn in this block)
+    paths, parts, values, count = [], [], [], 0
+    notes = []
+    if emb.positions is not None:
+        n_pos = emb.positions.num_embeddings
+        paths.append(f"{stack}.positions")
+        parts.append("max_len·d_model")
+        values.append(f"{n_pos}·{d}")
+        count += n_pos * d
+        notes.append(f"a learned vector per position (up to {n_pos})")
+    elif cfg.positional == "none":
+        notes.append("this model adds no positional encoding")
+    else:
+        notes.append("the sinusoids are computed from the formula: a fixed table (buffer), nothing learned")
+    if emb.layer_norm is not None:
+        paths.append(f"{stack}.layer_norm")
+        parts.append("2·d_model")
+        values.append(f"2·{d}")
+        count += 2 * d
+        notes.append("includes the LayerNorm of the embedding sum (γ and β per feature), drawn in this block")
+    if parts:
+        formula = f"{' + '.join(parts)} = {' + '.join(values)} = {_n(count)}"
+    else:
+        formula = "0"
+    c.block(f"{stack}.positional", paths, count, formula, "; ".join(notes))
+    c.aggregate(stack, [f"{stack}.embedding", f"{stack}.positional"])
+
+
+def _attention(c: _Counter, key: str, cross: bool) -> None:
+    d = c.config.d_model
+    count = 4 * (d * d + d)
+    formula = f"4·(d_model² + d_model) = 4·({d}² + {d}) = {_n(count)}"
+    if cross:
+        note = ("W^Q (on the decoder), W^K and W^V (on the encoder output) and W^O, each d_model × d_model, "
+                "with their biases")
+    else:
+        note = "W^Q, W^K, W^V and W^O, each d_model × d_model, with their biases"
+    note += f"; the {c.config.n_heads} heads split these matrices, they add nothing"
+    c.block(key, [key], count, formula, note)
+
+
+def _norm(c: _Counter, key: str, path: str, what: str) -> None:
+    d = c.config.d_model
+    c.block(key, [path], 2 * d, f"2·d_model = 2·{d} = {_n(2 * d)}", what)
+
+
+def _ffn(c: _Counter, key: str) -> None:
+    d, f = c.config.d_model, c.config.d_ff
+    count = 2 * d * f + f + d
+    formula = f"2·d_model·d_ff + d_ff + d_model = 2·{d}·{_n(f)} + {_n(f)} + {d} = {_n(count)}"
+    c.block(key, [key], count, formula, "W_1 (d_model × d_ff) + b_1, W_2 (d_ff × d_model) + b_2")
+
+
+_ADD_NORM_NOTE = "LayerNorm's γ (scale) and β (shift), one each per feature; the residual add has none"
+
+
+def _layer(c: _Counter, stack: str, i: int, layer: nn.Module) -> None:
+    n = f"{stack}.{i}"
+    parts: list[str] = []
+    order = ("self_attn", "add_norm1", "ffn", "add_norm2") if stack == "encoder" else (
+        "self_attn", "add_norm1", "cross_attn", "add_norm2", "ffn", "add_norm3")
+    for name in order:
+        if getattr(layer, name, None) is None:
+            continue
+        key = f"{n}.{name}"
+        if name.endswith("attn"):
+            _attention(c, key, name == "cross_attn")
+        elif name == "ffn":
+            _ffn(c, key)
+        else:
+            _norm(c, key, f"{key}.norm", _ADD_NORM_NOTE)
+        parts.append(key)
+    c.aggregate(n, parts, [p.rsplit(".", 1)[1] for p in parts])
+
+
+def _stack(c: _Counter, stack: str, layers: nn.ModuleList, norm: nn.Module | None) -> None:
+    parts = []
+    for i, layer in enumerate(layers):
+        _layer(c, stack, i, layer)
+        parts.append(f"{stack}.{i}")
+    names = [f"layer {i + 1}" for i in range(len(parts))]
+    if norm is not None:
+        attr = "encoder_norm" if stack == "encoder" else "decoder_norm"
+        _norm(c, f"{stack}.final_norm", attr, "γ and β of the LayerNorm after the whole stack (not in the paper)")
+        parts.append(f"{stack}.final_norm")
+        names.append("final_norm")
+    pc = c.aggregate(stack, parts, names)
+    n_layers = len(layers)
+    if n_layers > 1 and norm is None and len({c.out[p].count for p in parts}) == 1:
+        pc.formula = f"{n_layers} layers × {_n(c.out[parts[0]].count)} = {_n(pc.count)}"
+
+
+def _generator(c: _Counter) -> None:
+    cfg = c.config
+    gen = c.model.generator
+    d, vocab = cfg.d_model, gen.proj.out_features
+    count = vocab * d
+    notes = []
+    if gen.proj.bias is not None:
+        count += vocab
+    bias = " + vocab" if gen.proj.bias is not None else ""
+    formula = f"vocab·d_model{bias} = {_n(vocab)}·{d}{' + ' + _n(vocab) if bias else ''} = {_n(count)}"
+    if getattr(gen, "final_logits_bias", None) is not None:
+        notes.append(f"plus final_logits_bias ({_n(vocab)} numbers): a fixed buffer loaded with the model, "
+                     "not a trainable parameter, so not counted")
+    c.block("generator.linear", ["generator.proj"], count, formula, "; ".join(notes),
+            shared_note="shares the embedding matrix, counted under {where} (paper §3.4: the pre-softmax "
+                        "linear is tied to the embedding)")
+    c.out["generator.softmax"] = ParamCount(0, "0", "softmax has no parameters")
+    c.aggregate("generator", ["generator.linear", "generator.softmax"], ["linear", "softmax"])
+
+
+def parameter_counts(model: nn.Module) -> dict[str, ParamCount]:
+    """Parameter counts of a scratchformer Transformer by diagram block, layer, stack, embeddings and total,
+    in reading order. Shared tensors are counted once (see the module docstring)."""
+    c = _Counter(model)
+    top: list[str] = []
+    if model.src_embed is not None:
+        _embeddings(c, "src_embed")
+    if model.config.has_encoder:
+        _stack(c, "encoder", model.encoder, model.encoder_norm)
+        top.append("encoder")
+    if model.config.has_decoder:
+        _embeddings(c, "tgt_embed")
+        _stack(c, "decoder", model.decoder, model.decoder_norm)
+        top.append("decoder")
+        _generator(c)
+    embeds = [k for k in ("src_embed", "tgt_embed") if k in c.out]
+    c.aggregate("embeddings", embeds)
+    parts = ["embeddings", *top] + (["generator"] if "generator" in c.out else [])
+    c.aggregate("total", parts)
+    expected = sum(p.numel() for p in model.parameters())
+    if c.out["total"].count != expected:  # a parameter outside the known modules: never hide it
+        missing = expected - c.out["total"].count
+        c.out["total"] = ParamCount(expected, f"{c.out['total'].formula} + {_n(missing)} elsewhere = {_n(expected)}",
+                                    "some parameters live outside the diagram's blocks")
+    tensors = len(list(model.parameters()))
+    total = c.out["total"]
+    total.note = (f"{tensors} parameter tensors; "
+                  + (f"{_n(total.shared)} numbers of later blocks are tied to earlier ones and counted once"
+                     if total.shared else "no tensor is shared between blocks"))
+    return c.out
+
+
+def parameter_table(model: nn.Module) -> list[tuple[str, int, str]]:
+    """(key, count, formula — note) rows in reading order, for printing."""
+    rows = []
+    for key, pc in parameter_counts(model).items():
+        text = pc.formula + (f"  — {pc.note}" if pc.note else "")
+        rows.append((key, pc.count, text))
+    return rows
+
+
+def format_parameter_table(model: nn.Module) -> str:
+    """The table as aligned text: key, count, formula and note."""
+    rows = parameter_table(model)
+    width = max(len(k) for k, _, _ in rows)
+    cw = max(len(_n(n)) for _, n, _ in rows)
+    return "\n".join(f"{k:<{width}}  {_n(n):>{cw}}  {text}" for k, n, text in rows)
