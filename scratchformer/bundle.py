@@ -11,14 +11,17 @@ import torch
 from .batching import sliding_windows
 from .checkpoint import is_checkpoint, is_hf_config, load_checkpoint
 from .config import PRESETS, preset
+from .decoding import greedy
 from .device import resolve_device
 from .errors import UserError
+from .examples import Example, examples_for
 from .masks import pad_from_ids
 from .model import Transformer
 from .tokenizers import TextTokenizer, gpt2_tokenizer
 from .trace import Trace
 
 DEFAULT_MODEL = "en-hi"
+GENERATION_CAP = 64  # longest output generated for the decoder input: a random-weight model never says "stop"
 
 
 @dataclass
@@ -34,6 +37,11 @@ class Inputs:
     notes: list[str] = field(default_factory=list)  # e.g. "The source was cut to 512 tokens."
     unknown_words: list[str] = field(default_factory=list)  # source words outside the vocabulary
     unknown_target_words: list[str] = field(default_factory=list)
+    # What the decoder reads behind its start token: "typed" (teacher forcing on the given target, or a
+    # decoder-only model's prompt), "generated" (the model's own greedy output), "start_only", "windows" (the
+    # walkthrough's batch, shifted right) or "none" (an encoder-only model).
+    decoder_input: str = "typed"
+    translation: str = ""  # the generated output as text, when decoder_input == "generated"
 
 
 @dataclass
@@ -64,6 +72,24 @@ class ModelBundle:
             f"{self.name}: {' + '.join(stacks)} layers, d_model {c.d_model}, {c.n_heads} heads, d_ff {c.d_ff}, "
             f"{n / 1e6:.2f} M parameters, tokenizer {self.src_tokenizer.name}"
         )
+
+    @property
+    def untrained(self) -> bool:
+        """Presets have seeded random weights: their attention carries no meaning yet."""
+        return self.origin == "preset"
+
+    @property
+    def can_generate(self) -> bool:
+        """An encoder-decoder: it can write its own output for the decoder to read."""
+        return self.config.has_encoder and self.config.has_decoder
+
+    def examples(self) -> list[Example]:
+        return examples_for(self.name, self.origin, self.config)
+
+    def generation_limit(self, n_source: int) -> int:
+        """How many tokens greedy decoding may write for a source of n tokens: 2n + 10, at most GENERATION_CAP,
+        and no more than the decoder's positions allow."""
+        return max(1, min(2 * n_source + 10, GENERATION_CAP, self.config.max_len - 1))
 
     def _special(self, key: str, tok: TextTokenizer) -> list[int]:
         return [tid for t in self.config.extra.get(key, []) if (tid := tok.token_id(t)) is not None]
@@ -116,7 +142,66 @@ class ModelBundle:
                 unknown_target = self.tgt_tokenizer.unknown_words(target)
         if not c.has_encoder:
             src_tokens = tgt_tokens
-        return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown, unknown_target)
+        mode = "typed" if c.has_decoder else "none"
+        if c.has_encoder and c.has_decoder and not target:
+            mode = "start_only"
+        return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown, unknown_target, mode)
+
+    def prepare_run(self, source: str, target: str = "", start_only: bool = False, truncate: bool = False) -> Inputs:
+        """The inputs of one walkthrough, with the decoder-input rule of the window and `trace`: a typed target
+        is teacher forcing; an empty one means the model's own output (greedy decoding with the KV cache, at most
+        generation_limit() tokens) behind the start token, or the start token alone when `start_only`."""
+        inputs = self.prepare(source, target, truncate)
+        if inputs.decoder_input != "start_only" or start_only:
+            return inputs
+        src_ids = inputs.src[0].tolist()
+        ids = greedy(self, src_ids, self.generation_limit(len(src_ids)))  # (T_gen,) without start or end token
+        if not ids:
+            return inputs  # the model ended at once: the start token is all there is to read
+        tgt_ids = [self.start_id()] + ids
+        inputs.tgt = torch.tensor([tgt_ids], dtype=torch.long)  # (1, 1 + T_gen)
+        inputs.target_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
+        inputs.decoder_input = "generated"
+        inputs.translation = self.tgt_tokenizer.decode(ids)
+        return inputs
+
+    def prepare_padded(self, source: str, target: str = "", start_only: bool = False, variants: int = 3) -> Inputs:
+        """A small padded batch built from one sentence, so the padding masks have something to show: row 0 is
+        the sentence (with prepare_run's decoder input), row k drops its last k words (and the decoder input its
+        last k tokens), padded at the end to row 0's length. The padding is given explicitly (src_pad, tgt_pad),
+        so it works for models without a pad token too."""
+        base = self.prepare_run(source, target, start_only)
+        c = self.config
+        words = " ".join(source.split()).split(" ")
+        n = max(1, min(variants, len(words)))
+        if n < 2:
+            raise UserError("A padded batch needs a sentence of at least two words.")
+        pad_value = next((v for v in (c.pad_id, c.eos_id, 0) if v is not None), 0)
+
+        def padded(rows: list[list[int]], tokenizer) -> tuple[torch.Tensor, torch.Tensor, list[list[str]]]:
+            width = max(len(r) for r in rows)
+            ids = torch.tensor([r + [pad_value] * (width - len(r)) for r in rows], dtype=torch.long)  # (B, L)
+            pad = torch.tensor([[False] * len(r) + [True] * (width - len(r)) for r in rows])  # (B, L)
+            labels = [tokenizer.token_strings(r) + ["<pad>"] * (width - len(r)) for r in rows]
+            return ids, pad, labels
+
+        inputs = Inputs(None, None, None, None, [], [], list(base.notes), base.unknown_words,
+                        base.unknown_target_words, base.decoder_input, base.translation)
+        if c.has_encoder:
+            rows = [self.encode_source(" ".join(words[: len(words) - k]), truncate=True) for k in range(n)]
+            inputs.src, inputs.src_pad, inputs.source_tokens = padded(rows, self.src_tokenizer)
+        if c.has_decoder:
+            first = base.tgt[0].tolist()
+            if c.has_encoder:  # the decoder input shortened with the source (always keeping the start token)
+                rows = [first[: max(1, len(first) - k)] for k in range(n)]
+            else:  # decoder-only: the source variants are the decoder input
+                rows = [[self.start_id()] + self.tgt_tokenizer.encode(" ".join(words[: len(words) - k]))
+                        for k in range(n)]
+            inputs.tgt, inputs.tgt_pad, inputs.target_tokens = padded(rows, self.tgt_tokenizer)
+            if not c.has_encoder:
+                inputs.source_tokens = inputs.target_tokens
+        inputs.notes.append(f"A padded batch of {n}: the sentence and {n - 1} shorter version(s), padded at the end.")
+        return inputs
 
     def prepare_windows(self, text: str, seq_len: int, batch: int) -> Inputs:
         """The walkthrough's batching of a long text: B windows of S tokens, stride 1 (see batching.py)."""
@@ -128,10 +213,10 @@ class ModelBundle:
         src_tokens = [self.src_tokenizer.token_strings(row) for row in src.tolist()]
         tgt_tokens = [self.tgt_tokenizer.token_strings(row) for row in tgt.tolist()]
         if not self.config.has_encoder:
-            return Inputs(None, tgt, None, None, tgt_tokens, tgt_tokens)
+            return Inputs(None, tgt, None, None, tgt_tokens, tgt_tokens, decoder_input="windows")
         if not self.config.has_decoder:
-            return Inputs(src, None, None, None, src_tokens, [])
-        return Inputs(src, tgt, None, None, src_tokens, tgt_tokens)
+            return Inputs(src, None, None, None, src_tokens, [], decoder_input="none")
+        return Inputs(src, tgt, None, None, src_tokens, tgt_tokens, decoder_input="windows")
 
     def run(self, inputs: Inputs) -> tuple[torch.Tensor, Trace]:
         """One traced forward pass on the model's device."""
@@ -170,6 +255,24 @@ def model_names() -> list[str]:
 def default_model_name() -> str:
     names = bundled_models()
     return DEFAULT_MODEL if DEFAULT_MODEL in names else (next(iter(names), "blog"))
+
+
+def examples_of(spec: str) -> list[Example]:
+    """A model's example inputs by name or path, without loading its weights (for menus before any run)."""
+    from .config import TransformerConfig
+
+    spec = (spec or "").strip()
+    if spec in PRESETS:
+        return examples_for(spec, "preset", preset(spec))
+    path = bundled_models().get(spec) or Path(spec).expanduser()
+    config_path = path / "config.json"
+    try:
+        if config_path.is_file() and not is_hf_config(config_path):
+            config = TransformerConfig.load(config_path)
+            return examples_for(config.name, str(path), config)
+    except UserError:
+        pass
+    return examples_for(spec, str(path), TransformerConfig(n_decoder_layers=0, n_encoder_layers=1))
 
 
 def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> ModelBundle:

@@ -168,7 +168,8 @@ class Transformer(nn.Module):
         """Run forward() with every intermediate recorded; returns (output, Trace). No autograd graph is kept."""
         with torch.inference_mode(), tracing() as tracer:
             out = self.forward(src, tgt, src_pad, tgt_pad, token_type_ids)
-        trace = Trace(tracer.steps, source_tokens or [], target_tokens or [])
+        cpu = (lambda t: None if t is None else t.detach().cpu())  # noqa: E731
+        trace = Trace(tracer.steps, source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad))
         return out, trace
 
     def new_cache(self) -> list[dict]:

@@ -70,6 +70,8 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     source_tokens: list[list[str]] = field(default_factory=list)  # per batch item
     target_tokens: list[list[str]] = field(default_factory=list)
+    source_pad: torch.Tensor | None = None  # (B, S) bool, True at padding: what the masks were built from
+    target_pad: torch.Tensor | None = None  # (B, T)
 
     def __len__(self) -> int:
         return len(self.steps)

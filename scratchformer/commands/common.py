@@ -17,7 +17,10 @@ def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) 
 def add_input_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", help="source sentence")
     parser.add_argument("--text-file", help="read the source from a UTF-8 text file")
-    parser.add_argument("--target", default="", help="target sentence for teacher forcing")
+    parser.add_argument("--target", default="", help="target sentence for teacher forcing (without it, an "
+                        "encoder-decoder reads its own greedy output behind the start token)")
+    parser.add_argument("--start-only", action="store_true",
+                        help="without --target: the decoder reads the start token alone")
     parser.add_argument("--seq-len", type=int, help="with --text-file: window length S")
     parser.add_argument("--batch", type=int, help="with --text-file: number of windows B (stride 1)")
 
@@ -36,9 +39,11 @@ def read_inputs(bundle: ModelBundle, args: argparse.Namespace) -> Inputs:
             if not (args.seq_len and args.batch):
                 raise UserError("--seq-len and --batch go together.")
             return bundle.prepare_windows(text, args.seq_len, args.batch)
-        return bundle.prepare(text, args.target)
+        return bundle.prepare_run(text, args.target, args.start_only)
     if args.seq_len or args.batch:
         raise UserError("--seq-len and --batch need --text-file.")
     if args.source is None:
         raise UserError("Give a sentence with --source or a file with --text-file.")
-    return bundle.prepare(args.source, args.target)
+    if args.start_only and args.target:
+        raise UserError("--start-only and --target exclude each other: a typed target is the decoder input.")
+    return bundle.prepare_run(args.source, args.target, args.start_only)

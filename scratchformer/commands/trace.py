@@ -16,22 +16,48 @@ def add_parser(sub) -> None:
     add_input_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--values", action="store_true", help="with --json: include every tensor's values")
+    p.add_argument("--explain", action="store_true",
+                   help="add a plain-language explanation, with this run's numbers, to every step")
 
 
-def trace_to_dict(trace: Trace, config: dict, values: bool = False) -> dict:
+DECODER_INPUT_TEXT = {
+    "generated": "the model's own output (greedy decoding) behind the start token",
+    "typed": "the typed target behind the start token (teacher forcing)",
+    "start_only": "the start token alone",
+    "windows": "each window shifted right behind the start token",
+    "none": "none (the model has no decoder)",
+}
+
+
+def trace_to_dict(trace: Trace, config: dict, values: bool = False, explanations: list[str] | None = None,
+                  decoder_input: str | None = None, translation: str = "") -> dict:
     steps = []
     for s in trace:
         row = {"index": s.index, "name": s.name, "kind": s.kind, "title": s.title, "shape": list(s.shape),
                "dims": list(s.dims)}
+        if explanations is not None:
+            row["explanation"] = explanations[s.index]
         if values:
             row["values"] = _finite(s.tensor.tolist())
         steps.append(row)
-    return {
+    out = {
         "model": config,
         "source_tokens": trace.source_tokens,
         "target_tokens": trace.target_tokens,
-        "steps": steps,
     }
+    if decoder_input is not None:
+        out["decoder_input"] = decoder_input
+        if decoder_input == "generated":
+            out["translation"] = translation
+    out["steps"] = steps
+    return out
+
+
+def model_dict(bundle) -> dict:
+    """The config plus parameter counts keyed by block name (each sublayer, layer, stack, embeddings, total)."""
+    from ..parameters import parameter_counts
+
+    return {**bundle.config.to_dict(), "parameters": {k: v.count for k, v in parameter_counts(bundle.model).items()}}
 
 
 def _finite(value):
@@ -56,16 +82,32 @@ def run(args: argparse.Namespace) -> int:
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
     _, trace = bundle.run(inputs)
+    explanations = None
+    if args.explain:
+        from ..explain import explain_step
+
+        names = bundle.tgt_tokenizer.token_strings
+        explanations = [explain_step(trace, s, bundle.config, vocab_labels=names).text() for s in trace]
     if args.json:
-        json.dump(trace_to_dict(trace, bundle.config.to_dict(), args.values), sys.stdout, ensure_ascii=False)
+        out = trace_to_dict(trace, model_dict(bundle), args.values, explanations, inputs.decoder_input,
+                            inputs.translation)
+        json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     print(bundle.describe())
+    if bundle.untrained:
+        print("untrained: random weights, attention carries no meaning yet")
     print(f"source: {' | '.join(trace.source_tokens[0]) if trace.source_tokens else '-'}")
     print(f"target: {' | '.join(trace.target_tokens[0]) if trace.target_tokens else '-'}")
+    print(f"decoder input: {DECODER_INPUT_TEXT[inputs.decoder_input]}")
+    if inputs.decoder_input == "generated":
+        print(f"the model's output: {inputs.translation}")
     width = max(len(s.name) for s in trace)
     print(f"{'#':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims")
     for s in trace:
         shape = "×".join(map(str, s.shape))
         print(f"{s.index:>4}  {s.name:<{width}}  {s.kind:<19}  {shape:<18}  {' × '.join(s.dims)}")
+        if explanations is not None:
+            for line in explanations[s.index].splitlines():
+                print(f"        {line}" if line else "")
     return 0

@@ -21,6 +21,7 @@ class Ctx:
     step: Step
     config: TransformerConfig
     batch: int = 0
+    vocab_labels: object = None  # optional ids → token strings (the target tokenizer), to name predicted tokens
 
     # ---------------------------------------------------------------- finding other steps
     @property
@@ -93,6 +94,8 @@ class Ctx:
         for key, special in (("eos", c.eos_id), ("bos", c.bos_id), ("pad", c.pad_id)):
             if special == token_id:
                 return PHRASES[f"special.{key}"].format(id=token_id)
+        if self.vocab_labels is not None:
+            return PHRASES["token"].format(text=self.vocab_labels([token_id])[0])
         return PHRASES["token_id"].format(id=token_id)
 
     def trace_rows(self, dim: str) -> list[list[str]]:

@@ -33,10 +33,13 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain_step(trace: Trace, step: Step | int, config: TransformerConfig, batch: int = 0) -> Explanation:
-    """Explain one step of `trace` (a Step or its index) for batch item `batch`. Never raises for a valid step."""
+def explain_step(trace: Trace, step: Step | int, config: TransformerConfig, batch: int = 0,
+                 vocab_labels=None) -> Explanation:
+    """Explain one step of `trace` (a Step or its index) for batch item `batch`. Never raises for a valid step.
+    `vocab_labels` (ids → token strings, e.g. the target tokenizer's token_strings) names predicted tokens that
+    the run's own inputs do not show."""
     step = trace[step] if isinstance(step, int) else step
-    ctx = Ctx(trace, step, config, batch)
+    ctx = Ctx(trace, step, config, batch, vocab_labels)
     try:
         found = facts(ctx)
         found_ok = True

@@ -38,6 +38,9 @@ def _pad_of(trace: Trace, stack: str, batch: int, pad_id: int | None) -> np.ndar
     step = trace.find(f"{stack}.tokens")
     if step is None:
         return None
+    given = trace.source_pad if stack == "src_embed" else trace.target_pad
+    if given is not None and given.shape[1] == step.shape[1]:  # the padding the run was given: exactly what it used
+        return given[min(batch, given.shape[0] - 1)].numpy().astype(bool)
     ids = step.tensor[min(batch, step.shape[0] - 1)][None]  # (1, T)
     # the model's own rule: the decoder's start token is never padding, even where it is the pad token (Marian)
     pad = pad_from_ids(ids, pad_id, start=stack == "tgt_embed")

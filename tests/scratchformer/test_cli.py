@@ -53,9 +53,11 @@ def test_values_are_nested_lists_with_masked_cells_as_strings(capsys):
 
 
 def test_table_lists_every_step(capsys):
-    code, out, _ = run(capsys, "trace", "--model", "blog", "--source", "machine learning using PyTorch")
+    code, out, _ = run(capsys, "trace", "--model", "blog", "--source", "machine learning using PyTorch",
+                       "--start-only")
     assert code == 0
     assert "decoder.0.cross_attn.weights" in out and "attention_weights" in out and "1×2×1×6" in out
+    assert "decoder input: the start token alone" in out and "untrained: random weights" in out
 
 
 @pytest.mark.parametrize(
