@@ -4,8 +4,8 @@ The window (app/) and every exporter draw from these objects and nothing else, s
 what is shown: same numbers, colour map, levels, labels and title.
 
 One module per view: heatmap (one step, per-head grids), reduction (fewer cells than pixels on screen), stats,
-blocks (the architecture diagram), positional, masks, overview (layers × heads) and output (top-k). Import the
-names from here: `from scratchformer.plotdata import step_heatmap`.
+blocks (the architecture diagram), positional, masks, overview (layers × heads), output (top-k) and norms
+(LayerNorm vs BatchNorm). Import the names from here: `from scratchformer.plotdata import step_heatmap`.
 """
 
 from .blocks import (
@@ -40,6 +40,13 @@ from .masks import (
     before_after_softmax,
     mask_heatmaps,
 )
+from .norms import (
+    NormComparison,
+    layer_norm_input,
+    layer_norm_step_near,
+    layer_norm_steps,
+    norm_comparison,
+)
 from .output import (
     TopKRow,
     top_k_table,
@@ -53,6 +60,9 @@ from .positional import (
     Curve,
     default_pe_dims,
     pe_curves,
+    pe_similarity,
+    pe_wavelength_heatmap,
+    pe_wavelengths,
     positional_heatmap,
 )
 from .reduction import (
@@ -77,6 +87,7 @@ __all__ = [
     "Heatmap",
     "MASK",
     "MAX",
+    "NormComparison",
     "PROBABILITY_KINDS",
     "SEQUENTIAL",
     "TensorStats",
@@ -97,13 +108,20 @@ __all__ = [
     "format_value",
     "head_count",
     "heads_grid",
+    "layer_norm_input",
+    "layer_norm_step_near",
+    "layer_norm_steps",
     "levels_for",
     "mask_heatmaps",
     "matrix_of",
+    "norm_comparison",
     "overview_cell",
     "overview_mosaic",
     "overview_tick_positions",
     "pe_curves",
+    "pe_similarity",
+    "pe_wavelength_heatmap",
+    "pe_wavelengths",
     "positional_heatmap",
     "step_heatmap",
     "tensor_stats",
