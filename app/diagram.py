@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (
 
 from scratchformer.plotdata import Block, architecture
 
+from .teaching import count_text
+
 FILL = {
     "embedding": "#fbe3cf", "positional": "#f6d3d3", "attention": "#fde9b0", "add_norm": "#fff7d1",
     "ffn": "#d3e9f7", "norm": "#ececec", "linear": "#e6dcf5", "softmax": "#d6efd6",
@@ -50,9 +52,16 @@ class BlockItem(QGraphicsRectItem):
         self.shape_text.setPos(rect.x() + 8, rect.y() + rect.height() - 17)
         self.enabled = True
 
-    def set_shape(self, text: str, tooltip: str) -> None:
+    def set_shape(self, text: str, tooltip: str, params: str = "") -> None:
         self.shape_text.setText(text)
-        self.setToolTip(f"{self.block.label}\noutput: {tooltip}\nclick to go here" if tooltip else self.block.label)
+        lines = [self.block.label]
+        if tooltip:
+            lines.append(f"output: {tooltip}")
+        if params:
+            lines.append(f"parameters: {params}")
+        if tooltip:
+            lines.append("click to go here")
+        self.setToolTip("\n".join(lines))
 
     def set_current(self, on: bool) -> None:
         self.setPen(QPen(HIGHLIGHT, 3.0) if on else QPen(QColor("#8a8a8a"), 1.0))
@@ -74,7 +83,7 @@ class ArchitectureDiagram(QGraphicsView):
         self.setRenderHint(QPainter.RenderHint.TextAntialiasing)
         self.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self.setBackgroundBrush(QBrush(QColor("#fafafa")))
-        self.setMinimumWidth(220)
+        self.setMinimumWidth(170)  # the blocks scale down to fit; a 1024-pixel window needs the room
         self.items_by_key: dict[str, BlockItem] = {}
         self.current_key: str | None = None
         self._config_key = None
@@ -170,11 +179,12 @@ class ArchitectureDiagram(QGraphicsView):
         item.setZValue(0.5)
         self.scene().addItem(item)
 
-    def set_shapes(self, shapes: dict[str, tuple[str, str]]) -> None:
-        """Block key → (short shape text, named shape) of its output."""
+    def set_shapes(self, shapes: dict[str, tuple[str, str]], params: dict | None = None) -> None:
+        """Block key → (short shape text, named shape) of its output; `params`: block key → ParamCount."""
         for key, item in self.items_by_key.items():
             text, named = shapes.get(key, ("", ""))
-            item.set_shape(text, named)
+            pc = (params or {}).get(key)
+            item.set_shape(text, named, count_text(pc) if pc is not None else "")
             item.setOpacity(1.0 if text else 0.45)
 
     def set_current(self, key: str | None) -> None:
@@ -211,7 +221,12 @@ class ArchitectureDiagram(QGraphicsView):
         rect = self.sceneRect()
         if rect.width() <= 0:
             return
-        scale = min(1.0, (self.viewport().width() - 4) / rect.width())
+        # From the widget's width, not the viewport's: the viewport narrows when the vertical scroll bar appears,
+        # and scaling to it would hide the bar again — an endless resize loop.
+        inner = self.width() - 2 * self.frameWidth() - 4
+        scale = min(1.0, inner / rect.width())
+        if rect.height() * scale > self.height() - 2 * self.frameWidth():  # it will scroll: leave room for the bar
+            scale = min(1.0, (inner - self.verticalScrollBar().sizeHint().width()) / rect.width())
         self.resetTransform()
         self.scale(scale, scale)
         if self.current_key in self.items_by_key:

@@ -10,30 +10,42 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMenu,
     QPushButton,
     QRadioButton,
     QSizePolicy,
     QSpinBox,
     QStyle,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from scratchformer.batching import read_text_file
-from scratchformer.bundle import model_names
+from scratchformer.bundle import examples_of, model_names
 from scratchformer.device import available_devices
 from scratchformer.errors import UserError
 
 from .widgets.marked_line_edit import MarkedLineEdit
 
 OPEN_ITEM = "Open…"
+TARGET_PLACEHOLDER = "Target for teacher forcing — leave empty: the decoder reads the model's own translation"
+DECODER_INPUT = {  # what the label beside the target says the decoder reads
+    "generated": "decoder input = the model's own translation",
+    "typed": "decoder input = your target (teacher forcing)",
+    "start_only": "decoder input = the start token only",
+    "windows": "decoder input = each window shifted right",
+    "none": "",
+}
 MAX_FIELD_CHARS = 100_000  # a loaded file beyond this is cut (the model reads at most max_len tokens anyway)
 
 
@@ -91,8 +103,24 @@ class InputBar(QWidget):
         self.reads_target = True  # the current model is an encoder-decoder (known after its first run)
         self.target_edit = QLineEdit()
         self.target_edit.setMaxLength(MAX_FIELD_CHARS)
-        self.target_edit.setPlaceholderText("Target sentence for teacher forcing (empty: just the start token)")
-        self.target_edit.setToolTip("The decoder reads the start token followed by this text (teacher forcing).")
+        self.target_edit.setPlaceholderText(TARGET_PLACEHOLDER)
+        self.target_edit.setToolTip(
+            "The decoder reads the start token followed by this text (teacher forcing). Left empty, Run first lets "
+            "the model translate (greedy decoding) and the decoder then reads that translation."
+        )
+        self.target_edit.textChanged.connect(lambda _t: self.update_decoder_label())
+        self.start_only = QCheckBox("start token only")
+        self.start_only.setToolTip("With an empty target: the decoder reads just the start token (one row)")
+        self.start_only.toggled.connect(lambda _on: self.update_decoder_label())
+        self.decoder_label = QLabel()
+        self.decoder_label.setStyleSheet("color: #1d5fa8; font-style: italic;")
+        self.examples_button = QToolButton()
+        self.examples_button.setText("Examples")
+        self.examples_button.setToolTip("Example inputs for this model, and your recent inputs")
+        self.examples_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.examples_menu = QMenu(self.examples_button)
+        self.examples_menu.aboutToShow.connect(self._fill_examples)
+        self.examples_button.setMenu(self.examples_menu)
         for edit in (self.source_edit, self.target_edit):
             edit.returnPressed.connect(window.run)
         self.load_button = QPushButton("Load text…")
@@ -115,12 +143,24 @@ class InputBar(QWidget):
         self.run_button.clicked.connect(window.run)
         grid.addWidget(QLabel("Source"), 0, 0)
         grid.addWidget(self.source_edit, 0, 1)
-        grid.addWidget(self.load_button, 0, 2)
+        source_tools = QHBoxLayout()
+        source_tools.setSpacing(4)
+        source_tools.addWidget(self.examples_button)
+        source_tools.addWidget(self.load_button)
+        source_tools.addStretch(1)
+        grid.addLayout(source_tools, 0, 2)
         grid.addWidget(QLabel("Model"), 0, 3)
         grid.addWidget(self.model_combo, 0, 4)
         grid.addWidget(QLabel("Target"), 1, 0)
-        grid.addWidget(self.target_edit, 1, 1)
-        grid.addWidget(self.windows_label, 1, 2)
+        target_row = QHBoxLayout()
+        target_row.setSpacing(8)
+        target_row.addWidget(self.target_edit, 1)
+        target_row.addWidget(self.decoder_label)
+        grid.addLayout(target_row, 1, 1)
+        target_tools = QHBoxLayout()
+        target_tools.addWidget(self.start_only)
+        target_tools.addWidget(self.windows_label)
+        grid.addLayout(target_tools, 1, 2)
         grid.addWidget(QLabel("Device"), 1, 3)
         grid.addWidget(self.device_combo, 1, 4)
         grid.addWidget(self.run_button, 0, 5, 2, 1)
@@ -164,8 +204,11 @@ class InputBar(QWidget):
         if i < 0:
             self.model_combo.insertItem(self.model_combo.count() - 2, Path(spec).name or spec, spec)
             i = self.model_combo.findData(spec)
+        previous = self.model_combo.itemData(self._last_model_index) if self._last_model_index >= 0 else None
         self.model_combo.setCurrentIndex(i)
         self._last_model_index = i
+        if previous not in (None, OPEN_ITEM) and previous != spec:
+            self.main.follow_examples(str(previous))
 
     def set_device(self, device: str) -> None:
         if self.device_combo.findText(device) < 0:
@@ -177,9 +220,65 @@ class InputBar(QWidget):
             self.model_combo.setCurrentIndex(self._last_model_index)
             self.main.open_model_dialog()
         else:
+            previous = self.model_combo.itemData(self._last_model_index) if self._last_model_index >= 0 else None
+            changed = index != self._last_model_index
             self._last_model_index = index
             self.reads_target = True  # until a run of the new model says otherwise
             self._update_target_field()
+            if changed:
+                if previous not in (None, OPEN_ITEM):
+                    self.main.follow_examples(str(previous))
+                self.main.model_changed()
+
+    # --- examples ----------------------------------------------------------------------------------------------
+
+    def _fill_examples(self) -> None:
+        """The current model's examples, then the inputs run before (most recent first)."""
+        menu = self.examples_menu
+        menu.clear()
+        name = self.model_combo.currentText()
+        menu.addSection(f"Examples for {name}")
+        for example in examples_of(self.model_spec()):
+            action = menu.addAction(example.menu_text())
+            action.setToolTip(example.source)
+            action.triggered.connect(lambda _c=False, e=example: self.main.use_example(e))
+        history = self.main.history()
+        if history:
+            menu.addSection("Your recent inputs")
+            for source, target in history:
+                text = " ".join(source.split())
+                text = text if len(text) <= 60 else text[:59] + "…"
+                action = menu.addAction(text + (f"  →  {target}" if target else ""))
+                action.triggered.connect(lambda _c=False, s=source, t=target: self.main.use_text(s, t))
+
+    def replace_source(self, text: str) -> None:
+        """Put text in the source as one edit, so Ctrl+Z in the field brings the old text back."""
+        edit = self.source_edit
+        edit.setFocus()
+        edit.selectAll()
+        edit.insert(text)
+        edit.deselect()
+        edit.setCursorPosition(0)  # show the start of a long example
+
+    def replace_target(self, text: str) -> None:
+        if self.target_edit.text() != text:
+            self.target_edit.selectAll()
+            self.target_edit.insert(text)
+            self.target_edit.deselect()
+
+    def update_decoder_label(self, mode: str | None = None) -> None:
+        """Say what the decoder will read (before a run) or read (after one: `mode` from the run's inputs)."""
+        if mode is None:
+            if not self.reads_target:
+                mode = "none"
+            elif self.windows is not None:
+                mode = "windows"
+            elif self.target_edit.text().strip():
+                mode = "typed"
+            else:
+                mode = "start_only" if self.start_only.isChecked() else "generated"
+        self.decoder_label.setText(DECODER_INPUT.get(mode, ""))
+        self.decoder_label.setVisible(bool(DECODER_INPUT.get(mode)))
 
     # --- the walkthrough's windows -------------------------------------------------------------------------------
 
@@ -199,10 +298,12 @@ class InputBar(QWidget):
 
     def _update_target_field(self) -> None:
         self.target_edit.setEnabled(self.windows is None and self.reads_target)
+        self.start_only.setEnabled(self.windows is None and self.reads_target)
         self.target_edit.setPlaceholderText(
-            "Target sentence for teacher forcing (empty: just the start token)" if self.reads_target
+            TARGET_PLACEHOLDER if self.reads_target
             else "This model has no separate target: it has no decoder, or its decoder reads the source"
         )
+        self.update_decoder_label()
 
     def set_windows(self, windows: tuple[int, int] | None) -> None:
         self.windows = windows

@@ -13,7 +13,8 @@ from scratchformer.trace import Step
 from .stepper import step_path
 
 
-def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, head: int) -> list[str]:
+def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, head: int,
+                    params: list[tuple[str, str]] | None = None) -> list[str]:
     """What the inspector says about a step: where it is, its shape, what the heatmap shows, formula, stats."""
     showing = [d for d in step.dims if d not in ("batch", "head")]
     sel = []
@@ -38,6 +39,8 @@ def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, he
         "statistics (whole tensor)",
         *[f"  {line}" for line in stats.lines()],
     ]
+    if params:
+        lines += ["", "parameters"] + [f"  {name}: {text}" for name, text in params]
     if "vocab" in step.dims:
         lines += ["", "The heatmap shows the 24 vocabulary columns", "that are in some row's top ranks."]
     return lines
@@ -62,17 +65,18 @@ class Inspector(QWidget):
         self.hover_label.setStyleSheet("background: #f3f6fa; border: 1px solid #d6dde6; padding: 4px;")
         sl = QVBoxLayout(self)
         sl.setContentsMargins(0, 0, 0, 0)
-        title = QLabel("<b>Inspector</b>")
-        sl.addWidget(title)
+        self.title = QLabel("<b>Inspector</b>")
+        sl.addWidget(self.title)
         sl.addWidget(self.text, 1)
         sl.addWidget(QLabel("<b>Under the mouse</b>"))
         sl.addWidget(self.hover_label)
 
-    def show_step(self, step: Step | None, stats: TensorStats | None, n_steps: int, batch: int, head: int) -> None:
+    def show_step(self, step: Step | None, stats: TensorStats | None, n_steps: int, batch: int, head: int,
+                  params: list[tuple[str, str]] | None = None) -> None:
         if step is None or stats is None:
             self.text.setPlainText("")
             return
-        self.text.setPlainText("\n".join(inspector_lines(step, stats, n_steps, batch, head)))
+        self.text.setPlainText("\n".join(inspector_lines(step, stats, n_steps, batch, head, params)))
 
     def show_hover(self, text: str) -> None:
         self.hover_label.setText(text)

@@ -7,8 +7,10 @@ import os
 from PySide6.QtCore import QByteArray, QSettings
 
 DEFAULTS = {
-    "source": "machine learning using PyTorch",
-    "target": "the answer",
+    "source": "",  # empty: the first launch fills in the model's first example
+    "target": "",
+    "start_only": False,
+    "history": [],  # "source\ttarget" of the last inputs run, most recent first
     "model": "",
     "device": "cpu",
     "detail": "all",

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QSizePolicy,
     QSlider,
     QStyle,
     QTextEdit,
@@ -111,7 +112,8 @@ class StepperBar(QWidget):
         crumb_font.setPointSizeF(crumb_font.pointSizeF() * 1.15)
         crumb_font.setBold(True)
         self.crumb.setFont(crumb_font)
-        self.crumb.setMinimumWidth(360)
+        self.crumb.setMinimumWidth(200)  # a long path is clipped, with the whole of it in the tooltip
+        self.crumb.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         row.addWidget(self.crumb, 3)
 
     def _tool(self, pixmap, tip: str, slot) -> QToolButton:
@@ -145,7 +147,7 @@ class StepperBar(QWidget):
         self.slider.blockSignals(False)
         self.counter.setText(f"{position + 1} / {count}")
         self.crumb.setText(step_path(step))
-        self.crumb.setToolTip(f"{step.name}\n{step.formula}")
+        self.crumb.setToolTip(f"{step_path(step)}\n{step.name}\n{step.formula}")
 
     def set_enabled(self, has_steps: bool, at_start: bool, at_end: bool) -> None:
         self.first_button.setEnabled(not at_start)

@@ -24,21 +24,26 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.bundle import default_model_name
+from scratchformer.bundle import default_model_name, examples_of
 from scratchformer.errors import UserError
+from scratchformer.examples import Example
 from scratchformer.plotdata import Heatmap, block_key, block_steps, step_heatmap
 from scratchformer.trace import Step
 
-from . import menus
+from . import menus, teaching
 from .diagram import ArchitectureDiagram
+from .explain_panel import ExplainPanel, explanation_html
 from .input_bar import InputBar
 from .inspector import Inspector
+from .run_banner import RunBanner
 from .settings import AppSettings
+from .side_panel import SidePanel
 from .stepper import StepKeys, StepperBar
 from .views.base import View
 from .views.decoding_view import DecodingView
 from .views.heads_view import HeadsView
 from .views.masks_view import MasksView
+from .views.norm_view import NormView
 from .views.output_view import OutputView
 from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
@@ -46,7 +51,9 @@ from .views.step_view import StepView
 from .worker import RunResult, WorkerThread
 
 # The centre tabs, in order. A new view is one more entry here (e.g. the decoding timeline's DecodingView).
-VIEWS: list[type[View]] = [StepView, HeadsView, PositionalView, MasksView, OverviewView, OutputView, DecodingView]
+VIEWS: list[type[View]] = [
+    StepView, HeadsView, PositionalView, MasksView, NormView, OverviewView, OutputView, DecodingView,
+]
 
 
 def short_shape(step: Step) -> str:
@@ -69,6 +76,7 @@ class MainWindow(QMainWindow):
         self._pending_generation = 0
         self._dirty: set[int] = set()
         self._closing = False
+        self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
         self.worker = WorkerThread(self)
         self.worker.worker.finished.connect(self._on_finished)
         self.worker.worker.failed.connect(self._on_failed)
@@ -78,6 +86,8 @@ class MainWindow(QMainWindow):
         self.source_edit, self.target_edit, self.load_button = bar.source_edit, bar.target_edit, bar.load_button
         self.model_combo, self.device_combo, self.run_button = bar.model_combo, bar.device_combo, bar.run_button
         self.notes_label, self.windows_label = bar.notes_label, bar.windows_label
+        self.banner = RunBanner()
+        self.banner.example_chosen.connect(self.use_example)
         self._build_centre()
         self.stepper = StepperBar(self)
         st = self.stepper
@@ -90,6 +100,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.input_bar)
+        layout.addWidget(self.banner)
         layout.addWidget(self.splitter, 1)
         layout.addWidget(self.stepper)
         self.setCentralWidget(central)
@@ -116,17 +127,22 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(self._tab_changed)
         self.inspector_panel = Inspector()
         self.inspector, self.hover_label = self.inspector_panel.text, self.inspector_panel.hover_label
+        self.explain_panel = ExplainPanel()
+        self.explain_panel.step_link.connect(lambda i: self.go_to(i))
+        self.side = SidePanel(self.explain_panel, self.inspector_panel)  # explanation above the inspector, or tabs
         diagram_host = QWidget()
         dl = QVBoxLayout(diagram_host)
         dl.setContentsMargins(0, 0, 0, 0)
-        dl.addWidget(QLabel("<b>Architecture</b> — click a block to go there"))
+        diagram_title = QLabel("<b>Architecture</b> — click a block to go there")
+        diagram_title.setWordWrap(True)  # a narrow panel wraps the line instead of widening the window
+        dl.addWidget(diagram_title)
         dl.addWidget(self.diagram, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(diagram_host)
         self.splitter.addWidget(self.tabs)
-        self.splitter.addWidget(self.inspector_panel)
+        self.splitter.addWidget(self.side)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([400, 700, 300])
+        self.splitter.setSizes([330, 720, 350])
         self.splitter.setChildrenCollapsible(False)
 
     def _build_status(self) -> None:
@@ -148,7 +164,12 @@ class MainWindow(QMainWindow):
         s = self.settings
         self.source_edit.setText(s.get("source"))
         self.target_edit.setText(s.get("target"))
+        self.input_bar.start_only.setChecked(s.get("start_only"))
         self.input_bar.fill_models(s.get("opened_models"), s.get("model") or default_model_name())
+        if not self.source_edit.text().strip():  # first launch: the model's first example
+            examples = examples_of(self.model_spec())
+            if examples:
+                self._apply_example(examples[0])
         device = s.get("device")
         if self.device_combo.findText(device) >= 0:
             self.device_combo.setCurrentText(device)
@@ -168,6 +189,7 @@ class MainWindow(QMainWindow):
         s = self.settings
         s.set("source", self.source_edit.text()[:5000])
         s.set("target", self.target_edit.text()[:5000])
+        s.set("start_only", self.input_bar.start_only.isChecked())
         s.set("model", self.model_spec())
         s.set("device", self.device_combo.currentText())
         s.set("detail", self.detail_combo.currentData())
@@ -228,8 +250,9 @@ class MainWindow(QMainWindow):
             self.run()
         return True
 
-    def run(self) -> None:
-        """Queue a run of the current inputs; a newer run supersedes one still in progress."""
+    def run(self, padded: bool = False) -> None:
+        """Queue a run of the current inputs; a newer run supersedes one still in progress. `padded`: a small
+        padded batch built from the sentence (the Masks tab's button)."""
         source = self.source_edit.text()
         if not source.strip():
             self.show_error("The source text is empty; type a sentence first.")
@@ -245,9 +268,58 @@ class MainWindow(QMainWindow):
             source=source,
             target=self.target_edit.text(),
             windows=self.input_bar.windows,
+            start_only=self.input_bar.start_only.isChecked(),
+            padded=padded and self.input_bar.windows is None,
         )
+        self._remember(source, self.target_edit.text())
         self.busy.setVisible(True)
         self.show_message(f"Running {model} on {self.device_combo.currentText()}…")
+
+    # --- examples and history --------------------------------------------------------------------------------
+
+    def _apply_example(self, example: Example) -> None:
+        """Put an example in the fields (the old source stays in the field's undo and in the history)."""
+        self.input_bar.replace_source(example.source)
+        self.input_bar.replace_target(example.target)
+        self.set_windows(example.windows)
+
+    def use_example(self, example: Example) -> None:
+        """The Examples menu and the offer in the banner: fill the fields with the example and run it."""
+        self._apply_example(example)
+        self.banner.offer_example(None)
+        self.run()
+
+    def use_text(self, source: str, target: str = "") -> None:
+        self._apply_example(Example(source, target))
+        self.run()
+
+    def history(self) -> list[tuple[str, str]]:
+        """The inputs run before (this session and earlier ones), most recent first, as (source, target)."""
+        return [(item.partition("\t")[0], item.partition("\t")[2]) for item in self._history]
+
+    def _remember(self, source: str, target: str) -> None:
+        if self.input_bar.windows is not None:
+            return
+        item = f"{' '.join(source.split())[:2000]}\t{' '.join(target.split())[:2000]}"
+        self._history = ([item] + [i for i in self._history if i != item])[:10]
+        if self.persist:
+            self.settings.set("history", self._history)
+
+    def follow_examples(self, previous_model: str) -> None:
+        """The model changed while the fields hold one of the previous model's examples (not the user's own
+        text): show the new model's first example instead (as an undoable edit)."""
+        source, target = " ".join(self.source_edit.text().split()), " ".join(self.target_edit.text().split())
+        shown = any(" ".join(e.source.split()) == source and " ".join(e.target.split()) == target
+                    for e in examples_of(previous_model))
+        if shown or not source:
+            examples = examples_of(self.model_spec())
+            if examples:
+                self._apply_example(examples[0])
+
+    def model_changed(self) -> None:
+        """Another model was picked: run it on the current text (it offers its example if the words are new)."""
+        if self.source_edit.text().strip():
+            self.run()
 
     def _on_finished(self, generation: int, result: RunResult) -> None:
         if self._closing or not self.worker.is_current(generation):
@@ -274,7 +346,7 @@ class MainWindow(QMainWindow):
         for key, indices in block_steps(trace).items():
             last = trace[indices[-1]]
             shapes[key] = (short_shape(last), last.shape_text())
-        self.diagram.set_shapes(shapes)
+        self.diagram.set_shapes(shapes, result.parameters)
         self._batch = min(self._batch, max(0, len(trace.source_tokens or trace.target_tokens) - 1))
         self._compute_visible()
         notes = list(result.notes)
@@ -284,6 +356,7 @@ class MainWindow(QMainWindow):
         self.notes_label.setText("  ".join(f"⚠ {n}" for n in notes))
         self.source_edit.mark_words(result.inputs.unknown_words if self.input_bar.windows is None else [])
         self.notes_label.setVisible(bool(notes))
+        self._show_banner(result)
         self.model_info.setText(result.bundle.describe())
         n_src = len(trace.source_tokens[0]) if trace.source_tokens else 0
         n_tgt = len(trace.target_tokens[0]) if trace.target_tokens else 0
@@ -300,6 +373,20 @@ class MainWindow(QMainWindow):
             self.go_to(int(target) % len(trace), force=True)
         else:
             self.go_to(self._visible[0] if self._visible else 0, force=True)
+
+    def _show_banner(self, result: RunResult) -> None:
+        """The translation in large type (or what else the decoder reads), the untrained badge, and an offer of
+        the model's example when it knows few of the words."""
+        inputs, bundle = result.inputs, result.bundle
+        n_target = len(inputs.target_tokens[0]) if inputs.target_tokens else 0
+        self.banner.show_run(inputs.decoder_input, inputs.translation, n_target, bundle.untrained,
+                             result.request.windows)
+        self.input_bar.update_decoder_label(inputs.decoder_input)
+        offer, known, words = teaching.should_offer(bundle.src_tokenizer, result.request.source)
+        examples = bundle.examples()
+        same = bool(examples) and examples[0].source == result.request.source.strip()
+        self.banner.offer_example(examples[0] if offer and examples and not same else None, bundle.name, known,
+                                  words)
 
     # --- stepping --------------------------------------------------------------------------------------------
 
@@ -466,7 +553,17 @@ class MainWindow(QMainWindow):
         step = self.current_step()
         stats = self._result.stats[step.index] if step is not None else None
         n_steps = len(self._result.trace) if self._result is not None else 0
-        self.inspector_panel.show_step(step, stats, n_steps, self._batch, self._head)
+        params = teaching.parameter_lines(self._result.parameters, step) if step is not None else []
+        self.inspector_panel.show_step(step, stats, n_steps, self._batch, self._head, params)
+        if step is None:
+            self.explain_panel.show_html("")
+            return
+        try:
+            explanation = teaching.explanation_for(self._result, step, self._batch)
+        except Exception as exc:  # noqa: BLE001 - a missing text must not take the stepper down
+            self.show_error(f"No explanation for this step: {exc}")
+            explanation = None
+        self.explain_panel.show_html(explanation_html(step, explanation, params))
 
     def show_hover(self, text: str) -> None:
         self.inspector_panel.show_hover(text)
@@ -551,6 +648,10 @@ class MainWindow(QMainWindow):
         if app is not None:
             app.removeEventFilter(self.keys)
         self.worker.shutdown()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self.side.fit_window(self.width(), self.height())
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         if self.persist and not self._closing:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from scratchformer.bundle import Inputs, ModelBundle, load_model
 from scratchformer.errors import UserError
+from scratchformer.parameters import parameter_counts
 from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
 from scratchformer.trace import Trace
 
@@ -27,6 +28,8 @@ class RunRequest:
     source: str
     target: str = ""
     windows: tuple[int, int] | None = None  # (S, B): the walkthrough's batching of a long text
+    start_only: bool = False  # an empty target means the start token alone, not the model's own output
+    padded: bool = False  # a small padded batch built from the sentence (for the Masks tab)
 
 
 @dataclass
@@ -40,6 +43,8 @@ class RunResult:
     trace: Trace
     stats: list[TensorStats]
     heatmap_cache: dict = field(default_factory=dict)  # (step index, batch, head) → Heatmap, prefilled for vocab
+    parameters: dict = field(default_factory=dict)  # block key → scratchformer.parameters.ParamCount
+    explanations: dict = field(default_factory=dict)  # (step index, batch) → scratchformer.explain.Explanation
     seconds: float = 0.0
 
     @property
@@ -82,13 +87,17 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     if request.windows:
         s, b = request.windows
         inputs = bundle.prepare_windows(request.source, s, b)
+    elif request.padded:
+        inputs = bundle.prepare_padded(request.source, request.target, request.start_only)
     else:
-        inputs = bundle.prepare(request.source, request.target, truncate=True)
+        # An empty target on an encoder-decoder: greedy-decode first, then trace with that output as decoder input.
+        inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True)
     output, trace = bundle.run(inputs)
     if is_stale():
         return None
     stats = [tensor_stats(s.tensor) for s in trace]
-    result = RunResult(request, bundle, inputs, output, trace, stats, seconds=0.0)
+    result = RunResult(request, bundle, inputs, output, trace, stats, seconds=0.0,
+                       parameters=parameter_counts(bundle.model))
     for step in trace:  # vocab-wide steps are slow to reduce to their top columns: do it here, not on redraw
         if "vocab" in step.dims:
             result.heatmap_cache[(step.index, 0, 0)] = step_heatmap(trace, step, 0, 0, result.vocab_labels)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QEvent, QObject, QThread, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QThread, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
@@ -74,8 +74,10 @@ class DecodingView(View):
         layout.setContentsMargins(6, 6, 6, 6)
         bar = QHBoxLayout()
         self.mode_box = QComboBox()
-        self.mode_box.addItem("Teacher forcing (feed the typed target)", TEACHER)
-        self.mode_box.addItem("Free-running (feed back the model's own token)", FREE)
+        self.mode_box.addItem("Teacher forcing", TEACHER)  # short: the tab must fit a 1024-pixel window
+        self.mode_box.addItem("Free-running", FREE)
+        self.mode_box.setItemData(0, "Feed the typed target, one token per step", Qt.ItemDataRole.ToolTipRole)
+        self.mode_box.setItemData(1, "Feed back the model's own most probable token", Qt.ItemDataRole.ToolTipRole)
         self.mode_box.setToolTip("Teacher forcing feeds the target you typed; free-running feeds each argmax back")
         self.mode_box.currentIndexChanged.connect(lambda _i: self.refresh())
         bar.addWidget(self.mode_box)
@@ -85,10 +87,11 @@ class DecodingView(View):
         self.prev_button.setToolTip("Previous step")
         self.next_button = QPushButton("Next ▶")
         self.next_button.setToolTip("Generate the next token")
-        self.play_button = QPushButton("Play ⏯")
+        self.play_button = QPushButton("⏯")
         self.play_button.setCheckable(True)
         self.play_button.setToolTip("Step through the whole decode")
         for button in (self.first_button, self.prev_button, self.next_button, self.play_button):
+            button.setMinimumWidth(36 if button is not self.next_button else 64)  # not the style's 80 px each
             bar.addWidget(button)
         self.first_button.clicked.connect(lambda: self.go_to(0))
         self.prev_button.clicked.connect(lambda: self.go_to(self.position - 1))
@@ -158,6 +161,12 @@ class DecodingView(View):
                                    "one token at a time.")
             return
         mode = self.mode_box.currentData()
+        if mode == TEACHER and not result.request.target.strip() and result.inputs.decoder_input == "generated":
+            # the run's decoder read the model's own output: its timeline is the free-running one
+            self.mode_box.blockSignals(True)
+            self.mode_box.setCurrentIndex(self.mode_box.findData(FREE))
+            self.mode_box.blockSignals(False)
+            mode = FREE
         target = result.request.target.strip() if mode == TEACHER else None
         if mode == TEACHER and not target:
             self.timeline = None

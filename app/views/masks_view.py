@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import ATTENTION_TITLES, MASK, Heatmap, attention_types, before_after_softmax, mask_heatmaps
 from scratchformer.trace import breadcrumb
@@ -25,6 +25,21 @@ class MasksView(View):
             "<span style='background:#e3eef9; padding: 0 4px;'>0</span> may attend."
         )
         outer.addWidget(legend)
+        pad_row = QHBoxLayout()
+        self.pad_note = QLabel("This run has no padding, so the padding masks block nothing.")
+        self.pad_note.setStyleSheet("color: #555;")
+        self.pad_button = QPushButton("Build a padded batch from this sentence")
+        self.pad_button.setToolTip("Run the sentence and two shorter versions of it as one batch, padded at the end "
+                                   "to the same length: the padding masks then block the <pad> columns")
+        self.pad_button.clicked.connect(lambda: self.main.run(padded=True))
+        pad_row.addWidget(self.pad_note)
+        pad_row.addWidget(self.pad_button)
+        pad_row.addStretch(1)
+        self.pad_bar = QWidget()
+        self.pad_bar.setLayout(pad_row)
+        pad_row.setContentsMargins(0, 0, 0, 0)
+        self.pad_bar.setVisible(False)
+        outer.addWidget(self.pad_bar)
         self.empty = placeholder("Run a model to see its masks.")
         outer.addWidget(self.empty)
         scroll = QScrollArea()
@@ -69,6 +84,8 @@ class MasksView(View):
         self.empty.setVisible(trace is None)
         if trace is None:
             return
+        no_padding = trace.source_pad is None and trace.target_pad is None and not self._ids_padded(result)
+        self.pad_bar.setVisible(no_padding and result.request.windows is None)
         step = self.main.current_step()
         batch, head = self.main.current_batch(), self.main.current_head()
         layer = step.layer if step is not None and step.attention_type else 0
@@ -88,6 +105,12 @@ class MasksView(View):
             rows.append((f"{where}, head {head + 1}: before and after softmax", pair))
         self._maps = [m for _, maps in rows for m in maps]
         self._build(rows)
+
+    @staticmethod
+    def _ids_padded(result) -> bool:
+        """Padding the run found in its ids (a loaded batch with pad tokens), rather than given explicitly."""
+        inputs = result.inputs
+        return any(p is not None and bool(p.any()) for p in (inputs.src_pad, inputs.tgt_pad))
 
     def current_heatmaps(self) -> list[Heatmap]:
         return list(self._maps)

@@ -1,16 +1,44 @@
-"""The positional encoding actually added (position × dimension) and chosen dimensions' curves over position."""
+"""The positional encoding actually added (position × dimension) and chosen dimensions' curves over position;
+what the tutorials explain about it: PE·PEᵀ (positions compare by distance) and each dimension's wavelength.
+
+A "Show" selector picks one of the three pages, so each gets the whole tab even in a small window.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
-from scratchformer.plotdata import Heatmap, default_pe_dims, pe_curves, positional_heatmap
+from scratchformer.plotdata import (
+    Heatmap,
+    default_pe_dims,
+    pe_curves,
+    pe_similarity,
+    pe_wavelength_heatmap,
+    pe_wavelengths,
+    positional_heatmap,
+)
 
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
+ENCODING, SIMILARITY, WAVELENGTHS = "encoding", "similarity", "wavelengths"
+MODES = (
+    ("Encoding", ENCODING, "The position × dimension encoding added, and chosen dimensions over position"),
+    ("Similarity PE·PEᵀ", SIMILARITY, "Dot product of every two positions' encodings: high near the diagonal"),
+    ("Wavelengths", WAVELENGTHS, "How many positions each dimension's sine or cosine takes to repeat"),
+)
 CURVE_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -32,25 +60,35 @@ def parse_dims(text: str, d_model: int) -> list[int]:
 
 class PositionalView(View):
     title = "Positional encoding"
-    tooltip = "The sinusoidal position signal added to the embeddings"
+    tooltip = "The sinusoidal position signal added to the embeddings, how positions compare, and its wavelengths"
 
     def __init__(self, window) -> None:
         super().__init__(window)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         bar = QHBoxLayout()
+        bar.addWidget(QLabel("Show"))
+        self.mode = QComboBox()
+        for i, (text, key, tip) in enumerate(MODES):
+            self.mode.addItem(text, key)
+            self.mode.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+        self.mode.setToolTip("Which picture of the positional encoding to show")
+
+        bar.addWidget(self.mode)
+        bar.addSpacing(12)
         bar.addWidget(QLabel("Sequence"))
         self.side = QComboBox()
         self.side.addItem("Source (encoder)", "src_embed")
         self.side.addItem("Target (decoder)", "tgt_embed")
         self.side.setToolTip("Whose positional encoding to show")
         bar.addWidget(self.side)
-        bar.addSpacing(16)
-        bar.addWidget(QLabel("Dimensions"))
+        bar.addSpacing(12)
+        self.dims_label = QLabel("Dimensions")
+        bar.addWidget(self.dims_label)
         self.dims_edit = QLineEdit()
         self.dims_edit.setPlaceholderText("e.g. 0, 1, 4-7")
         self.dims_edit.setToolTip("Dimensions to plot over position: numbers and ranges, at most 8")
-        self.dims_edit.setMaximumWidth(220)
+        self.dims_edit.setMaximumWidth(160)
         bar.addWidget(self.dims_edit)
         bar.addStretch(1)
         layout.addLayout(bar)
@@ -67,6 +105,7 @@ class PositionalView(View):
         font = self.curves_title.font()
         font.setBold(True)
         self.curves_title.setFont(font)
+        self.curves_title.setWordWrap(True)
         cl.addWidget(self.curves_title)
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)
@@ -77,16 +116,72 @@ class PositionalView(View):
         cl.addWidget(self.plot, 1)
         self.splitter.addWidget(curves_host)
         self.splitter.setSizes([500, 350])
-        layout.addWidget(self.splitter, 1)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.splitter)
+        self.pages.addWidget(self._build_similarity_page())
+        self.pages.addWidget(self._build_wavelength_page())
+        layout.addWidget(self.pages, 1)
         self.side.currentIndexChanged.connect(lambda _i: self._user_changed())
         self.dims_edit.editingFinished.connect(self._user_changed)
+        self.mode.currentIndexChanged.connect(lambda _i: self.refresh())
         self._map: Heatmap | None = None
+        self._similarity: Heatmap | None = None
+        self._wavelength_map: Heatmap | None = None
         self._user_side = False
         self._d_model = 0
+
+    def _build_similarity_page(self) -> QWidget:
+        page = QWidget()
+        pl = QVBoxLayout(page)
+        pl.setContentsMargins(0, 0, 0, 0)
+        self.similarity = HeatmapWidget()
+        self.connect_heatmap(self.similarity)
+        pl.addWidget(self.similarity, 1)
+        self.similarity_caption = caption(
+            "Each cell is the dot product of two positions' encodings. For the paper's sinusoids it depends only "
+            "on how far apart the positions are: largest on the diagonal (a position with itself) and falling "
+            "off with distance, so attention, which compares vectors by dot products, can tell near from far."
+        )
+        pl.addWidget(self.similarity_caption)
+        return page
+
+    def _build_wavelength_page(self) -> QWidget:
+        page = QWidget()
+        pl = QVBoxLayout(page)
+        pl.setContentsMargins(0, 0, 0, 0)
+        self.wavelength_title = QLabel()
+        font = self.wavelength_title.font()
+        font.setBold(True)
+        self.wavelength_title.setFont(font)
+        self.wavelength_title.setWordWrap(True)
+        pl.addWidget(self.wavelength_title)
+        self.wavelength_empty = placeholder(
+            "This model's positions have no wavelengths: they are learned vectors, one per position, not sines "
+            "and cosines."
+        )
+        pl.addWidget(self.wavelength_empty)
+        self.wavelength_plot = pg.PlotWidget()
+        self.wavelength_plot.setMenuEnabled(False)
+        self.wavelength_plot.showGrid(x=True, y=True, alpha=0.25)
+        self.wavelength_plot.setLogMode(x=False, y=True)
+        self.wavelength_plot.setLabel("bottom", "dimension")
+        self.wavelength_plot.setLabel("left", "wavelength (positions, log scale)")
+        pl.addWidget(self.wavelength_plot, 1)
+        self.wavelength_caption = caption(
+            "Dimensions 2i and 2i+1 are a sine and a cosine of wavelength 2π·10000^(2i/d_model): the first pair "
+            "repeats every 2π ≈ 6.3 positions, the last barely moves over thousands. Fast dimensions tell "
+            "neighbours apart, slow ones say roughly where in a long text a token is. The dashed line marks "
+            "this input's length: dimensions far above it hardly change across the sentence."
+        )
+        pl.addWidget(self.wavelength_caption)
+        return page
 
     def _user_changed(self) -> None:
         self._user_side = True
         self.refresh()
+
+    def mode_key(self) -> str:
+        return self.mode.currentData()
 
     def refresh(self) -> None:
         trace = self.main.current_trace()
@@ -102,15 +197,32 @@ class PositionalView(View):
         if trace.find(f"{stack}.positional_encoding") is None:
             other = "tgt_embed" if stack == "src_embed" else "src_embed"
             stack = other if trace.find(f"{other}.positional_encoding") is not None else stack
+        mode = self.mode_key()
+        self.dims_label.setVisible(mode == ENCODING)
+        self.dims_edit.setVisible(mode == ENCODING)
         hm = positional_heatmap(trace, stack)
         self.empty.setVisible(hm is None)
-        self.splitter.setVisible(hm is not None)
+        self.pages.setVisible(hm is not None)
         self._map = hm
+        self._similarity = self._wavelength_map = None
         if hm is None:
             return
-        self.heatmap.set_heatmap(hm)
         config = result.bundle.config
-        pe = trace[f"{stack}.positional_encoding"].tensor.numpy()
+        pe_step = trace[f"{stack}.positional_encoding"]
+        pe = pe_step.tensor.numpy()
+        self.pages.setCurrentIndex([m[1] for m in MODES].index(mode))
+        if mode == SIMILARITY:
+            pos_dim = pe_step.dims[0]
+            labels = trace.labels(pos_dim, self.main.current_batch())
+            self._similarity = pe_similarity(pe, config.positional, labels, pos_dim)
+            self.similarity.set_heatmap(self._similarity)
+        elif mode == WAVELENGTHS:
+            self._draw_wavelengths(pe.shape[1], config.positional, pe.shape[0])
+        else:
+            self._draw_encoding(hm, pe, config)
+
+    def _draw_encoding(self, hm: Heatmap, pe: np.ndarray, config) -> None:
+        self.heatmap.set_heatmap(hm)
         if config.d_model != self._d_model:
             self._d_model = config.d_model
             self.dims_edit.setText(", ".join(map(str, default_pe_dims(config.d_model))))
@@ -126,8 +238,40 @@ class PositionalView(View):
             f"Chosen dimensions over position (lines: the formula; dots: the {pe.shape[0]} values added)"
         )
 
+    def _draw_wavelengths(self, d_model: int, positional: str, n_positions: int) -> None:
+        wavelengths = pe_wavelengths(d_model, positional)
+        self._wavelength_map = pe_wavelength_heatmap(d_model, positional)
+        has = wavelengths.size > 0
+        self.wavelength_empty.setVisible(not has)
+        self.wavelength_plot.setVisible(has)
+        self.wavelength_caption.setVisible(has)
+        self.wavelength_plot.clear()
+        if not has:
+            self.wavelength_title.setText("Wavelengths")
+            return
+        self.wavelength_title.setText("Wavelength of every dimension of the positional encoding, in positions")
+        dims = np.arange(d_model, dtype=np.float64)
+        self.wavelength_plot.plot(dims, wavelengths, pen=pg.mkPen(CURVE_COLOURS[0], width=2), symbol="o",
+                                  symbolSize=4 if d_model > 64 else 6, symbolBrush=CURVE_COLOURS[0], symbolPen=None)
+        # items other than data curves live in view coordinates: log10 of the wavelength
+        line = pg.InfiniteLine(
+            pos=np.log10(max(n_positions, 1)), angle=0, pen=pg.mkPen("#d62728", width=1, style=Qt.PenStyle.DashLine),
+            label=f"this input: {n_positions} positions", labelOpts={"position": 0.15, "color": "#d62728"},
+        )
+        self.wavelength_plot.addItem(line)
+
     def current_heatmaps(self) -> list[Heatmap]:
-        return [self._map] if self._map is not None else []
+        mode = self.mode_key()
+        shown = {ENCODING: self._map, SIMILARITY: self._similarity, WAVELENGTHS: self._wavelength_map}[mode]
+        return [shown] if shown is not None else []
 
     def view_title(self) -> str:
-        return self._map.title if self._map is not None else "Positional encoding"
+        maps = self.current_heatmaps()
+        return maps[0].title if maps else "Positional encoding"
+
+
+def caption(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    label.setStyleSheet("color: #555;")
+    return label

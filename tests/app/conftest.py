@@ -64,6 +64,7 @@ def make_window(qtbot, settings_file):
         w.set_model(model)
         w.set_device("cpu")
         w.source_edit.setText(source)
+        w.set_windows(None)  # the text is one sentence, even if the model's example was a batch of windows
         w.target_edit.setText(target)
         w.resize(1200, 800)
         w.show()

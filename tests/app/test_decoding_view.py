@@ -31,10 +31,12 @@ def _bundle(**extra) -> ModelBundle:
 class FakeWindow(QWidget):
     """What a view needs from the main window: the current run and the hover/export hooks."""
 
-    def __init__(self, bundle, source, target) -> None:
+    def __init__(self, bundle, source, target, decoder_input=None) -> None:
         super().__init__()
         self.result = SimpleNamespace(bundle=bundle, request=SimpleNamespace(source=source, target=target,
-                                                                              windows=None))
+                                                                              windows=None),
+                                      inputs=SimpleNamespace(decoder_input=decoder_input or
+                                                             ("typed" if target else "start_only")))
         self.errors: list[str] = []
 
     def current_result(self):
@@ -56,8 +58,8 @@ def view_for(qtbot):
 
     made = []
 
-    def make(source="we are friends", target="हम दोस्त हैं", **extra):
-        window = FakeWindow(_bundle(**extra), source, target)
+    def make(source="we are friends", target="हम दोस्त हैं", decoder_input=None, **extra):
+        window = FakeWindow(_bundle(**extra), source, target, decoder_input)
         qtbot.addWidget(window)
         view = DecodingView(window)
         qtbot.addWidget(view)
@@ -127,6 +129,13 @@ def test_teacher_mode_without_a_target_explains_itself(qtbot, view_for):
     view.refresh()
     assert view.timeline is None and not view.is_busy()
     assert "target" in view.empty.text()
+
+
+def test_a_run_on_the_models_own_output_shows_the_free_running_timeline(qtbot, view_for):
+    window, view = view_for(target="", decoder_input="generated")
+    view.refresh()
+    _wait(qtbot, view)
+    assert view.mode_box.currentData() == "free" and view.timeline.mode == "free"
 
 
 def test_unknown_words_are_marked(qtbot, view_for):

@@ -37,10 +37,13 @@ def test_text_past_max_length_is_cut_with_a_visible_note(qtbot, make_window):
     assert "was cut to the model's maximum of 10" in w.notes_label.text()
 
 
-def test_empty_target_gives_the_start_token_only(qtbot, make_window):
+def test_start_token_only_switch(qtbot, make_window):
     w = make_window(target="")
+    w.input_bar.start_only.setChecked(True)
+    assert w.input_bar.decoder_label.text() == "decoder input = the start token only"
     run_and_wait(qtbot, w)
     assert w.current_trace().target_tokens == [["<|endoftext|>"]]
+    assert w.current_result().inputs.decoder_input == "start_only"
 
 
 def test_load_short_text_file(qtbot, make_window, tmp_path):

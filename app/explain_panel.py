@@ -1,0 +1,73 @@
+"""The explanation beside the views: for the current step, what happens, why, and the equation with this run's
+numbers (texts and numbers come from scratchformer.explain; this panel only lays them out). Links to related
+steps ("the V from step 17") move the stepper there."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
+
+from scratchformer.trace import Step
+
+from .stepper import step_path
+
+CSS = """
+h3 { margin: 0 0 4px 0; color: #14457a; }
+p { margin: 3px 0 6px 0; }
+.numbers { background: #eef5ff; border-left: 3px solid #5b8fd1; padding: 4px; }
+.formula { font-family: 'DejaVu Sans Mono', monospace; color: #333; }
+.params { color: #444; }
+.muted { color: #777; }
+"""
+
+
+def explanation_html(step: Step, explanation, params: list[tuple[str, str]] | None = None) -> str:
+    """HTML for one step: title, what, why, this run's numbers, formula, related steps and parameter counts."""
+    e = html.escape
+    parts = [f"<style>{CSS}</style>", f"<h3>{e(step_path(step))}</h3>"]
+    if explanation is not None:
+        parts.append(f"<p>{e(explanation.what)}</p>")
+        if explanation.why:
+            parts.append(f"<p><b>Why:</b> {e(explanation.why)}</p>")
+        if explanation.numbers:
+            parts.append(f"<p class='numbers'><b>In this run:</b> {e(explanation.numbers)}</p>")
+    parts.append(f"<p class='formula'>{e(step.formula)}</p>")
+    if explanation is not None and explanation.links:
+        links = " · ".join(f"<a href='step:{i}'>{e(text)} (step {i + 1})</a>" for i, text in explanation.links)
+        parts.append(f"<p><b>See also:</b> {links}</p>")
+    if params:
+        rows = "".join(f"<br>{e(name)}: {e(text)}" for name, text in params)
+        parts.append(f"<p class='params'><b>Parameters</b>{rows}</p>")
+    return "".join(parts)
+
+
+class ExplainPanel(QWidget):
+    """'Explanation' title above a read-only rich-text browser; `step_link(index)` when a link is clicked."""
+
+    step_link = Signal(int)
+
+    def __init__(self) -> None:
+        super().__init__()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.title = QLabel("<b>Explanation</b> — what this step does, and why")
+        layout.addWidget(self.title)
+        self.browser = QTextBrowser()
+        self.browser.setOpenLinks(False)
+        self.browser.setOpenExternalLinks(False)
+        self.browser.anchorClicked.connect(self._clicked)
+        self.browser.setStyleSheet("QTextBrowser { background: #fcfcfd; }")
+        layout.addWidget(self.browser, 1)
+
+    def show_html(self, text: str) -> None:
+        self.browser.setHtml(text)
+
+    def plain_text(self) -> str:
+        return self.browser.toPlainText()
+
+    def _clicked(self, url: QUrl) -> None:
+        text = url.toString()
+        if text.startswith("step:") and text[5:].isdigit():
+            self.step_link.emit(int(text[5:]))

@@ -1,0 +1,98 @@
+"""The strip under the inputs that says, after a run, what the decoder reads — in large type when it is the model's
+own translation — whether the model is untrained, and offers the model's example when it knows few of the words."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from scratchformer.examples import Example
+
+UNTRAINED = "Untrained: random weights, attention carries no meaning yet."
+
+
+def decoder_caption(mode: str, n_target: int, windows: tuple[int, int] | None = None) -> str:
+    """One sentence on what the decoder steps read in this run."""
+    if mode == "generated":
+        return (f"The model's own translation (greedy decoding). The decoder steps below read it behind the start "
+                f"token: {n_target} rows, row t predicts token t+1.")
+    if mode == "typed":
+        return (f"Teacher forcing: the decoder reads your target behind the start token ({n_target} rows); "
+                "row t predicts token t+1.")
+    if mode == "start_only":
+        return "The decoder reads the start token alone: one row, which predicts the first token."
+    if mode == "windows" and windows is not None:
+        s, b = windows
+        return f"The walkthrough's batch: {b} windows of {s} tokens; the decoder reads each one shifted right."
+    return ""
+
+
+class RunBanner(QWidget):
+    """Hidden until a run; `example_chosen(Example)` when the user takes the offered example."""
+
+    example_chosen = Signal(object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("runBanner")
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(10, 2, 10, 4)
+        outer.setSpacing(12)
+        text_box = QVBoxLayout()
+        text_box.setSpacing(0)
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        self.caption.setStyleSheet("color: #555;")
+        self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.translation = QLabel()
+        self.translation.setTextFormat(Qt.TextFormat.PlainText)
+        self.translation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        font = self.translation.font()
+        font.setPointSizeF(max(15.0, font.pointSizeF() * 1.7))
+        font.setBold(True)
+        self.translation.setFont(font)
+        self.translation.setStyleSheet("color: #14457a;")
+        self.translation.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        text_box.addWidget(self.translation)
+        text_box.addWidget(self.caption)
+        outer.addLayout(text_box, 1)
+        self.untrained = QLabel(UNTRAINED)
+        self.untrained.setStyleSheet(
+            "background: #fdecea; color: #8a1c12; border: 1px solid #f1b0a8; border-radius: 3px; padding: 3px 6px;"
+        )
+        outer.addWidget(self.untrained)
+        self.offer = QPushButton()
+        self.offer.setToolTip("Replace the source with this model's example and run it (Ctrl+Z in the source "
+                              "field brings your text back; it is also under Examples › Your recent inputs)")
+        self.offer.clicked.connect(self._take_offer)
+        outer.addWidget(self.offer)
+        self._offered: Example | None = None
+        self.setVisible(False)
+
+    def show_run(self, mode: str, translation: str, n_target: int, untrained: bool,
+                 windows: tuple[int, int] | None = None) -> None:
+        big = translation if mode == "generated" else ""
+        self.translation.setText(big)
+        self.translation.setVisible(bool(big))
+        self.caption.setText(decoder_caption(mode, n_target, windows))
+        self.caption.setVisible(bool(self.caption.text()))
+        self.untrained.setVisible(untrained)
+        self.setVisible(bool(big or self.caption.text() or untrained or self._offered))
+
+    def offer_example(self, example: Example | None, model: str = "", known: int = 0, words: int = 0) -> None:
+        """Offer `example` because the model knows only `known` of the text's `words` words (None: no offer)."""
+        self._offered = example
+        if example is not None:
+            self.offer.setText(f"{model} knows {known} of these {words} words — try its example: "
+                               f"“{example.menu_text(40)}”")
+            self.setVisible(True)
+        self.offer.setVisible(example is not None)
+
+    def _take_offer(self) -> None:
+        example, self._offered = self._offered, None
+        self.offer.setVisible(False)
+        if example is not None:
+            self.example_chosen.emit(example)
+
+    def translation_text(self) -> str:
+        return self.translation.text()

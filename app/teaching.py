@@ -1,0 +1,53 @@
+"""What the window says to teach a step: its explanation (cached per run, step and batch item) and the parameter
+counts of the block, layer and model it belongs to. Both come from the core; this module only picks and caches."""
+
+from __future__ import annotations
+
+from scratchformer.examples import known_fraction
+from scratchformer.explain import explain_step
+from scratchformer.plotdata import block_key
+from scratchformer.trace import Step
+
+OFFER_BELOW = 0.5  # offer the model's example when it knows less than half of the words
+
+
+def explanation_for(result, step: Step, batch: int):
+    """The core's Explanation of `step` for batch item `batch`, computed once per run."""
+    key = (step.index, batch)
+    cache = result.explanations
+    if key not in cache:
+        cache[key] = explain_step(result.trace, step, result.bundle.config, batch, result.vocab_labels)
+    return cache[key]
+
+
+def count_text(pc) -> str:
+    """'66,048 = 4·(d_model² + d_model) = 4·(128² + 128)' style: the formula ends in the count when it has one."""
+    formula = pc.formula or ""
+    text = formula if formula.endswith(f"{pc.count:,}") else f"{pc.count:,}" + (f" ({formula})" if formula else "")
+    return text + (f" — {pc.note}" if pc.note else "")
+
+
+def parameter_lines(counts: dict, step: Step) -> list[tuple[str, str]]:
+    """(what, "count = formula") for the step's diagram block, its layer, its stack and the whole model."""
+    if not counts:
+        return []
+    keys = [("this block", block_key(step))]
+    if step.layer is not None:
+        keys.append((f"{step.stack} layer {step.layer + 1}", f"{step.stack}.{step.layer}"))
+    if step.stack in ("encoder", "decoder"):
+        keys.append((f"whole {step.stack}", step.stack))
+    keys.append(("whole model", "total"))
+    out = []
+    for label, key in keys:
+        pc = counts.get(key)
+        if pc is None:
+            continue
+        out.append((label, count_text(pc)))
+    return out
+
+
+def should_offer(tokenizer, text: str) -> tuple[bool, int, int]:
+    """(offer the model's example?, known words, words) for a text the model just read."""
+    words = len(text.split())
+    fraction = known_fraction(tokenizer, text)
+    return fraction < OFFER_BELOW, round(fraction * words), words
