@@ -94,3 +94,14 @@ def test_unknown_words_lower_the_known_fraction(en_hi):
     assert known_fraction(en_hi.src_tokenizer, "the girl eats an apple") == 1.0
     assert known_fraction(en_hi.src_tokenizer, "machine learning using PyTorch") == 0.25  # only "using"
     assert known_fraction(load_model("blog").src_tokenizer, "machine learning using PyTorch") == 1.0
+
+
+def test_trace_explain_adds_an_explanation_to_every_step(capsys):
+    data = trace_json(capsys, "--model", "en-hi", "--source", "we are friends", "--explain")
+    assert all(len(s["explanation"]) > 60 for s in data["steps"])
+    scaled = next(s for s in data["steps"] if s["name"] == "encoder.0.self_attn.scaled_scores")
+    assert "d_k = 32" in scaled["explanation"] and "5.66" in scaled["explanation"]
+    assert main(["trace", "--model", "en-hi", "--source", "we are friends", "--explain"]) == 0
+    table = capsys.readouterr().out
+    assert "Why:" in table and "decoder input: the model's own output" in table
+    assert "the model's output: हम दोस्त हैं" in table
