@@ -53,7 +53,7 @@ from PySide6.QtSvg import QSvgGenerator
 from app.widgets.colormaps import MASKED_RGBA, heatmap_rgba, lookup_table
 from scratchformer.exporting.figure import Figure
 from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
-from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on
+from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on, value_decimals
 
 VECTOR_CELLS = 40_000  # above this many cells in a figure, cells become one crisp embedded image
 VALUE_MAX_SIDE = 20  # maps up to this many rows and columns carry their values in the cells
@@ -355,7 +355,7 @@ def _paint_cells_image(painter: QPainter, rgba: np.ndarray, heat: QRectF, cell: 
 
 def _paint_values(painter: QPainter, h: Heatmap, rgba: np.ndarray, heat: QRectF, cell: float) -> None:
     """Each cell's value centred in it (the window's labels and text colours); nothing if it cannot be read."""
-    labels = cell_labels(h.values)
+    labels = cell_labels(h.values, decimals=value_decimals(h))
     size = math.floor(min(VALUE_FONT[1], cell * 0.4))
     font = _font(size)
     longest = sorted({t for row in labels for t in row}, key=len)[-4:]  # digits are equally wide

@@ -37,7 +37,14 @@ from scratchformer.plotdata import (
     display_reduction,
     format_value,
 )
-from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on, is_integral
+from scratchformer.plotdata.heatmap import (
+    DARK_TEXT,
+    LIGHT_TEXT,
+    cell_labels,
+    dark_text_on,
+    is_integral,
+    value_decimals,
+)
 
 from .colormaps import MASKED_RGBA, colormap, rgba_image
 
@@ -432,7 +439,7 @@ class HeatmapWidget(QWidget):
         if self._values_key is not None and item.isVisible() and self._same_values_key(key):
             return
         shown = hm.values[r0:r1, c0:c1]
-        labels = cell_labels(shown, self._integral(hm))
+        labels = cell_labels(shown, self._integral(hm), value_decimals(hm))
         dark = dark_text_on(rgba_image(shown, hm.levels, hm.colormap))
         font = QFont()
         lo, hi = VALUE_FONT_PX

@@ -201,9 +201,10 @@ def is_integral(values: np.ndarray) -> bool:
     return bool(finite.size) and bool(np.all(np.abs(finite) < 1e7)) and bool(np.all(finite == np.round(finite)))
 
 
-def cell_label(value: float, integer: bool = False) -> str:
+def cell_label(value: float, integer: bool = False, decimals: int | None = None) -> str:
     """A cell's value in a few characters: 3 significant figures ("0.42", "-1.3", "12", "1234", "2.5e-5"),
-    integers as they are ("30243"), "−∞" for masked cells, "" for NaN (gaps, drawn empty)."""
+    integers as they are ("30243"), a fixed number of `decimals` when given ("0.32", "0.00"), "−∞" for masked
+    cells, "" for NaN (gaps, drawn empty)."""
     v = float(value)
     if v != v:
         return ""
@@ -213,6 +214,8 @@ def cell_label(value: float, integer: bool = False) -> str:
         return "∞"
     if integer:
         return str(int(round(v)))
+    if decimals is not None:
+        return f"{v:.{decimals}f}"
     a = abs(v)
     if a >= 1000 and a < 1e6:  # "1234" reads better than "1.23e+03"
         return f"{v:.0f}"
@@ -223,10 +226,18 @@ def cell_label(value: float, integer: bool = False) -> str:
     return "0" if text in ("-0", "0") else text
 
 
-def cell_labels(values: np.ndarray, integer: bool | None = None) -> list[list[str]]:
+def cell_labels(values: np.ndarray, integer: bool | None = None, decimals: int | None = None) -> list[list[str]]:
     """cell_label of every cell of a (small) matrix; integers when all values are whole (is_integral)."""
     whole = is_integral(values) if integer is None else integer
-    return [[cell_label(v, whole) for v in row] for row in np.asarray(values, dtype=np.float64).tolist()]
+    return [[cell_label(v, whole, decimals) for v in row] for row in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def value_decimals(hm: Heatmap) -> int | None:
+    """Probability maps (weights on the fixed 0 … 1 scale) read best with 3 decimals — "0.321", "1.000", "0.000",
+    as the tutorials print them — rather than "4.76e-10"; other maps keep 3 significant figures (None)."""
+    if hm.colormap == SEQUENTIAL and tuple(hm.levels) == (0.0, 1.0) and not is_integral(hm.values):
+        return 3
+    return None
 
 
 def dark_text_on(rgba: np.ndarray) -> np.ndarray:

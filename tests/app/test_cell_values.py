@@ -95,7 +95,7 @@ def test_a_small_attention_map_shows_every_value_in_its_cell(qtbot, make_window)
     assert hm.cell_texts_shown() == 100
     values = w.current_trace()["encoder.0.self_attn.weights"].tensor[0, 0].numpy()
     for row, col, text, _dark in hm.cell_texts():
-        assert text == cell_label(values[row, col])
+        assert text == f"{values[row, col]:.3f}"  # probabilities: fixed 3 decimals, as the tutorials print them
     # the attention weights here are all ~0.1: dark cells, white text
     assert all(not dark for *_, dark in hm.cell_texts())
 
@@ -105,8 +105,8 @@ def test_masked_cells_read_minus_infinity_and_colours_follow_the_cells(qtbot, wi
     widget.set_heatmap(synthetic(values))
     settle(qtbot)
     texts = {(r, c): (t, dark) for r, c, t, dark in widget.cell_texts()}
-    assert texts[(0, 0)] == ("0", False)  # darkest viridis: white text
-    assert texts[(0, 1)] == ("1", True)  # brightest (yellow): dark text
+    assert texts[(0, 0)] == ("0.000", False)  # darkest viridis: white text
+    assert texts[(0, 1)] == ("1.000", True)  # brightest (yellow): dark text
     assert texts[(1, 0)][0] == "−∞"
 
 
@@ -120,7 +120,7 @@ def test_a_large_map_draws_no_values_until_zoomed_in(qtbot, widget):
     shown = widget.cell_texts()
     assert 0 < len(shown) <= MAX_VALUE_TEXTS
     assert {(r, c) for r, c, *_ in shown} >= {(20, 100), (27, 109)}
-    assert all(text == cell_label(values[r, c]) for r, c, text, _ in shown)
+    assert all(text == cell_label(values[r, c], decimals=3) for r, c, text, _ in shown)
     widget.reset_zoom()
     settle(qtbot)
     assert widget.cell_texts_shown() == 0
@@ -239,7 +239,16 @@ def _svg_texts(svg: bytes) -> list[str]:
 def test_exports_write_the_values_of_small_maps_only():
     values = np.float32([[0.125, 0.875], [-np.inf, 0.5]])
     texts = _svg_texts(render_bytes(single_figure(synthetic(values)), "svg"))
-    for label in ("0.125", "0.875", "0.5", "−∞"):
+    for label in ("0.125", "0.875", "0.500", "−∞"):
         assert label in texts
     big = np.full((30, 30), 0.123, np.float32)
     assert "0.123" not in _svg_texts(render_bytes(single_figure(synthetic(big)), "svg"))
+
+
+def test_only_probability_maps_get_fixed_decimals():
+    from scratchformer.plotdata.heatmap import DIVERGING, value_decimals
+
+    weights = synthetic(np.float32([[4.76e-10, 1.0], [0.321, 0.679]]))
+    assert value_decimals(weights) == 3 and cell_label(4.76e-10, decimals=3) == "0.000"
+    scores = synthetic(np.float32([[-16.9, 4.58], [0.0123, 1.0]]), DIVERGING, (-16.9, 16.9))
+    assert value_decimals(scores) is None and cell_label(0.0123) == "0.0123"
