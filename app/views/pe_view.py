@@ -101,11 +101,7 @@ class PositionalView(View):
         curves_host = QWidget()
         cl = QVBoxLayout(curves_host)
         cl.setContentsMargins(0, 0, 0, 0)
-        self.curves_title = QLabel()
-        font = self.curves_title.font()
-        font.setBold(True)
-        self.curves_title.setFont(font)
-        self.curves_title.setWordWrap(True)
+        self.curves_title = bold_label()
         cl.addWidget(self.curves_title)
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)
@@ -149,11 +145,7 @@ class PositionalView(View):
         page = QWidget()
         pl = QVBoxLayout(page)
         pl.setContentsMargins(0, 0, 0, 0)
-        self.wavelength_title = QLabel()
-        font = self.wavelength_title.font()
-        font.setBold(True)
-        self.wavelength_title.setFont(font)
-        self.wavelength_title.setWordWrap(True)
+        self.wavelength_title = bold_label()
         pl.addWidget(self.wavelength_title)
         self.wavelength_empty = placeholder(
             "This model's positions have no wavelengths: they are learned vectors, one per position, not sines "
@@ -268,6 +260,16 @@ class PositionalView(View):
     def view_title(self) -> str:
         maps = self.current_heatmaps()
         return maps[0].title if maps else "Positional encoding"
+
+
+def bold_label(text: str = "") -> QLabel:
+    """A bold, wrapping title line above a plot."""
+    label = QLabel(text)
+    font = label.font()
+    font.setBold(True)
+    label.setFont(font)
+    label.setWordWrap(True)
+    return label
 
 
 def caption(text: str) -> QLabel:

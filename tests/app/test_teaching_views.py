@@ -147,16 +147,3 @@ def test_bert_learned_positions_and_embedding_layer_norm(qtbot, norm_window):
     expected = F.layer_norm(x, (x.shape[-1],), eps=w.current_bundle().config.layer_norm_eps)
     np.testing.assert_allclose(ln.values, expected.numpy(), atol=1e-3)
     assert torch.isfinite(torch.from_numpy(ln.values)).all()
-
-
-def test_every_view_reports_what_it_shows_with_the_norm_view_registered(qtbot, norm_window):
-    from scratchformer.plotdata import Heatmap
-
-    w = norm_window(model="blog", source="machine learning using PyTorch", target="the answer")
-    w.go_to_step("decoder.0.cross_attn.weights")
-    for i, view in enumerate(w.views):
-        w.tabs.setCurrentIndex(i)
-        qtbot.waitUntil(lambda view=view: bool(view.current_heatmaps()), timeout=30_000)
-        maps = view.current_heatmaps()
-        assert maps and all(isinstance(m, Heatmap) for m in maps), view.title
-        assert view.view_title()
