@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMessageBox
 
@@ -61,14 +62,30 @@ def build_menus(window) -> dict[str, QAction]:
     return export_actions
 
 
-def show_about(parent) -> None:
-    QMessageBox.about(
-        parent,
-        "About scratchformer",
+ABOUT_ICON_SIZE = 96
+
+
+def about_box(parent) -> QMessageBox:
+    """Help › About: the application icon, what the app does and what it is made with (not shown yet)."""
+    from .main import icon_pixmap
+
+    box = QMessageBox(parent)
+    box.setWindowTitle("About scratchformer")
+    box.setTextFormat(Qt.TextFormat.RichText)
+    box.setText(
         "<h3>scratchformer</h3><p>Step a sentence through the 2017 encoder-decoder Transformer "
         "(“Attention Is All You Need”), sublayer by sublayer, with live shapes and heatmaps.</p>"
-        "<p>The model is written from scratch in PyTorch; the window uses PySide6 and pyqtgraph.</p>",
+        "<p>The model is written from scratch in PyTorch; the window uses PySide6 and pyqtgraph.</p>"
     )
+    box.setIconPixmap(icon_pixmap(ABOUT_ICON_SIZE))
+    box.setStandardButtons(QMessageBox.StandardButton.Ok)
+    return box
+
+
+def show_about(parent) -> None:
+    box = about_box(parent)
+    box.exec()
+    box.deleteLater()
 
 
 def show_shortcuts(parent) -> None:

@@ -12,7 +12,7 @@ import sys
 
 from .errors import UserError
 
-COMMANDS = ("gui", "trace", "export", "train", "translate", "evaluate")
+COMMANDS = ("gui", "trace", "export", "train", "translate", "evaluate", "install_desktop")
 
 
 def build_parser() -> argparse.ArgumentParser:

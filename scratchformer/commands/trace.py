@@ -103,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
     if inputs.decoder_input == "generated":
         print(f"the model's output: {inputs.translation}")
     width = max(len(s.name) for s in trace)
-    print(f"{'#':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims")
-    for s in trace:
+    print(f"{'step':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims")
+    for s in trace:  # steps counted from 1, as in the window and the explanations' links (JSON "index" is 0-based)
         shape = "×".join(map(str, s.shape))
-        print(f"{s.index:>4}  {s.name:<{width}}  {s.kind:<19}  {shape:<18}  {' × '.join(s.dims)}")
+        print(f"{s.index + 1:>4}  {s.name:<{width}}  {s.kind:<19}  {shape:<18}  {' × '.join(s.dims)}")
         if explanations is not None:
             for line in explanations[s.index].splitlines():
                 print(f"        {line}" if line else "")
