@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog
 
 from scratchformer.errors import UserError
+from scratchformer.explain import explainer
 from scratchformer.exporting import ExportRun, figure_for_view, plan_attention_maps, plan_tensors, prepare_folder
 from scratchformer.exporting.files import check_name, conflicts
 from scratchformer.exporting.index import index_paths
@@ -203,7 +204,9 @@ def export_all_attention(window) -> ChunkedExport | None:
     if not raw:
         return None
     folder = _ready_folder(window, Path(raw).expanduser())
-    tasks = plan_attention_maps(window.current_trace(), folder, formats, window.current_batch())
+    trace, bundle, batch = window.current_trace(), window.current_bundle(), window.current_batch()
+    explain = explainer(trace, bundle.config, batch, _vocab_labels(window)) if bundle is not None else None
+    tasks = plan_attention_maps(trace, folder, formats, batch, explain)
     if not tasks:
         raise UserError("This model has no attention steps to export.")
     if not _confirm_replace(window, [t.path for t in tasks] + index_paths(folder)):

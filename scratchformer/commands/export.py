@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from ..errors import UserError
+from ..explain import explainer
 from ..exporting.files import prepare_folder
 from ..exporting.job import FORMATS, IMAGE_FORMATS, ExportRun, parse_formats, plan_export
 from .common import add_input_args, add_model_args, open_model, read_inputs
@@ -50,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     n_items = len(trace.source_tokens or trace.target_tokens) or 1
     if not 1 <= args.item <= n_items:
         raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")
-    tasks = plan_export(trace, folder, formats, args.steps, args.item - 1, bundle.tgt_tokenizer.token_strings)
+    names = bundle.tgt_tokenizer.token_strings
+    explain = explainer(trace, bundle.config, args.item - 1, names)  # the index explains every file
+    tasks = plan_export(trace, folder, formats, args.steps, args.item - 1, names, explain)
     renderer = None
     if any(f in IMAGE_FORMATS for f in formats):
         from app.export.render import ensure_gui_app  # Qt only for image formats

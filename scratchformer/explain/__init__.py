@@ -8,7 +8,7 @@ The sentences live as data in texts.py (TEXTS, easy to edit or translate); numbe
 fill their placeholders; explanation.py puts the two together.
 """
 
-from .explanation import Explanation, explain_step
+from .explanation import Explanation, explain_step, explainer
 from .texts import TEXTS
 
-__all__ = ["TEXTS", "Explanation", "explain_step"]
+__all__ = ["TEXTS", "Explanation", "explain_step", "explainer"]

@@ -38,7 +38,7 @@ def explain_step(trace: Trace, step: Step | int, config: TransformerConfig, batc
     """Explain one step of `trace` (a Step or its index) for batch item `batch`. Never raises for a valid step.
     `vocab_labels` (ids → token strings, e.g. the target tokenizer's token_strings) names predicted tokens that
     the run's own inputs do not show."""
-    step = trace[step] if isinstance(step, int) else step
+    step = step if isinstance(step, Step) else trace[step]  # a Step, its index or its name
     ctx = Ctx(trace, step, config, batch, vocab_labels)
     try:
         found = facts(ctx)
@@ -90,3 +90,16 @@ def _render(key: str, kind: str, name: str, values: dict) -> tuple[str | None, b
         except (KeyError, IndexError, ValueError, TypeError):
             continue
     return None, False
+
+
+def explainer(trace: Trace, config: TransformerConfig, batch: int = 0, vocab_labels=None):
+    """step name → its explanation as plain text, each computed once (for exporters that explain many files)."""
+    cache: dict[str, str] = {}
+
+    def text(name: str) -> str:
+        if name not in cache:
+            step = trace.find(name)
+            cache[name] = "" if step is None else explain_step(trace, step, config, batch, vocab_labels).text()
+        return cache[name]
+
+    return text

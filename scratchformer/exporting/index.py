@@ -11,7 +11,7 @@ from .files import atomic_write_bytes
 
 COLUMNS = (
     "file", "format", "step", "kind", "attention_type", "layer", "head", "batch_item", "rows", "cols",
-    "row_dim", "col_dim",
+    "row_dim", "col_dim", "explanation",
 )  # fmt: skip
 INDEX_NAMES = ("index.csv", "index.json")
 

@@ -55,6 +55,9 @@ class FileTask:
     write: Callable[[BinaryIO], None] | None = None
 
 
+Explain = Callable[[str], str]  # step name → plain-text explanation
+
+
 def _step_row(step: Step, fmt: str) -> dict:
     layer = step.layer
     return {"format": fmt, "step": step.name, "kind": step.kind, "attention_type": step.attention_type or "",
@@ -78,9 +81,10 @@ def _npz_task(path: Path, trace: Trace, steps: list[Step]) -> FileTask:
 
 
 def plan_attention_maps(
-    trace: Trace, folder: Path | str, formats: Sequence[str], batch: int = 0
+    trace: Trace, folder: Path | str, formats: Sequence[str], batch: int = 0, explain: Explain | None = None
 ) -> list[FileTask]:
-    """Every layer × head × attention type as its own file per format; npz gathers all of them in one file."""
+    """Every layer × head × attention type as its own file per format; npz gathers all of them in one file.
+    `explain` (step name → text, e.g. scratchformer.explain.explainer) fills the index's explanation column."""
     folder = Path(folder)
     tasks: list[FileTask] = []
     items = attention_maps(trace, batch)
@@ -88,7 +92,8 @@ def plan_attention_maps(
         hm = item.heatmap
         row = {"step": item.step, "kind": "attention_weights", "attention_type": item.attention_type,
                "layer": item.layer, "head": item.head, "batch_item": batch + 1, "rows": hm.shape[0],
-               "cols": hm.shape[1], "row_dim": hm.row_dim, "col_dim": hm.col_dim}  # fmt: skip
+               "cols": hm.shape[1], "row_dim": hm.row_dim, "col_dim": hm.col_dim,
+               "explanation": explain(item.step) if explain else ""}  # fmt: skip
         for fmt in formats:
             path = folder / f"{item.filename}.{fmt}"
             if fmt in IMAGE_FORMATS:
@@ -110,24 +115,29 @@ def plan_export(
     steps: str | Sequence[str] = ATTENTION,
     batch: int = 0,
     vocab_labels: VocabLabels | None = None,
+    explain: Explain | None = None,
 ) -> list[FileTask]:
     """`--steps attention`: one file per attention map; otherwise one picture per step (all heads side by
-    side), one CSV per 2-D slice, and one tensors.npz with every chosen step."""
+    side), one CSV per 2-D slice, and one tensors.npz with every chosen step. `explain` as in
+    plan_attention_maps."""
     words = steps.split() if isinstance(steps, str) else list(steps)
     if words == [ATTENTION]:
-        return plan_attention_maps(trace, folder, formats, batch)
+        return plan_attention_maps(trace, folder, formats, batch, explain)
     folder = Path(folder)
     chosen = steps_for(trace, words)
     tasks: list[FileTask] = []
     for step in chosen:
+        said = {"explanation": explain(step.name)} if explain else {}
         for fmt in formats:
             if fmt in IMAGE_FORMATS:
                 fig = step_figure(trace, step, batch, vocab_labels)
-                row = {**_step_row(step, fmt), "batch_item": batch + 1}
+                row = {**_step_row(step, fmt), "batch_item": batch + 1, **said}
                 tasks.append(FileTask(folder / f"{step.name}.{fmt}", fmt, row, figure=fig))
             elif fmt == "csv":
                 for m in step_matrices(trace, step, batch, vocab_labels):
-                    tasks.append(_csv_task(folder / f"{step.name}{m.suffix}.csv", step, m))
+                    task = _csv_task(folder / f"{step.name}{m.suffix}.csv", step, m)
+                    task.row.update(said)
+                    tasks.append(task)
     if "npz" in formats:
         tasks.append(_npz_task(folder / "tensors.npz", trace, chosen))
     return tasks

@@ -255,3 +255,21 @@ def test_a_parent_that_takes_no_new_folders_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "mkdir", refuse)
     with pytest.raises(UserError, match=f"Cannot create a folder in {tmp_path}"):
         prepare_folder(tmp_path / "new")
+
+
+def test_the_index_explains_every_file_it_lists(bundle, trace, tmp_path):
+    from scratchformer.explain import explain_step, explainer
+
+    explain = explainer(trace, bundle.config, 0, bundle.tgt_tokenizer.token_strings)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ExportRun(plan_export(trace, tmp_path / "a", ["csv"], "attention", explain=explain), tmp_path / "a").run()
+    rows = json.loads((tmp_path / "a" / "index.json").read_text(encoding="utf-8"))["files"]
+    cross = next(r for r in rows if r["step"] == "decoder.0.cross_attn.weights")
+    expected = explain_step(trace, "decoder.0.cross_attn.weights", bundle.config, 0, bundle.tgt_tokenizer.token_strings)
+    assert cross["explanation"] == expected.text()
+    assert "keys and values from the encoder output" in cross["explanation"]
+    steps = ["encoder.0.self_attn.scaled_scores", "encoder.0.add_norm1.out"]
+    ExportRun(plan_export(trace, tmp_path / "b", ["csv"], steps, explain=explain), tmp_path / "b").run()
+    rows = json.loads((tmp_path / "b" / "index.json").read_text(encoding="utf-8"))["files"]
+    assert all(r["explanation"] for r in rows) and any("d_k = 3" in r["explanation"] for r in rows)
