@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv or ["gui"])
-    module = importlib.import_module(f"scratchformer.commands.{args.command}")
+    module = importlib.import_module(f"scratchformer.commands.{args.command.replace('-', '_')}")
     try:
         return int(module.run(args) or 0)
     except UserError as exc:
