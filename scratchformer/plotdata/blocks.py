@@ -62,10 +62,9 @@ def architecture(config) -> list[Block]:
                     Block(f"decoder.{i}.cross_attn", "Cross-attention", "decoder", "attention", i),
                     Block(f"decoder.{i}.add_norm2", "Add & Norm", "decoder", "add_norm", i),
                 ]
-            last = 3 if config.has_encoder else 2
-            blocks += [
+            blocks += [  # add_norm3 even without cross-attention: the module and its trace steps keep that name
                 Block(f"decoder.{i}.ffn", "Feed-forward", "decoder", "ffn", i),
-                Block(f"decoder.{i}.add_norm{last}", "Add & Norm", "decoder", "add_norm", i),
+                Block(f"decoder.{i}.add_norm3", "Add & Norm", "decoder", "add_norm", i),
             ]
         if config.final_layer_norm:
             blocks.append(Block("decoder.final_norm", "Final LayerNorm", "decoder", "norm"))

@@ -30,7 +30,8 @@ def test_architecture_follows_the_config():
     assert all(b.column == "encoder" for b in pd.architecture(enc_only))
     dec_only = TransformerConfig(n_encoder_layers=0, n_decoder_layers=1, d_model=8, n_heads=2, d_ff=16)
     dec_keys = [b.key for b in pd.architecture(dec_only)]
-    assert "decoder.0.cross_attn" not in dec_keys and "decoder.0.add_norm2" in dec_keys
+    assert "decoder.0.cross_attn" not in dec_keys and "decoder.0.add_norm2" not in dec_keys
+    assert "decoder.0.add_norm3" in dec_keys
 
 
 def test_every_step_belongs_to_a_drawn_block(blog_trace):
@@ -181,3 +182,21 @@ def test_timeline_rows_are_the_emitted_tokens_not_decoder_inputs():
     tl = timeline(bundle, "machine learning", "is fun")
     hm = pd.timeline_heatmap(tl, upto=len(tl.steps) - 1)
     assert hm.row_dim == "emitted" and hm.row_labels == [s.token for s in tl.steps if s.cross_attention is not None]
+
+
+@pytest.mark.parametrize("layers", [(2, 2), (0, 2), (2, 0)])
+def test_every_diagram_block_holds_steps_of_the_trace(layers):
+    """Encoder-decoder, decoder-only and encoder-only: each block the diagram draws is one the trace fills."""
+    import torch
+
+    from scratchformer.config import TransformerConfig
+    from scratchformer.model import Transformer
+    from scratchformer.plotdata import architecture, block_steps
+
+    config = TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=layers[0], n_decoder_layers=layers[1],
+                               src_vocab_size=20, tgt_vocab_size=20, max_len=8, dropout=0.0)
+    ids = torch.tensor([[1, 2, 3]])
+    src, tgt = (ids if config.has_encoder else None), (ids if config.has_decoder else None)
+    _, trace = Transformer(config).eval().run_with_trace(src, tgt)
+    filled = block_steps(trace)
+    assert [b.key for b in architecture(config) if b.key not in filled] == []
