@@ -19,8 +19,13 @@ class TransformerConfig:
     """Sizes of the 2017 encoder-decoder Transformer plus documented, off-by-default departures.
 
     The defaults are the paper's base model ("Attention Is All You Need", Table 3, row "base").
-    Options that depart from the paper exist only so real pretrained models (BERT, MarianMT) can be
-    loaded into the same from-scratch core; each is off unless a preset or an importer turns it on.
+    Options that depart from the paper exist only so real pretrained models (BERT, RoBERTa, DistilBERT,
+    MarianMT, GPT-2) can be loaded into the same from-scratch core; each is off unless a preset or an importer
+    turns it on. `scratchformer.departures.departures(config)` lists, in words, the ones a config turns on.
+
+    A model without an encoder (n_encoder_layers=0) is decoder-only, like GPT-2: its decoder layers have no
+    cross-attention and read the target alone under the causal mask. One without a decoder is encoder-only
+    (BERT): it returns the encoder's hidden states and has no output layer.
     """
 
     d_model: int = 512
@@ -42,11 +47,19 @@ class TransformerConfig:
     name: str = "transformer"
     # --- departures from the paper, for imported models (all off by default) ---
     activation: str = "relu"  # FFN non-linearity: relu (paper) | gelu (BERT) | silu (Marian "swish")
-    positional: str = "sinusoidal"  # sinusoidal (paper, interleaved sin/cos) | sinusoidal_halves (Marian)
+    # sinusoidal (paper, interleaved sin/cos) | sinusoidal_halves (Marian) | learned (BERT, GPT-2) | none
+    positional: str = "sinusoidal"
+    # Position ids start here instead of 0, and the position table has max_len + position_offset rows (RoBERTa
+    # counts from padding_idx + 1 = 2). Rows below the offset are kept (they are in the weights) but never read.
+    position_offset: int = 0
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (paper §3.4)
     embed_layer_norm: bool = False  # LayerNorm after embeddings + positions (BERT)
     type_vocab_size: int = 0  # token-type (segment) embeddings (BERT)
-    final_layer_norm: bool = False  # LayerNorm after each stack (torch.nn.Transformer's default)
+    final_layer_norm: bool = False  # LayerNorm after each stack (torch.nn.Transformer's default; GPT-2's ln_f)
+    # Pre-LN (GPT-2): x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's LayerNorm(x + Dropout(Sublayer(x))).
+    # The LayerNorm is still the Add & Norm module's `norm`; it is traced before the sublayer as
+    # `<layer>.add_normK.norm` (kind layer_norm), and the block's output is then `<layer>.add_normK.residual`.
+    norm_first: bool = False
     final_logits_bias: bool = False  # a learned bias added to the output logits (Marian)
     layer_norm_eps: float = 1e-5
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
@@ -73,7 +86,7 @@ class TransformerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"{name} must be a positive whole number, not {value!r}.")
-        for name in ("n_encoder_layers", "n_decoder_layers", "type_vocab_size"):
+        for name in ("n_encoder_layers", "n_decoder_layers", "type_vocab_size", "position_offset"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UserError(f"{name} must be zero or a positive whole number, not {value!r}.")
@@ -87,6 +100,10 @@ class TransformerConfig:
             raise UserError(f"activation {self.activation!r} is not one of {', '.join(ACTIVATIONS)}.")
         if self.positional not in POSITIONAL:
             raise UserError(f"positional {self.positional!r} is not one of {', '.join(POSITIONAL)}.")
+        if self.position_offset and self.positional != "learned":
+            raise UserError("position_offset applies to learned position embeddings only (positional = learned).")
+        if not isinstance(self.norm_first, bool):
+            raise UserError(f"norm_first must be true or false, not {self.norm_first!r}.")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size and self.has_encoder:
             raise UserError(
                 f"share_embeddings needs equal vocabularies, but the source has {self.src_vocab_size} "

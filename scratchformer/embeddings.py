@@ -46,11 +46,14 @@ class Embeddings(nn.Module):
         d = config.d_model
         self.tokens = nn.Embedding(vocab_size, d)
         self.scale = math.sqrt(d) if config.scale_embedding else 1.0
+        # Position ids start at position_offset (RoBERTa: padding_idx + 1), so the table has that many more rows.
+        self.position_offset = config.position_offset
+        n_positions = config.max_len + config.position_offset
         if config.positional == "learned":
-            self.positions = nn.Embedding(config.max_len, d)
+            self.positions = nn.Embedding(n_positions, d)
         else:
             layout = "halves" if config.positional == "sinusoidal_halves" else "interleaved"
-            table = sinusoidal_encoding(config.max_len, d, layout)
+            table = sinusoidal_encoding(n_positions, d, layout)
             if config.positional == "none":
                 table.zero_()
             self.register_buffer("pe", table, persistent=False)  # (max_len, d_model)
@@ -60,10 +63,11 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def encoding(self, length: int, offset: int = 0) -> torch.Tensor:
-        """(length, d_model) positional vectors for positions offset … offset+length-1."""
+        """(length, d_model) positional vectors for positions offset … offset+length-1 (plus position_offset)."""
+        start = offset + self.position_offset
         if self.positions is not None:
-            return self.positions.weight[offset : offset + length]
-        return self.pe[offset : offset + length]
+            return self.positions.weight[start : start + length]
+        return self.pe[start : start + length]
 
     def sum_formula(self) -> str:
         """The paper's "E[x]·√d_model + PE", or what an imported model adds instead."""
@@ -94,8 +98,9 @@ class Embeddings(nn.Module):
             if self.scale != 1.0:
                 tracer.add(f"{name}.scaled", "embedding", x, dims, "Embedding × √d_model",
                            f"E[x] · √d_model  (√{self.config.d_model} = {self.scale:.3f})", name)
+            shifted = f"pos + {self.position_offset}" if self.position_offset else "pos"
             pe_formula = (
-                "learned position embedding P[pos]" if self.positions is not None
+                f"learned position embedding P[{shifted}]" if self.positions is not None
                 else "PE(pos,i) = sin(pos/10000^(2i/d_model)), PE(pos,⌈d/2⌉+i) = cos(pos/10000^(2i/d_model))"
                 if self.config.positional == "sinusoidal_halves"
                 else "PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))"

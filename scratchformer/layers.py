@@ -1,6 +1,8 @@
-"""Encoder and decoder layers: attention and feed-forward sublayers, each followed by Add & Norm (§3.1)."""
+"""Encoder and decoder layers: attention and feed-forward sublayers, each wrapped in Add & Norm (§3.1)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -46,16 +48,25 @@ class PositionwiseFeedForward(nn.Module):
 
 
 class AddNorm(nn.Module):
-    """LayerNorm(x + Dropout(Sublayer(x))) — the paper's post-norm residual connection (§3.1, §5.4)."""
+    """The residual connection around a sublayer, with its LayerNorm.
+
+    Post-LN, the paper's (§3.1, §5.4):  LayerNorm(x + Dropout(Sublayer(x))).
+    Pre-LN (config.norm_first, GPT-2):   x + Dropout(Sublayer(LayerNorm(x))) — the residual stream itself is
+    never normalised inside the layers, so such models end each stack with a final LayerNorm.
+    The sublayer is passed in as a function of its input, so the norm can run before it when it must.
+    """
 
     def __init__(self, config: TransformerConfig, pos_dim: str, trace_name: str) -> None:
         super().__init__()
         self.dropout = nn.Dropout(config.dropout)
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm_first = config.norm_first
         self.pos_dim, self.trace_name = pos_dim, trace_name
 
-    def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
-        dropped = self.dropout(sublayer_out)
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.norm_first:
+            return self._pre_norm(x, sublayer)
+        dropped = self.dropout(sublayer(x))
         residual = x + dropped  # (B, T, d_model)
         out = self.norm(residual)  # (B, T, d_model)
         tracer = active_tracer()
@@ -66,6 +77,23 @@ class AddNorm(nn.Module):
             tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
             tracer.add(f"{n}.out", "layer_norm", out, dims, "LayerNorm",
                        "LayerNorm(x + Sublayer(x)) = γ·(z − μ)/√(σ² + ε) + β", n, major=True)
+        return out
+
+    def _pre_norm(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """x + Dropout(Sublayer(LayerNorm(x))): the norm is traced first, as its own diagram block `<name>.norm`."""
+        n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
+        normed = self.norm(x)  # (B, T, d_model)
+        tracer = active_tracer()
+        if tracer is not None:
+            tracer.add(f"{n}.norm", "layer_norm", normed, dims, "LayerNorm (pre-norm, before the sublayer)",
+                       "LayerNorm(x) = γ·(x − μ)/√(σ² + ε) + β", f"{n}.norm", major=True)
+        dropped = self.dropout(sublayer(normed))
+        out = x + dropped  # (B, T, d_model)
+        if tracer is not None:
+            if self.training and self.dropout.p > 0:
+                tracer.add(f"{n}.dropout", "dropout", dropped, dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
+            tracer.add(f"{n}.residual", "residual", out, dims, "Residual add (pre-norm: no LayerNorm after it)",
+                       "x + Sublayer(LayerNorm(x))", n, major=True)
         return out
 
 
@@ -82,8 +110,8 @@ class EncoderLayer(nn.Module):
         self.add_norm2 = AddNorm(config, "src_pos", f"{n}.add_norm2")
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        x = self.add_norm1(x, self.self_attn(x, mask=mask))  # (B, S, d_model)
-        return self.add_norm2(x, self.ffn(x))  # (B, S, d_model)
+        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=mask))  # (B, S, d_model)
+        return self.add_norm2(x, self.ffn)  # (B, S, d_model)
 
 
 class DecoderLayer(nn.Module):
@@ -117,8 +145,8 @@ class DecoderLayer(nn.Module):
         is_causal: bool = False,
     ) -> torch.Tensor:
         self_cache = cache.setdefault("self", {}) if cache is not None else None
-        x = self.add_norm1(x, self.self_attn(x, mask=self_mask, cache=self_cache, is_causal=is_causal))
+        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=is_causal))
         if self.cross_attn is not None:
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
-            x = self.add_norm2(x, self.cross_attn(x, memory, mask=cross_mask, cache=cross_cache))
-        return self.add_norm3(x, self.ffn(x))  # (B, T, d_model)
+            x = self.add_norm2(x, lambda h: self.cross_attn(h, memory, mask=cross_mask, cache=cross_cache))
+        return self.add_norm3(x, self.ffn)  # (B, T, d_model)

@@ -258,21 +258,27 @@ def residual(c: Ctx) -> Facts:
     first = next(s for s in c.trace if s.sublayer == c.step.sublayer)  # this Add & Norm's first step
     sub_out = c.trace[first.index - 1] if first.index > 0 else None
     x = c.sublayer_input(sub_out.sublayer) if sub_out is not None else None
+    pre_norm = x is not None and x.kind == "layer_norm" and x.sublayer.endswith(".norm")
+    if pre_norm:  # pre-LN: the sublayer read LayerNorm(x); the residual adds x itself, the step before the norm
+        x = c.trace[x.index - 1] if x.index > 0 else None
+    key = "residual.pre" if pre_norm else "residual"
     if sub_out is None or sub_out.kind not in ("projection", "ffn_out") or sub_out.shape != c.step.shape:
         sub_out = x = None  # the trace lacks the sublayer's output
     links = [(sub_out, "sublayer"), (x, "x")]
     if sub_out is None or x is None or x.shape != c.step.shape:
-        return Facts("residual", {}, links)  # the plain template stands in
+        return Facts(key, {}, links)  # the plain template stands in
     r, x_t = c.item(), c.item(x)
     s = r - x_t  # what was added: Sublayer(x), after dropout when training
     values = {"tok": c.label(c.pos_dims()[0], 0), "x0": Num(x_t[0, 0].item()), "s0": Num(s[0, 0].item()),
               "r0": Num(r[0, 0].item()), "sd_x": finite_std(x_t), "sd_s": finite_std(s), "sd_r": finite_std(r)}
-    return Facts("residual", values, links)
+    return Facts(key, values, links)
 
 
 def layer_norm(c: Ctx) -> Facts:
     if c.step.name.endswith("final_norm.out"):
         key, before, link = "layer_norm.final", c.previous(), "before"
+    elif c.step.sublayer.endswith(".norm"):  # pre-LN (norm_first): the norm before a sublayer
+        key, before, link = "layer_norm.pre", c.previous(), "before"
     elif c.step.stack in ("src_embed", "tgt_embed"):
         key, before, link = "layer_norm.embed", c.sibling("sum"), "sum"
     else:

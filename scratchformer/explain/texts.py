@@ -265,6 +265,14 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "For {tok} (position 1), dimension 1: x = {x0} plus Sublayer(x) = {s0} gives {r0}. The std is "
                    "{sd_x} for x, {sd_s} for the sublayer's output and {sd_r} for the sum.",
     },
+    "residual.pre": {
+        "what": "Pre-LN (a departure from the paper, as in GPT-2): the sublayer read LayerNorm(x), and its output is "
+                "added back to x itself, for {each_position} ({n_pos} × {d_model}). No LayerNorm follows: this sum "
+                "is the layer's running output.",
+        "why": "The shortcut passes x through untouched, so the residual stream is never normalised inside the "
+               "layers; putting the norm before each sublayer is what lets very deep stacks train without warm-up. "
+               "A final LayerNorm after the stack brings the vectors back to a steady scale.",
+    },
     "residual.plain": {"numbers": "The sum has std {std} and ranges from {min} to {max}."},
     "layer_norm": {
         "what": "LayerNorm rescales the vector of {each_position} on its own: subtract the vector's mean over "
@@ -290,6 +298,14 @@ TEXTS: dict[str, dict[str, str]] = {
                 "departure from the paper's model (torch.nn.Transformer adds it by default).",
         "why": "It hands the {consumer} inputs of a fixed scale; in pre-norm models, whose residual stream is never "
                "normalised inside the layers, it is essential.",
+    },
+    "layer_norm.pre": {
+        "what": "Pre-LN (a departure from the paper, as in GPT-2): the vector of {each_position} is normalised "
+                "before the sublayer reads it — mean 0 and std 1 over its {d_model} numbers, then a learned scale γ "
+                "and shift β. The residual connection around the sublayer keeps the un-normalised x.",
+        "why": "The paper normalises after adding (LayerNorm(x + Sublayer(x))); normalising the sublayer's input "
+               "instead, x + Sublayer(LayerNorm(x)), gives every sublayer inputs of a steady size while the "
+               "gradients flow straight along the residual stream, which makes deep models easier to train.",
     },
     "layer_norm.plain": {
         "numbers": "After it, {tok} (position 1) has mean {mu_out} and std {sd_out}; the learned γ and β can move "

@@ -33,14 +33,16 @@ def activation_for(name, origin: str) -> str:
     return HF_ACTIVATIONS[name]
 
 
-def config_from_bert(hf, directory: Path, name: str, cls_token: str, sep_token: str) -> TransformerConfig:
-    """transformers.BertConfig → TransformerConfig of an encoder-only model with BERT's departures turned on."""
+def config_from_bert(hf, directory: Path, name: str, cls_token: str, sep_token: str,
+                     family: str = "BERT") -> TransformerConfig:  # fmt: skip
+    """transformers.BertConfig (or RobertaConfig) → TransformerConfig of an encoder-only model with BERT's
+    departures turned on."""
     origin = str(directory / "config.json")
     position_type = getattr(hf, "position_embedding_type", "absolute")
     if position_type != "absolute":
         raise UserError(f"{origin} uses {position_type!r} position embeddings; scratchformer supports 'absolute' only.")
     if getattr(hf, "is_decoder", False) or getattr(hf, "add_cross_attention", False):
-        raise UserError(f"{origin} describes a BERT decoder; scratchformer opens BERT encoders only.")
+        raise UserError(f"{origin} describes a {family} decoder; scratchformer opens {family} encoders only.")
     return TransformerConfig(
         d_model=hf.hidden_size,
         n_heads=hf.num_attention_heads,
@@ -70,7 +72,8 @@ def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     """Our state_dict from BERT's tensor names; query/key/value are stacked into our fused qkv."""
     d, state = c.d_model, {}
     state["src_embed.tokens.weight"] = w.take((c.src_vocab_size, d), "embeddings.word_embeddings.weight")
-    state["src_embed.positions.weight"] = w.take((c.max_len, d), "embeddings.position_embeddings.weight")
+    n_positions = c.max_len + c.position_offset  # RoBERTa's table also holds the rows below its offset
+    state["src_embed.positions.weight"] = w.take((n_positions, d), "embeddings.position_embeddings.weight")
     if c.type_vocab_size:
         types = w.take((c.type_vocab_size, d), "embeddings.token_type_embeddings.weight")
         state["src_embed.token_types.weight"] = types
@@ -87,6 +90,14 @@ def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     return state
 
 
+def require_cls_sep(hf, directory: Path, needs: str = "BERT needs [CLS] and [SEP]") -> None:
+    """UserError unless the tokenizer has the classification and separator tokens the encoder wraps text in."""
+    for role in ("cls_token", "sep_token"):
+        if getattr(hf, role, None) is None:
+            what = role.replace("_", " ")
+            raise UserError(f"The tokenizer in {directory} has no {what}; {needs}.")
+
+
 def bert_tokenizer(directory: Path) -> TextTokenizer:
     """The folder's WordPiece tokenizer: tokenizer.json if present, else vocab.txt."""
     if (directory / "tokenizer.json").is_file():
@@ -100,10 +111,7 @@ def bert_tokenizer(directory: Path) -> TextTokenizer:
             raise UserError(f"The tokenizer in {directory} (vocab.txt) cannot be read: {exc}.") from exc
     else:
         raise UserError(f"{directory} has no tokenizer (tokenizer.json or vocab.txt).")
-    for role in ("cls_token", "sep_token"):
-        if getattr(hf, role, None) is None:
-            what = role.replace("_", " ")
-            raise UserError(f"The tokenizer in {directory} has no {what}; BERT needs [CLS] and [SEP].")
+    require_cls_sep(hf, directory)
     return TextTokenizer(hf, tokenizer_label(hf), "wordpiece")
 
 

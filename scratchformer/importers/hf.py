@@ -6,6 +6,7 @@ and the tokenizer files. Nothing is downloaded and no code from the folder runs 
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
@@ -14,7 +15,15 @@ import torch
 
 from ..errors import UserError
 
-SUPPORTED = ("bert", "marian")
+# model_type → (module, loader): each family's importer is imported only when a folder of that family is opened.
+LOADERS = {
+    "bert": ("bert", "load_bert"),
+    "distilbert": ("distilbert", "load_distilbert"),
+    "gpt2": ("gpt2", "load_gpt2"),
+    "marian": ("marian", "load_marian"),
+    "roberta": ("roberta", "load_roberta"),
+}
+SUPPORTED = tuple(LOADERS)
 
 
 def read_hf_config(directory: Path) -> dict:
@@ -32,21 +41,17 @@ def read_hf_config(directory: Path) -> dict:
 
 
 def load_hf_directory(path: str | Path, device: str | torch.device = "cpu"):
-    """A local Hugging Face model folder (BERT-family encoder or MarianMT) → ModelBundle on `device`."""
+    """A local Hugging Face model folder (BERT, RoBERTa, DistilBERT, GPT-2 or MarianMT) → ModelBundle on `device`."""
     directory = Path(path).expanduser()
     if not directory.is_dir():
         raise UserError(f"{directory} is not a folder.")
     model_type = read_hf_config(directory).get("model_type")
-    if model_type == "bert":
-        from .bert import load_bert
-
-        return load_bert(directory, device)
-    if model_type == "marian":
-        from .marian import load_marian
-
-        return load_marian(directory, device)
+    if model_type in LOADERS:
+        module, loader = LOADERS[model_type]
+        return getattr(importlib.import_module(f"{__package__}.{module}"), loader)(directory, device)
     what = f"a {model_type!r} model" if model_type else "a model without a model_type"
-    raise UserError(f"{directory} is {what}; scratchformer can open bert, marian and scratchformer checkpoints.")
+    raise UserError(f"{directory} is {what}; scratchformer can open {', '.join(SUPPORTED)} and scratchformer "
+                    "checkpoints.")  # fmt: skip
 
 
 def hf_config(config_class, directory: Path):

@@ -30,6 +30,18 @@ def block_key(step: Step) -> str:
     return step.sublayer
 
 
+def _residual_blocks(config, sublayer: Block, add_norm: str, column: str, layer: int) -> list[Block]:
+    """A sublayer with its Add & Norm, in the order the model computes them.
+
+    Post-LN (the paper): sublayer, then "Add & Norm". Pre-LN (config.norm_first): a "LayerNorm" block (the
+    `<add_norm>.norm` steps) before the sublayer, then "Add" (the residual sum, with no norm after it).
+    """
+    if config.norm_first:
+        return [Block(f"{add_norm}.norm", "LayerNorm", column, "norm", layer), sublayer,
+                Block(add_norm, "Add", column, "add_norm", layer)]  # fmt: skip
+    return [sublayer, Block(add_norm, "Add & Norm", column, "add_norm", layer)]
+
+
 def architecture(config) -> list[Block]:
     """The blocks of a model in reading order, from its config (any layer count; only the stacks it has)."""
     blocks: list[Block] = []
@@ -39,12 +51,11 @@ def architecture(config) -> list[Block]:
             Block("src_embed.positional", "⊕ Positional encoding", "encoder", "positional"),
         ]
         for i in range(config.n_encoder_layers):
-            blocks += [
-                Block(f"encoder.{i}.self_attn", "Multi-head self-attention", "encoder", "attention", i),
-                Block(f"encoder.{i}.add_norm1", "Add & Norm", "encoder", "add_norm", i),
-                Block(f"encoder.{i}.ffn", "Feed-forward", "encoder", "ffn", i),
-                Block(f"encoder.{i}.add_norm2", "Add & Norm", "encoder", "add_norm", i),
-            ]
+            n = f"encoder.{i}"
+            attn = Block(f"{n}.self_attn", "Multi-head self-attention", "encoder", "attention", i)
+            blocks += _residual_blocks(config, attn, f"{n}.add_norm1", "encoder", i)
+            ffn = Block(f"{n}.ffn", "Feed-forward", "encoder", "ffn", i)
+            blocks += _residual_blocks(config, ffn, f"{n}.add_norm2", "encoder", i)
         if config.final_layer_norm:
             blocks.append(Block("encoder.final_norm", "Final LayerNorm", "encoder", "norm"))
     if config.has_decoder:
@@ -53,19 +64,15 @@ def architecture(config) -> list[Block]:
             Block("tgt_embed.positional", "⊕ Positional encoding", "decoder", "positional"),
         ]
         for i in range(config.n_decoder_layers):
-            blocks += [
-                Block(f"decoder.{i}.self_attn", "Masked self-attention", "decoder", "attention", i),
-                Block(f"decoder.{i}.add_norm1", "Add & Norm", "decoder", "add_norm", i),
-            ]
-            if config.has_encoder:
-                blocks += [
-                    Block(f"decoder.{i}.cross_attn", "Cross-attention", "decoder", "attention", i),
-                    Block(f"decoder.{i}.add_norm2", "Add & Norm", "decoder", "add_norm", i),
-                ]
-            blocks += [  # add_norm3 even without cross-attention: the module and its trace steps keep that name
-                Block(f"decoder.{i}.ffn", "Feed-forward", "decoder", "ffn", i),
-                Block(f"decoder.{i}.add_norm3", "Add & Norm", "decoder", "add_norm", i),
-            ]
+            n = f"decoder.{i}"
+            attn = Block(f"{n}.self_attn", "Masked self-attention", "decoder", "attention", i)
+            blocks += _residual_blocks(config, attn, f"{n}.add_norm1", "decoder", i)
+            if config.has_encoder:  # a decoder-only model (GPT-2) has no cross-attention
+                cross = Block(f"{n}.cross_attn", "Cross-attention", "decoder", "attention", i)
+                blocks += _residual_blocks(config, cross, f"{n}.add_norm2", "decoder", i)
+            # add_norm3 even without cross-attention: the module and its trace steps keep that name
+            ffn = Block(f"{n}.ffn", "Feed-forward", "decoder", "ffn", i)
+            blocks += _residual_blocks(config, ffn, f"{n}.add_norm3", "decoder", i)
         if config.final_layer_norm:
             blocks.append(Block("decoder.final_norm", "Final LayerNorm", "decoder", "norm"))
         blocks += [

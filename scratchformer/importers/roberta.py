@@ -1,0 +1,65 @@
+"""RoBERTa encoders from a local Hugging Face folder → an encoder-only scratchformer.
+
+RoBERTa is BERT's architecture (see bert.py for those departures: learned positions, token-type embeddings,
+LayerNorm on the embeddings, no √d_model scaling, GELU) with one more: position ids start at padding_idx + 1
+(position_offset), so its table of max_position_embeddings rows holds max_position_embeddings − padding_idx − 1
+usable positions (512 for roberta-base). transformers gives padded positions the id padding_idx instead; only those
+padded rows differ, and no real token ever attends to them. Its single token type adds one learned vector to
+every token. The tokenizer is GPT-2's byte-level BPE with <s> … </s> around the text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from ..bundle import ModelBundle
+from ..errors import UserError
+from ..tokenizers import TextTokenizer
+from .bert import bert_state, config_from_bert, require_cls_sep
+from .hf import hf_config, model_name, read_hf_config, tokenizer_label
+from .weights import build_model
+
+
+def roberta_tokenizer(directory: Path) -> TextTokenizer:
+    """The folder's byte-level BPE: tokenizer.json, or vocab.json + merges.txt (transformers' RoBERTa class)."""
+    has_json = (directory / "tokenizer.json").is_file()
+    if not has_json and not ((directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()):
+        raise UserError(f"{directory} has no tokenizer (tokenizer.json, or vocab.json + merges.txt).")
+    from transformers import RobertaTokenizerFast
+
+    try:
+        hf = RobertaTokenizerFast.from_pretrained(str(directory), local_files_only=True)
+    except Exception as exc:  # a damaged tokenizer file: one sentence
+        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    require_cls_sep(hf, directory, "RoBERTa needs <s> and </s>")
+    return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")  # byte-level BPE: 'Ġ' is shown as a space
+
+
+def load_roberta(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
+    """A RoBERTa folder → ModelBundle of an encoder-only scratchformer model in eval mode."""
+    from transformers import RobertaConfig
+
+    data = read_hf_config(directory)
+    hf = hf_config(RobertaConfig, directory)
+    tokenizer = roberta_tokenizer(directory)
+    name = model_name(directory, data)
+    config = config_from_bert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token),
+                              family="RoBERTa")  # fmt: skip
+    offset = (hf.pad_token_id if hf.pad_token_id is not None else 0) + 1  # positions count from padding_idx + 1
+    if hf.max_position_embeddings <= offset:
+        raise UserError(
+            f"{directory / 'config.json'} has {hf.max_position_embeddings} position embeddings, which leaves none "
+            f"after RoBERTa's offset of {offset}."
+        )
+    config = dataclasses.replace(config, max_len=hf.max_position_embeddings - offset, position_offset=offset,
+                                 extra={**config.extra, "architecture": "roberta"})  # fmt: skip
+    if tokenizer.vocab_size > config.src_vocab_size:
+        raise UserError(
+            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
+            f"has {config.src_vocab_size}."
+        )
+    model = build_model(directory, config, bert_state, prefixes=("", "roberta."))
+    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

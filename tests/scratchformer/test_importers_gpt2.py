@@ -1,0 +1,180 @@
+"""GPT-2 import: a small random GPT2LMHeadModel saved with the walkthrough's GPT-2 tokenizer, opened through
+load_model(path), equals transformers' eager implementation on every hidden state, attention map and logit of a
+padded batch; the trace shows the pre-LN norms before their sublayers; the diagram has no cross-attention."""
+
+import json
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from scratchformer.bundle import load_model
+from scratchformer.departures import departures
+from scratchformer.errors import UserError
+from scratchformer.plotdata.blocks import architecture, block_key
+from scratchformer.tokenizers import gpt2_tokenizer
+
+SENTENCES = ["machine learning using PyTorch is fun", "Attention is all you need."]
+ATOL = 1e-4
+N_LAYER = 2
+
+
+def _save_gpt2(directory, seed=0, **overrides):
+    values = dict(vocab_size=50257, n_positions=32, n_embd=32, n_layer=N_LAYER, n_head=4,
+                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    values.update(overrides)
+    torch.manual_seed(seed)
+    ref = GPT2LMHeadModel(GPT2Config(**values))
+    with torch.no_grad():  # sharpen attention: default init gives near-flat maps that hide mistakes
+        d = values["n_embd"]
+        for block in ref.transformer.h:
+            block.attn.c_attn.weight[:, : 2 * d] *= 15.0  # W^Q and W^K (Conv1D: (in, out), Q K V side by side)
+            block.attn.c_attn.bias.normal_(0, 0.5)
+            block.ln_1.weight.normal_(1.0, 0.3)
+            block.ln_2.bias.normal_(0, 0.3)
+        ref.transformer.wpe.weight.mul_(20.0)  # positions that matter
+    ref.save_pretrained(str(directory), safe_serialization=True)
+    gpt2_tokenizer().hf.save_pretrained(str(directory))
+    return GPT2LMHeadModel.from_pretrained(str(directory), attn_implementation="eager").eval()
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("gpt2-tiny")
+    ref = _save_gpt2(directory)
+    return directory, ref
+
+
+def _batch(bundle, sentences):
+    """Right-padded (B, T) ids [<|endoftext|>, text…] and (B, T) bool padding, as the walkthrough starts them."""
+    rows = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(s) for s in sentences]
+    n = max(map(len, rows))
+    eot = bundle.config.eos_id
+    ids = torch.tensor([r + [eot] * (n - len(r)) for r in rows])  # (B, T)
+    pad = torch.tensor([[False] * len(r) + [True] * (n - len(r)) for r in rows])  # (B, T)
+    return ids, pad
+
+
+def _max_diffs(bundle, ref, ids, pad):
+    with torch.no_grad():
+        expected = ref(input_ids=ids, attention_mask=(~pad).long(), output_hidden_states=True,
+                       output_attentions=True)  # fmt: skip
+    logits, trace = bundle.model.run_with_trace(None, ids, None, pad)
+    n = bundle.config.n_decoder_layers
+    # transformers' hidden_states: the embeddings, the input of each later block, then ln_f of the last one
+    ours = [trace["tgt_embed.sum"].tensor]
+    ours += [trace[f"decoder.{i}.add_norm3.residual"].tensor for i in range(n - 1)]
+    ours.append(trace["decoder.final_norm.out"].tensor)
+    pairs = {f"hidden {i}": (a, b) for i, (a, b) in enumerate(zip(ours, expected.hidden_states, strict=True))}
+    for i in range(n):
+        pairs[f"attention {i}"] = (trace[f"decoder.{i}.self_attn.weights"].tensor, expected.attentions[i])
+    pairs["logits"] = (logits, expected.logits)
+    # Every row, padded ones included: with right padding a padded query still sees the real tokens before it.
+    diffs = {}
+    for what, (a, b) in pairs.items():
+        assert a.shape == b.shape, what
+        diffs[what] = (a - b).abs().max().item()
+    return diffs
+
+
+def test_gpt2_padded_batch_matches_transformers(gpt2_dir):
+    directory, ref = gpt2_dir
+    bundle = load_model(str(directory))
+    ids, pad = _batch(bundle, SENTENCES)
+    assert pad.any() and not pad[:, 0].any()
+    diffs = _max_diffs(bundle, ref, ids, pad)
+    assert max(diffs.values()) < ATOL, diffs
+    _, trace = bundle.model.run_with_trace(None, ids, None, pad)
+    for i in range(N_LAYER):  # rows from the third token on could spread out; they must not be near-uniform
+        peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 2:].max(-1).values.mean()
+        assert peak > 0.5, f"layer {i}: attention too flat to tell implementations apart ({peak:.2f})"
+
+
+def test_gpt2_fast_path_and_single_sentence_match(gpt2_dir):
+    directory, ref = gpt2_dir
+    bundle = load_model(str(directory))
+    ids, pad = _batch(bundle, SENTENCES)
+    with torch.no_grad():
+        expected = ref(input_ids=ids, attention_mask=(~pad).long()).logits
+        got = bundle.model(None, ids, tgt_pad=pad)  # untraced: the fused attention kernel
+        one = bundle.model(None, ids[:1, :5])  # no padding: the pure causal path
+        expected_one = ref(input_ids=ids[:1, :5]).logits
+    assert (got - expected).abs().max() < ATOL
+    assert (one - expected_one).abs().max() < ATOL
+
+
+def test_gpt2_config_departures_and_tokenizer(gpt2_dir):
+    directory, _ = gpt2_dir
+    bundle = load_model(str(directory))
+    c = bundle.config
+    assert (c.n_encoder_layers, c.n_decoder_layers, c.d_ff) == (0, N_LAYER, 128)
+    assert (c.norm_first, c.final_layer_norm, c.positional, c.activation, c.scale_embedding, c.tie_output) == (
+        True, True, "learned", "gelu_tanh", False, True)
+    assert bundle.model.generator.proj.weight is bundle.model.tgt_embed.tokens.weight
+    listed = departures(c)
+    for phrase in ("decoder-only", "pre-LN", "learned position embeddings", "GELU (tanh approximation)",
+                   "final LayerNorm after the decoder stack", "not scaled by √d_model"):
+        assert any(phrase in d for d in listed), (phrase, listed)
+    tok = bundle.tgt_tokenizer
+    walkthrough = "<|endoftext|> machine learning using PyTorch"
+    assert tok.encode(walkthrough) == [50256, 4572, 4673, 1262, 9485, 15884, 354]
+    assert tok.unknown_words(walkthrough) == []
+    inputs = bundle.prepare("machine learning")
+    assert inputs.src is None and inputs.tgt[0, 0].item() == 50256
+    assert inputs.target_tokens == [["<|endoftext|>", "machine", " learning"]]
+
+
+def test_gpt2_trace_shows_pre_norm_steps(gpt2_dir):
+    directory, _ = gpt2_dir
+    bundle = load_model(str(directory))
+    _, trace = bundle.run(bundle.prepare("machine learning"))
+    attention = ["qkv", "q", "k", "v", "scores", "scaled_scores", "mask", "masked_scores", "weights", "context",
+                 "concat", "out"]  # fmt: skip
+    layer0 = (["decoder.0.add_norm1.norm"] + [f"decoder.0.self_attn.{s}" for s in attention]
+              + ["decoder.0.add_norm1.residual", "decoder.0.add_norm3.norm", "decoder.0.ffn.hidden",
+                 "decoder.0.ffn.out", "decoder.0.add_norm3.residual"])  # fmt: skip
+    names = trace.names()
+    assert names[:4] == ["tgt_embed.tokens", "tgt_embed.lookup", "tgt_embed.positional_encoding", "tgt_embed.sum"]
+    assert names[4 : 4 + len(layer0)] == layer0
+    assert names[-3:] == ["decoder.final_norm.out", "generator.logits", "generator.probs"]
+    assert not any("cross_attn" in n or "add_norm2" in n for n in names)
+    norm = trace["decoder.0.add_norm1.norm"]
+    assert (norm.kind, norm.sublayer) == ("layer_norm", "decoder.0.add_norm1.norm")
+    assert trace["decoder.0.add_norm1.residual"].formula == "x + Sublayer(LayerNorm(x))"
+    # The diagram: each norm before its sublayer, no cross-attention, and every step inside a drawn block.
+    keys = [b.key for b in architecture(bundle.config)]
+    assert keys[2:8] == ["decoder.0.add_norm1.norm", "decoder.0.self_attn", "decoder.0.add_norm1",
+                         "decoder.0.add_norm3.norm", "decoder.0.ffn", "decoder.0.add_norm3"]  # fmt: skip
+    assert not any("cross_attn" in k for k in keys)
+    firsts = list(dict.fromkeys(block_key(s) for s in trace))
+    assert firsts == keys, "the trace must walk the diagram's blocks in the diagram's order"
+
+
+def test_gpt2_untied_output_head(tmp_path):
+    ref = _save_gpt2(tmp_path, seed=2, tie_word_embeddings=False, n_layer=1, n_inner=48)
+    with torch.no_grad():
+        ref.lm_head.weight.normal_(0, 0.2)
+    ref.save_pretrained(str(tmp_path), safe_serialization=True)
+    bundle = load_model(str(tmp_path))
+    assert not bundle.config.tie_output and bundle.config.d_ff == 48
+    ids, pad = _batch(bundle, SENTENCES)
+    diffs = _max_diffs(bundle, ref, ids, pad)
+    assert max(diffs.values()) < ATOL, diffs
+
+
+def test_gpt2_folder_problems_are_one_sentence(tmp_path):
+    _save_gpt2(tmp_path, n_layer=1)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["add_cross_attention"] = True
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match="adds cross-attention to GPT-2"):
+        load_model(str(tmp_path))
+    config["add_cross_attention"] = False
+    config["n_embd"] = 64
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match=r"weight transformer\.wte\.weight has shape \(50257, 32\) but config\.json "
+                                        r"says \(50257, 64\)"):  # fmt: skip
+        load_model(str(tmp_path))
+    (tmp_path / "tokenizer.json").unlink()
+    with pytest.raises(UserError, match="has no tokenizer"):
+        load_model(str(tmp_path))
