@@ -53,8 +53,13 @@ class RunBanner(QWidget):
         self.translation.setFont(font)
         self.translation.setStyleSheet("color: #14457a;")
         self.translation.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.departures = QLabel()
+        self.departures.setWordWrap(True)
+        self.departures.setStyleSheet("color: #7a4b00;")
+        self.departures.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         text_box.addWidget(self.translation)
         text_box.addWidget(self.caption)
+        text_box.addWidget(self.departures)
         outer.addLayout(text_box, 1)
         self.untrained = QLabel(UNTRAINED)
         self.untrained.setStyleSheet(
@@ -70,14 +75,17 @@ class RunBanner(QWidget):
         self.setVisible(False)
 
     def show_run(self, mode: str, translation: str, n_target: int, untrained: bool,
-                 windows: tuple[int, int] | None = None) -> None:
+                 windows: tuple[int, int] | None = None, departures: list[str] | None = None) -> None:
+        """`departures`: how the model differs from the 2017 paper (scratchformer.departures); none, no line."""
+        self.departures.setText("Departures from the 2017 paper: " + "; ".join(departures) if departures else "")
+        self.departures.setVisible(bool(departures))
         big = translation if mode == "generated" else ""
         self.translation.setText(big)
         self.translation.setVisible(bool(big))
         self.caption.setText(decoder_caption(mode, n_target, windows))
         self.caption.setVisible(bool(self.caption.text()))
         self.untrained.setVisible(untrained)
-        self.setVisible(bool(big or self.caption.text() or untrained or self._offered))
+        self.setVisible(bool(big or self.caption.text() or untrained or self._offered or departures))
 
     def offer_example(self, example: Example | None, model: str = "", known: int = 0, words: int = 0) -> None:
         """Offer `example` because the model knows only `known` of the text's `words` words (None: no offer)."""

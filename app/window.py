@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.bundle import default_model_name, examples_of
+from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.examples import Example
 from scratchformer.plotdata import Heatmap, block_key, block_steps, step_heatmap
@@ -380,7 +381,7 @@ class MainWindow(QMainWindow):
         inputs, bundle = result.inputs, result.bundle
         n_target = len(inputs.target_tokens[0]) if inputs.target_tokens else 0
         self.banner.show_run(inputs.decoder_input, inputs.translation, n_target, bundle.untrained,
-                             result.request.windows)
+                             result.request.windows, departures(bundle.config))
         self.input_bar.update_decoder_label(inputs.decoder_input)
         offer, known, words = teaching.should_offer(bundle.src_tokenizer, result.request.source)
         examples = bundle.examples()

@@ -299,7 +299,9 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
         if not (path / "config.json").is_file():
             raise UserError(f"{path} is not a model folder: it has no config.json.")
         if is_hf_config(path / "config.json"):
-            from .importers import load_hf_directory  # Hugging Face directories (BERT, MarianMT)
+            from .importers import (
+                load_hf_directory,  # Hugging Face directories (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT)
+            )
 
             return load_hf_directory(path, dev)
         model, src_tok, tgt_tok = load_checkpoint(path, dev)  # says precisely what is missing or damaged

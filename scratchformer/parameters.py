@@ -202,10 +202,14 @@ def _layer(c: _Counter, stack: str, i: int, layer: nn.Module) -> None:
             _attention(c, key, name == "cross_attn")
         elif name == "ffn":
             _ffn(c, key)
+        elif c.config.norm_first:  # pre-LN: the diagram's "LayerNorm" block before the sublayer, then "Add"
+            _norm(c, f"{key}.norm", f"{key}.norm", "LayerNorm's γ (scale) and β (shift), one each per feature")
+            parts.append(f"{key}.norm")
+            c.block(key, [], 0, "0", "the residual add has no parameters")
         else:
             _norm(c, key, f"{key}.norm", _ADD_NORM_NOTE)
         parts.append(key)
-    c.aggregate(n, parts, [p.rsplit(".", 1)[1] for p in parts])
+    c.aggregate(n, parts, [p[len(n) + 1:] for p in parts])  # "self_attn", …, "add_norm1.norm" under pre-LN
 
 
 def _stack(c: _Counter, stack: str, layers: nn.ModuleList, norm: nn.Module | None) -> None:

@@ -166,6 +166,7 @@ BLOCK_NAMES = {
     "add_norm3": "Add & Norm 3",
     "generator": "Output",
     "final_norm": "Final LayerNorm",
+    "norm": "LayerNorm",  # a pre-LN model's norm before its sublayer: "Add & Norm 1 › LayerNorm"
 }
 
 

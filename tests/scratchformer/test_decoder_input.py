@@ -105,3 +105,12 @@ def test_trace_explain_adds_an_explanation_to_every_step(capsys):
     table = capsys.readouterr().out
     assert "Why:" in table and "decoder input: the model's own output" in table
     assert "the model's output: हम दोस्त हैं" in table
+
+
+def test_trace_lists_departures_from_the_paper(capsys):
+    from scratchformer.departures import departures
+
+    assert trace_json(capsys, "--model", "en-hi", "--source", "we are friends")["model"]["departures"] == []
+    assert main(["trace", "--model", "blog", "--source", "machine learning", "--start-only"]) == 0
+    assert "departures from the 2017 paper: none" in capsys.readouterr().out
+    assert departures(load_model("paper").config) == []

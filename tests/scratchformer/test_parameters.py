@@ -153,3 +153,19 @@ def test_bert_encoder_only():
     assert counts["src_embed.positional"].count == 512 * 384 + 2 * 384
     assert counts["embeddings"].count == size([model.src_embed])
     assert counts["total"].count == 22_565_376  # all-MiniLM-L6-v2 without its pooler
+
+
+def test_pre_ln_counts_each_layernorm_in_its_own_block():
+    from scratchformer.config import TransformerConfig
+    from scratchformer.model import Transformer
+    from scratchformer.plotdata import architecture
+
+    config = TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
+                               norm_first=True, final_layer_norm=True, src_vocab_size=20, tgt_vocab_size=20)
+    model = Transformer(config)
+    counts = parameter_counts(model)
+    assert counts["decoder.0.add_norm2.norm"].count == sum(p.numel() for p in model.decoder[0].add_norm2.parameters())
+    assert counts["decoder.0.add_norm2"].count == 0  # the Add after the sublayer has no parameters
+    assert counts["encoder.0"].count == sum(p.numel() for p in model.encoder[0].parameters())
+    assert counts["total"].count == sum(p.numel() for p in model.parameters())
+    assert all(b.key in counts for b in architecture(config))  # every block the diagram draws has a count
