@@ -44,6 +44,7 @@ DECODER_INPUT = {  # what the label beside the target says the decoder reads
     "typed": "decoder input = your target (teacher forcing)",
     "start_only": "decoder input = the start token only",
     "windows": "decoder input = each window shifted right",
+    "prompt": "decoder input = your text (a decoder-only model)",
     "none": "",
 }
 MAX_FIELD_CHARS = 100_000  # a loaded file beyond this is cut (the model reads at most max_len tokens anyway)
@@ -101,6 +102,7 @@ class InputBar(QWidget):
         self.source_edit.setPlaceholderText("Source sentence (what the encoder reads)")
         self.source_edit.textEdited.connect(self._source_edited)
         self.reads_target = True  # the current model is an encoder-decoder (known after its first run)
+        self.decoder_only = False
         self.target_edit = QLineEdit()
         self.target_edit.setMaxLength(MAX_FIELD_CHARS)
         self.target_edit.setPlaceholderText(TARGET_PLACEHOLDER)
@@ -224,6 +226,7 @@ class InputBar(QWidget):
             changed = index != self._last_model_index
             self._last_model_index = index
             self.reads_target = True  # until a run of the new model says otherwise
+            self.decoder_only = False
             self._update_target_field()
             if changed:
                 if previous not in (None, OPEN_ITEM):
@@ -268,8 +271,12 @@ class InputBar(QWidget):
 
     def update_decoder_label(self, mode: str | None = None) -> None:
         """Say what the decoder will read (before a run) or read (after one: `mode` from the run's inputs)."""
+        if mode == "typed" and self.decoder_only:
+            mode = "prompt"
         if mode is None:
-            if not self.reads_target:
+            if self.decoder_only:
+                mode = "windows" if self.windows is not None else "prompt"
+            elif not self.reads_target:
                 mode = "none"
             elif self.windows is not None:
                 mode = "windows"
@@ -294,6 +301,7 @@ class InputBar(QWidget):
             self.model_combo.setItemText(i, name)
             self.model_combo.setItemData(i, spec, Qt.ItemDataRole.ToolTipRole)
         self.reads_target = config.has_encoder and config.has_decoder
+        self.decoder_only = config.has_decoder and not config.has_encoder
         self._update_target_field()
 
     def _update_target_field(self) -> None:

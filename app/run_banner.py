@@ -19,6 +19,9 @@ def decoder_caption(mode: str, n_target: int, windows: tuple[int, int] | None = 
     if mode == "typed":
         return (f"Teacher forcing: the decoder reads your target behind the start token ({n_target} rows); "
                 "row t predicts token t+1.")
+    if mode == "prompt":
+        return (f"A decoder-only model: the decoder reads your text behind the start token ({n_target} rows); "
+                "row t predicts token t+1.")
     if mode == "start_only":
         return "The decoder reads the start token alone: one row, which predicts the first token."
     if mode == "windows" and windows is not None:

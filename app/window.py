@@ -380,7 +380,9 @@ class MainWindow(QMainWindow):
         the model's example when it knows few of the words."""
         inputs, bundle = result.inputs, result.bundle
         n_target = len(inputs.target_tokens[0]) if inputs.target_tokens else 0
-        self.banner.show_run(inputs.decoder_input, inputs.translation, n_target, bundle.untrained,
+        decoder_only = bundle.config.has_decoder and not bundle.config.has_encoder
+        mode = "prompt" if decoder_only and inputs.decoder_input == "typed" else inputs.decoder_input
+        self.banner.show_run(mode, inputs.translation, n_target, bundle.untrained,
                              result.request.windows, departures(bundle.config))
         self.input_bar.update_decoder_label(inputs.decoder_input)
         offer, known, words = teaching.should_offer(bundle.src_tokenizer, result.request.source)

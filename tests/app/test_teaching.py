@@ -199,3 +199,16 @@ def test_departures_from_the_paper_are_listed_for_the_loaded_model(qtbot, make_w
     listed = departures(w.current_bundle().config)
     assert listed and w.banner.departures.isVisible()
     assert all(d in w.banner.departures.text() for d in listed) and "GELU" in w.banner.departures.text()
+
+
+def test_a_decoder_only_model_reads_the_typed_text_and_shows_its_pre_ln_steps(qtbot, make_window, tmp_path):
+    from tests.scratchformer.test_importers_gpt2 import _save_gpt2
+
+    _save_gpt2(tmp_path / "gpt2")
+    w = make_window(source="machine learning using PyTorch", target="", model=str(tmp_path / "gpt2"))
+    run_and_wait(qtbot, w)
+    assert w.input_bar.decoder_label.text() == "decoder input = your text (a decoder-only model)"
+    assert "decoder-only" in w.banner.caption.text() and "pre-LN" in w.banner.departures.text()
+    w.go_to_step("decoder.0.add_norm1.norm")
+    assert "Pre-LN" in w.explain_panel.plain_text()
+    assert "LayerNorm" in w.diagram.items_by_key["decoder.0.add_norm1.norm"].toolTip()
