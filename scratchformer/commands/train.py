@@ -1,4 +1,8 @@
-"""`scratchformer train`: train a model on a built-in task, a TSV of pairs or a text file; resume a run."""
+"""`scratchformer train`: train a model on a built-in task, a TSV of pairs or a text file; resume a run.
+
+Started by torchrun (`torchrun --nproc-per-node=N -m scratchformer train …`), every process runs this command
+as one rank of a DistributedDataParallel run; only rank 0 prints and writes.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import argparse
 import sys
 
 from ..errors import UserError
-from ..training import TrainOptions, resumed_options, train
+from ..training import TrainOptions, resumed_options, session, train
 
 DEFAULTS = TrainOptions()
 
@@ -25,7 +29,9 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="checkpoint folder to write (default runs/<task>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run saved in DIR (its resume/ state)")
     p.add_argument("--epochs", type=int, help=f"epochs in total (default {DEFAULTS.epochs})")
-    p.add_argument("--batch-tokens", type=int, help=f"padded tokens per batch (default {DEFAULTS.batch_tokens})")
+    p.add_argument("--batch-tokens", type=int,
+                   help=f"padded tokens per batch (default {DEFAULTS.batch_tokens}); under torchrun the whole "
+                   "batch, which the processes share")
     p.add_argument("--d-model", type=int, help=f"default {DEFAULTS.d_model}")
     p.add_argument("--heads", type=int, help=f"default {DEFAULTS.heads}")
     p.add_argument("--layers", type=int, help=f"layers in each stack (default {DEFAULTS.layers})")
@@ -37,7 +43,11 @@ def add_parser(sub) -> None:
     p.add_argument("--seq-len", type=int, help=f"--text: window length (default {DEFAULTS.seq_len})")
     p.add_argument("--seed", type=int, help="fixes data order, initial weights and dropout (default 0)")
     p.add_argument("--device", help="cpu or cuda (default cpu)")
-    p.add_argument("--threads", type=int, help="CPU threads for torch (default 2)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch, per process (default 2)")
+    p.add_argument("--precision", choices=("fp32", "bf16"),
+                   help="bf16: mixed precision with torch.autocast on CUDA (default fp32)")
+    p.add_argument("--dist-timeout", type=float, default=10.0, metavar="MINUTES",
+                   help="under torchrun: how long a process waits for the others before giving up (default 10)")
     p.add_argument("--max-minutes", type=float, help="stop (and save) after this many minutes")
     p.add_argument("--max-steps", type=int, help="stop (and save) after this many updates")
     p.add_argument("--no-resume-state", action="store_true",
@@ -52,7 +62,7 @@ def add_parser(sub) -> None:
 
 
 _FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
-           "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads",
+           "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads", "precision",
            "max_minutes", "max_steps", "name", "align_weight", "align_layer", "align_head")
 
 
@@ -86,7 +96,19 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
 
 def run(args: argparse.Namespace) -> int:
     opts = options_from_args(args)
-    result = train(opts, resume=args.resume, progress=not args.quiet)
+    timeout = getattr(args, "dist_timeout", 10.0)
+    if timeout <= 0:
+        raise UserError(f"--dist-timeout must be more than 0 minutes, not {timeout:g}.")
+    # Without torchrun (no WORLD_SIZE in the environment) the session is the one plain process.
+    with session(opts.device, timeout) as dist:
+        try:
+            result = train(opts, resume=args.resume, progress=not args.quiet, dist=dist)
+        except UserError:
+            if not dist.is_main:
+                return 2  # every rank meets the same mistake: rank 0 alone says it
+            raise
+        if not dist.is_main:
+            return 0
     last = result["history"][-1] if result["history"] else {}
     em = last.get("valid_exact_match")
     best = result["best_valid_loss"]
@@ -94,6 +116,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"saved {what} to {opts.out}; {result['steps']} steps, {result['epochs_done']} epochs, "
           f"{result['wall_seconds']:.0f} s" + (f", last valid exact match {em:.1%}" if em is not None else ""))
     if result["stopped"] not in ("finished",):
-        print(f"stopped early ({result['stopped']}); continue with: scratchformer train --resume {opts.out}",
-              file=sys.stderr)
+        again = "torchrun [its options] -m scratchformer train" if dist.active else "scratchformer train"
+        print(f"stopped early ({result['stopped']}); continue with: {again} --resume {opts.out}", file=sys.stderr)
     return 0

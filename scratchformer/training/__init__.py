@@ -6,8 +6,9 @@ the full training state (model, Adam moments, step, random-number states) goes t
 safetensors + JSON, so a run can be resumed and a fixed seed reproduces it.
 
 Modules: formulas (the paper's learning-rate schedule and label-smoothed loss), data (examples, batches and
-where they come from), options (what a run is asked to do and the model it builds) and trainer (the Trainer,
-its resume state, and the prepare / train driver). Import the names from here.
+where they come from), options (what a run is asked to do and the model it builds), trainer (the Trainer,
+its resume state, and the prepare / train driver) and distributed (torchrun's process group and DDP: one
+process's share of each batch). Import the names from here.
 """
 
 from .data import (
@@ -22,6 +23,7 @@ from .data import (
     token_batches,
     tsv_splits,
 )
+from .distributed import Distributed, session
 from .formulas import (
     IGNORE,
     label_smoothed_loss,
@@ -46,6 +48,7 @@ from .trainer import (
 
 __all__ = [
     "Batch",
+    "Distributed",
     "EpochResult",
     "Example",
     "IGNORE",
@@ -65,6 +68,7 @@ __all__ = [
     "prepare",
     "resume_dir",
     "resumed_options",
+    "session",
     "task_splits",
     "text_data",
     "token_batches",

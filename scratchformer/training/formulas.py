@@ -14,10 +14,15 @@ def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float = 0.1) -> torch.Tensor:
-    """Mean cross-entropy against (1 − ε)·one-hot + ε/V (paper §5.4, ε_ls = 0.1) over non-padding labels.
+def label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float = 0.1,
+                        reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy against (1 − ε)·one-hot + ε/V (paper §5.4, ε_ls = 0.1) over non-padding labels.
 
-    logits: (B, T, V); labels: (B, T) with IGNORE at padding.
+    logits: (B, T, V); labels: (B, T) with IGNORE at padding. reduction "mean" averages over the non-padding
+    labels, "sum" adds them up (training divides that sum by the token count of the whole — possibly
+    distributed — batch). Computed in float32 at least, also under bf16 autocast.
     """
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                           ignore_index=IGNORE, label_smoothing=smoothing)
+    if logits.dtype not in (torch.float32, torch.float64):
+        logits = logits.float()  # bf16/fp16 logits: softmax and the sum over the vocabulary in float32
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=IGNORE, label_smoothing=smoothing, reduction=reduction)

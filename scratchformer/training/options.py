@@ -29,6 +29,9 @@ class TrainOptions:
     seq_len: int = 32  # --text windows
     seed: int = 0
     device: str = "cpu"
+    # "bf16": the training forward and backward under torch.autocast(bfloat16) on CUDA (weights, Adam and the
+    # loss stay float32); "fp32": everything float32. Not in the paper; off by default.
+    precision: str = "fp32"
     max_minutes: float | None = None
     max_steps: int | None = None
     threads: int = 2

@@ -2,11 +2,14 @@
 
 The best model by validation loss is saved as a checkpoint directory; the full training state (model, Adam
 moments, step, random-number states) goes to `<out>/resume/`, all in safetensors + JSON, so a run can be
-resumed and a fixed seed reproduces it.
+resumed and a fixed seed reproduces it. Under torchrun the same Trainer runs on every rank with a Distributed
+(distributed.py): each rank computes its share of every batch, DDP all-reduces the gradients, validation
+metrics are summed over ranks, and rank 0 alone prints and writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -23,10 +26,10 @@ from safetensors.torch import load_file, save_file
 
 from ..checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from ..decoding import greedy_batch
-from ..device import resolve_device
 from ..errors import UserError
 from ..model import Transformer
 from .data import Batch, Example, TrainData, _retokenize, collate, load_data, token_batches
+from .distributed import Distributed
 from .formulas import IGNORE, label_smoothed_loss, noam_lr
 from .options import TrainOptions, build_config
 
@@ -47,10 +50,17 @@ class EpochResult:
 
 
 class Trainer:
-    """Owns the model, the optimizer and where training stands (epoch, batch within it, step)."""
+    """Owns the model, the optimizer and where training stands (epoch, batch within it, step).
 
-    def __init__(self, model: Transformer, data: TrainData, opts: TrainOptions, device: torch.device) -> None:
+    `dist` says which rank this is (default: the only one). `model` is always the plain Transformer (for
+    validation, decoding and checkpoints); `net` is what training steps call: the model, or DDP around it.
+    """
+
+    def __init__(self, model: Transformer, data: TrainData, opts: TrainOptions, device: torch.device,
+                 dist: Distributed | None = None) -> None:
         self.model, self.data, self.opts, self.device = model, data, opts, device
+        self.dist = dist or Distributed()
+        self.net = self.dist.wrap(model, device)
         # Paper §5.3: Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9; the learning rate is set every step.
         self.optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         self.step = 0  # optimizer updates done
@@ -66,31 +76,45 @@ class Trainer:
     def lr(self) -> float:
         return noam_lr(self.step + 1, self.model.config.d_model, self.opts.warmup, self.opts.lr_scale)
 
-    def train_step(self, batch: Batch) -> float:
-        """One Adam update on one batch (teacher forcing: the decoder reads the gold prefix)."""
-        self.model.train()
+    def train_step(self, batch: Batch, totals: tuple[int, int] | None = None, share: float = 1.0) -> float:
+        """One Adam update on one batch (teacher forcing: the decoder reads the gold prefix); returns its loss.
+
+        Under DDP `batch` is this rank's share of the global batch and `totals` counts the global batch's target
+        tokens and aligned positions (default: this batch's own). The loss is summed over this rank's tokens and
+        divided by the global counts, so the ranks' losses add up to the global batch's mean loss and their
+        gradients to its gradient. A rank with no sentence in a batch runs one with share 0: it must still take
+        part in the gradient all-reduce.
+        """
+        self.net.train()
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr()
+        tokens, aligned = totals or (batch.n_tokens, _aligned(batch))
         captured: dict = {}
         hook = None
-        if self.opts.align_weight > 0 and batch.alignment is not None:
+        if self.opts.align_weight > 0 and batch.alignment is not None and aligned:
             layer = self.model.decoder[self.opts.align_layer].cross_attn
             hook = layer.register_forward_hook(lambda m, args, out: captured.update(x=args[0], memory=args[1]))
-        try:
-            logits = self.model(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad)  # (B, T, V)
-        finally:
-            if hook is not None:
-                hook.remove()
-        loss = label_smoothed_loss(logits, batch.labels, self.opts.label_smoothing)
-        if captured:
-            loss = loss + self.opts.align_weight * self.alignment_loss(captured["x"], captured["memory"], batch)
+        # bf16 autocast (CUDA only, --precision bf16): matrix products in bfloat16, weights and Adam in float32.
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.opts.precision == "bf16"):
+            try:
+                logits = self.net(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad)  # (B, T, V)
+            finally:
+                if hook is not None:
+                    hook.remove()
+            loss = label_smoothed_loss(logits, batch.labels, self.opts.label_smoothing, "sum") / tokens
+            if captured:
+                align = self.alignment_loss(captured["x"], captured["memory"], batch, "sum") / aligned
+                loss = loss + self.opts.align_weight * align
+        loss = loss * share
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        # DDP averages gradients over the ranks; times world_size makes that their sum: the global batch's gradient.
+        (loss * self.dist.world_size if self.dist.active else loss).backward()
         self.optimizer.step()
         self.step += 1
-        return loss.item()
+        return self.dist.sum([loss.item()])[0]
 
-    def alignment_loss(self, x: torch.Tensor, memory: torch.Tensor, batch: Batch) -> torch.Tensor:
+    def alignment_loss(self, x: torch.Tensor, memory: torch.Tensor, batch: Batch,
+                       reduction: str = "mean") -> torch.Tensor:
         """−log a_j[gold_j] for the guided head: its attention row j should sit on target word j's source word."""
         attn = self.model.decoder[self.opts.align_layer].cross_attn
         h, d = self.opts.align_head, attn.d_model
@@ -100,32 +124,57 @@ class Trainer:
         if batch.src_pad is not None:
             scores = scores.masked_fill(batch.src_pad[:, None, :], float("-inf"))
         logp = scores.log_softmax(-1)  # (B, T, S)
-        return F.nll_loss(logp.reshape(-1, logp.shape[-1]), batch.alignment.reshape(-1), ignore_index=IGNORE)
+        return F.nll_loss(logp.reshape(-1, logp.shape[-1]), batch.alignment.reshape(-1), ignore_index=IGNORE,
+                          reduction=reduction)
+
+    def global_step(self, indices: list[int]) -> float:
+        """One update on the global batch `indices`: this rank's share of it, or all of it in a single process."""
+        examples = [self.data.train[i] for i in indices]
+        mine = self.dist.shard(examples)
+        if not self.dist.active:
+            return self.train_step(collate(mine, self.device))
+        totals = (sum(len(e.labels) for e in examples),
+                  sum(a != IGNORE for e in examples for a in e.alignment))
+        self.dist.seed_step(self.opts.seed, self.step)
+        return self.train_step(collate(mine or examples[:1], self.device), totals, share=1.0 if mine else 0.0)
 
     @torch.no_grad()
     def validate(self, examples: list[Example]) -> tuple[float, float]:
-        """(cross-entropy without smoothing, token accuracy) under teacher forcing."""
+        """(cross-entropy without smoothing, token accuracy) under teacher forcing; each rank validates its
+        share of the batches and the sums are added up over the ranks."""
         self.model.eval()
         total, correct, count = 0.0, 0, 0
-        for idx in token_batches(examples, self.opts.batch_tokens * 2, random.Random(0)):
+        for idx in self.dist.shard(token_batches(examples, self.opts.batch_tokens * 2, random.Random(0))):
             batch = collate([examples[i] for i in idx], self.device)
             logits = self.model(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad)  # (B, T, V)
-            total += float(label_smoothed_loss(logits, batch.labels, 0.0)) * batch.n_tokens
+            total += float(label_smoothed_loss(logits, batch.labels, 0.0, "sum"))
             mask = batch.labels != IGNORE
             correct += int(((logits.argmax(-1) == batch.labels) & mask).sum())
             count += batch.n_tokens
+        total, correct, count = self.dist.sum([total, correct, count])
         return total / max(count, 1), correct / max(count, 1)
 
     def exact_match(self, examples: list[Example]) -> float | None:
         if self.data.decoder_only or not examples:
             return None
-        return exact_match(self.model, examples, self.device)
+        mine = self.dist.shard(examples)
+        hits, n = self.dist.sum([_exact_hits(self.model, mine, self.device) if mine else 0, len(mine)])
+        return hits / n
+
+    def out_of_time(self, start_time: float) -> bool:
+        """--max-minutes: every rank must stop at the same step, so in a process group they agree (any rank's
+        clock past the limit stops all); a collective only when the limit is set."""
+        if self.opts.max_minutes is None:
+            return False
+        late = (time.perf_counter() - start_time) / 60 >= self.opts.max_minutes
+        return self.dist.sum([float(late)])[0] > 0
 
     def run(self, progress: bool = True, on_epoch_end=None) -> str:
         """Train until the epochs are done or a limit is reached; returns why it stopped."""
         opts = self.opts
         from tqdm import tqdm
 
+        progress = progress and self.dist.is_main
         start_time = time.perf_counter()
         start_elapsed = self.elapsed
         stop = "finished"
@@ -139,12 +188,11 @@ class Trainer:
                 if opts.max_steps is not None and self.step >= opts.max_steps:
                     stop = "max_steps"
                     break
-                if opts.max_minutes is not None and (time.perf_counter() - start_time) / 60 >= opts.max_minutes:
+                if self.out_of_time(start_time):
                     stop = "max_minutes"
                     break
-                batch = collate([self.data.train[i] for i in batches[self.batch_in_epoch]], self.device)
-                losses.append(self.train_step(batch))
-                tokens += batch.n_tokens
+                losses.append(self.global_step(batches[self.batch_in_epoch]))
+                tokens += sum(len(self.data.train[i].labels) for i in batches[self.batch_in_epoch])
                 self.batch_in_epoch += 1
                 rate = tokens / max(time.perf_counter() - epoch_start, 1e-9)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{rate:,.0f}", lr=f"{self.lr():.2e}", refresh=False)
@@ -226,8 +274,17 @@ class Trainer:
         self.elapsed = float(meta.get("elapsed_seconds", 0.0))
 
 
+def _aligned(batch: Batch) -> int:
+    """Positions with a gold alignment in the batch: what the alignment loss is averaged over."""
+    return 0 if batch.alignment is None else int((batch.alignment != IGNORE).sum())
+
+
 def exact_match(model: Transformer, examples: list[Example], device: torch.device, batch_size: int = 256) -> float:
     """Share of examples whose greedy decode equals the gold target exactly."""
+    return _exact_hits(model, examples, device, batch_size) / len(examples)
+
+
+def _exact_hits(model: Transformer, examples: list[Example], device: torch.device, batch_size: int = 256) -> int:
     hits = 0
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
@@ -235,7 +292,7 @@ def exact_match(model: Transformer, examples: list[Example], device: torch.devic
         longest = max(len(e.labels) for e in chunk) + 5
         rows = greedy_batch(model, batch.src, batch.src_pad, longest)
         hits += sum(row == e.labels[:-1] for row, e in zip(rows, chunk))
-    return hits / len(examples)
+    return hits
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -271,9 +328,22 @@ def resume_dir(path: str | Path) -> Path:
                     "train with the resume state kept (the default).")
 
 
-def prepare(opts: TrainOptions, resume: str | Path | None = None) -> Trainer:
-    """Data, model and trainer for `opts` — or, with `resume`, exactly where a saved run stopped."""
-    device = resolve_device(opts.device)
+def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distributed | None = None) -> Trainer:
+    """Data, model and trainer for `opts` — or, with `resume`, exactly where a saved run stopped.
+
+    Every rank of a distributed run calls this alike: same seed, same weights, same data (a resumed run reads
+    the same saved state on every rank, whatever the number of ranks that wrote it).
+    """
+    dist = dist or Distributed()
+    device = dist.device(opts.device)
+    if opts.precision not in ("fp32", "bf16"):
+        raise UserError(f"Unknown precision {opts.precision!r}; use fp32 or bf16.")
+    if opts.precision == "bf16" and device.type != "cuda":
+        # CPU bf16 autocast exists, but on most CPUs it is slower than float32 and saves nothing that matters
+        # at the sizes trained on a CPU; the option is for GPUs' bf16 tensor cores.
+        raise UserError("--precision bf16 needs CUDA (--device cuda); on the CPU train in fp32.")
+    if opts.precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise UserError("This GPU has no bfloat16 support; train with --precision fp32.")
     torch.set_num_threads(max(1, opts.threads))
     if resume is not None:
         state_dir = resume_dir(resume)
@@ -283,7 +353,7 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None) -> Trainer:
             src_tok = tgt_tok = data.src_tokenizer
         else:  # the saved vocabularies, so ids mean what they meant
             data = _retokenize(opts, src_tok, tgt_tok)
-        trainer = Trainer(model, data, opts, device)
+        trainer = Trainer(model, data, opts, device, dist)
         trainer.load_state(state_dir)
         return trainer
     torch.manual_seed(opts.seed)
@@ -291,7 +361,7 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None) -> Trainer:
     data = load_data(opts)
     config = build_config(opts, data)
     model = Transformer(config).to(device)
-    return Trainer(model, data, opts, device)
+    return Trainer(model, data, opts, device, dist)
 
 
 def resumed_options(resume: str | Path, overrides: dict) -> TrainOptions:
@@ -302,14 +372,23 @@ def resumed_options(resume: str | Path, overrides: dict) -> TrainOptions:
     return TrainOptions.from_dict(data)
 
 
-def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool = True) -> dict:
-    """Run training and write the best checkpoint (by validation loss) to opts.out; returns the summary."""
-    trainer = prepare(opts, resume)
+def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool = True,
+          dist: Distributed | None = None) -> dict:
+    """Run training and write the best checkpoint (by validation loss) to opts.out; returns the summary.
+
+    In a process group (`dist` from distributed.session) every rank trains; only rank 0 checks and writes --out
+    (on several machines, the folder is rank 0's).
+    """
+    dist = dist or Distributed()
     out = Path(opts.out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file, not a folder.")
-    if out.is_dir() and any(out.iterdir()) and not is_checkpoint(out) and resume is None:
-        raise UserError(f"--out {out} is a folder with other files in it; choose an empty or new folder.")
+    problem = None
+    if dist.is_main and out.exists() and not out.is_dir():
+        problem = f"--out {out} is a file, not a folder."
+    elif dist.is_main and out.is_dir() and any(out.iterdir()) and not is_checkpoint(out) and resume is None:
+        problem = f"--out {out} is a folder with other files in it; choose an empty or new folder."
+    if dist.sum([problem is not None])[0]:  # every rank stops together, none waits for rank 0
+        raise UserError(problem or "rank 0 cannot write --out.")
+    trainer = prepare(opts, resume, dist)
     command = " ".join(["scratchformer"] + sys.argv[1:]) if sys.argv and "scratchformer" in sys.argv[0] else ""
 
     def summary(stop: str) -> dict:
@@ -318,11 +397,16 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
                 "best_valid_loss": trainer.best_valid if math.isfinite(trainer.best_valid) else None,
                 "history": trainer.history, "data": trainer.data.description,
                 "parameters": sum(p.numel() for p in trainer.model.parameters()),
-                "torch_threads": torch.get_num_threads(), "device": str(trainer.device)}
+                "torch_threads": torch.get_num_threads(), "device": str(trainer.device),
+                "processes": dist.world_size, "precision": opts.precision}
 
     def on_epoch_end(t: Trainer, result: EpochResult) -> None:
-        if result.valid_loss < t.best_valid:
-            t.best_valid = result.valid_loss
+        best = result.valid_loss < t.best_valid
+        if best:
+            t.best_valid = result.valid_loss  # on every rank: all hold the same state
+        if not dist.is_main:
+            return
+        if best:
             save_checkpoint(out, t.model, t.data.src_tokenizer, t.data.tgt_tokenizer,
                             extra_files={"training.json": json.dumps(summary("running"), indent=1,
                                                                      ensure_ascii=False) + "\n"})
@@ -333,6 +417,19 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
         stop = trainer.run(progress, on_epoch_end)
     except KeyboardInterrupt:
         stop = "interrupted"
+    if not dist.is_main:  # rank 0 writes; the weights and the state are the same on every rank
+        if stop == "interrupted":
+            raise KeyboardInterrupt
+        return summary(stop)
+    with dist.shielded() if stop == "interrupted" else contextlib.nullcontext():
+        result = _write_final(trainer, out, opts, stop, summary)
+    if stop == "interrupted":
+        raise KeyboardInterrupt
+    return result
+
+
+def _write_final(trainer: Trainer, out: Path, opts: TrainOptions, stop: str, summary) -> dict:
+    """Rank 0 after training: the resume state (unless finished), a checkpoint if none yet, the summary."""
     if stop != "finished" and opts.resume_state:
         trainer.save_state(out / RESUME_DIR)
     if not is_checkpoint(out):  # stopped before the first validation: keep what there is
@@ -343,6 +440,4 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
     if not trainer.data.decoder_only and trainer.data.pairs.get("valid"):
         result["final_valid"] = _finish(out, trainer.data.pairs["valid"], trainer.device)
     (out / "training.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    if stop == "interrupted":
-        raise KeyboardInterrupt
     return result
