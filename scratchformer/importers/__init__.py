@@ -6,7 +6,8 @@ __all__ = ["from_torch_state_dict", "from_torch_transformer", "load_hf_directory
 
 
 def load_hf_directory(path, device="cpu"):
-    """A local Hugging Face model directory → ModelBundle (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT)."""
+    """A local Hugging Face model directory → ModelBundle (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT,
+    BART, mBART)."""
     from .hf import load_hf_directory as load
 
     return load(path, device)

@@ -17,10 +17,12 @@ from ..errors import UserError
 
 # model_type → (module, loader): each family's importer is imported only when a folder of that family is opened.
 LOADERS = {
+    "bart": ("bart", "load_bart"),
     "bert": ("bert", "load_bert"),
     "distilbert": ("distilbert", "load_distilbert"),
     "gpt2": ("gpt2", "load_gpt2"),
     "marian": ("marian", "load_marian"),
+    "mbart": ("bart", "load_mbart"),
     "roberta": ("roberta", "load_roberta"),
 }
 SUPPORTED = tuple(LOADERS)
@@ -41,7 +43,8 @@ def read_hf_config(directory: Path) -> dict:
 
 
 def load_hf_directory(path: str | Path, device: str | torch.device = "cpu"):
-    """A local Hugging Face model folder (BERT, RoBERTa, DistilBERT, GPT-2 or MarianMT) → ModelBundle on `device`."""
+    """A local Hugging Face model folder (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT, BART or mBART) → ModelBundle on
+    `device`."""
     directory = Path(path).expanduser()
     if not directory.is_dir():
         raise UserError(f"{directory} is not a folder.")

@@ -45,11 +45,11 @@ def test_the_template_opens(bert_dir):
 
 
 def test_unsupported_model_type(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5", "d_model": 8}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet", "d_model": 8}))
     with pytest.raises(UserError) as exc:
         load_model(str(tmp_path))
-    supported = "bert, distilbert, gpt2, marian, roberta and scratchformer checkpoints"
-    assert f"is a 't5' model; scratchformer can open {supported}" in _one_sentence(exc)
+    supported = "bart, bert, distilbert, gpt2, marian, mbart, roberta and scratchformer checkpoints"
+    assert f"is a 'xlnet' model; scratchformer can open {supported}" in _one_sentence(exc)
 
 
 def test_missing_weights(bert_dir):
