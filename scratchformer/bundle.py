@@ -135,7 +135,10 @@ class ModelBundle:
         tgt = tgt_tokens = None
         if c.has_decoder:
             text = target if c.has_encoder else source
-            tgt_ids = [self.start_id()] + self._ids(text, self.tgt_tokenizer, "target", c.max_len - 1, truncate, notes)
+            # tgt_prefix: tokens a model is trained to read right after the start token (BART's forced <s>)
+            prefix = self._special("tgt_prefix", self.tgt_tokenizer) if c.has_encoder else []
+            typed = self._ids(text, self.tgt_tokenizer, "target", c.max_len - 1 - len(prefix), truncate, notes)
+            tgt_ids = [self.start_id()] + prefix + typed
             tgt = torch.tensor([tgt_ids], dtype=torch.long)  # (1, T)
             tgt_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
             if c.has_encoder:
@@ -155,10 +158,12 @@ class ModelBundle:
         if inputs.decoder_input != "start_only" or start_only:
             return inputs
         src_ids = inputs.src[0].tolist()
-        ids = greedy(self, src_ids, self.generation_limit(len(src_ids)))  # (T_gen,) without start or end token
+        prefix = self._special("tgt_prefix", self.tgt_tokenizer)
+        limit = max(1, self.generation_limit(len(src_ids)) - len(prefix))
+        ids = greedy(self, src_ids, limit, prefix=prefix)  # (T_gen,) without start, prefix or end token
         if not ids:
-            return inputs  # the model ended at once: the start token is all there is to read
-        tgt_ids = [self.start_id()] + ids
+            return inputs  # the model ended at once: the start token (and prefix) is all there is to read
+        tgt_ids = [self.start_id()] + prefix + ids
         inputs.tgt = torch.tensor([tgt_ids], dtype=torch.long)  # (1, 1 + T_gen)
         inputs.target_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
         inputs.decoder_input = "generated"

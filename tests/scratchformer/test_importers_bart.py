@@ -258,6 +258,10 @@ def test_mbart_config_departures_and_start_token(mbart_dir, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     other = load_model(str(tmp_path))
     assert other.start_id() == 2 and other.config.extra["tgt_prefix"] == ["ro_RO"]
+    # the forced token follows the start token in what the decoder reads: typed, and generated
+    assert other.prepare("the cat sat", "a dog").target_tokens == [["</s>", "ro_RO", "▁a", "▁dog"]]
+    generated = other.prepare_run("the cat sat")
+    assert generated.decoder_input == "generated" and generated.target_tokens[0][:2] == ["</s>", "ro_RO"]
 
 
 @pytest.mark.parametrize("family", ["bart", "mbart"])
