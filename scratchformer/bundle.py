@@ -305,7 +305,7 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
             raise UserError(f"{path} is not a model folder: it has no config.json.")
         if is_hf_config(path / "config.json"):
             from .importers import (
-                load_hf_directory,  # Hugging Face directories (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT)
+                load_hf_directory,  # Hugging Face directories (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT, BART, mBART)
             )
 
             return load_hf_directory(path, dev)
