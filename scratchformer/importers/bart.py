@@ -34,6 +34,7 @@ from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
 from .hf import hf_config, model_name, read_hf_config, tokenizer_label
+from .seq2seq_layers import put_layers
 from .weights import Weights, build_model, put
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: "offset the embedding ids by 2"
@@ -83,14 +84,6 @@ def config_from_bart(hf, directory: Path, name: str, family: str, start_id: int,
     )  # fmt: skip
 
 
-def _attention(w: Weights, d: int, theirs: str) -> dict[str, dict[str, torch.Tensor]]:
-    return {
-        "qkv": w.fused_linear(d, d, [f"{theirs}.{p}_proj" for p in ("q", "k", "v")]),  # (3d, d): [W_q; W_k; W_v]
-        "q_proj": w.linear(d, d, f"{theirs}.q_proj"),
-        "kv_proj": w.fused_linear(d, d, [f"{theirs}.{p}_proj" for p in ("k", "v")]),  # (2d, d): [W_k; W_v]
-        "out_proj": w.linear(d, d, f"{theirs}.out_proj"),
-    }
-
 
 def bart_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     """Our state_dict from BART's / mBART's tensor names (with or without the ...ForConditionalGeneration "model."
@@ -117,29 +110,7 @@ def bart_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     if c.final_layer_norm:  # mBART: a LayerNorm after each stack
         put(state, "encoder_norm", w.layer_norm(d, "encoder.layer_norm"))
         put(state, "decoder_norm", w.layer_norm(d, "decoder.layer_norm"))
-    for i in range(c.n_encoder_layers):
-        theirs, ours = f"encoder.layers.{i}", f"encoder.{i}"
-        att = _attention(w, d, f"{theirs}.self_attn")
-        put(state, f"{ours}.self_attn.qkv", att["qkv"])
-        put(state, f"{ours}.self_attn.out_proj", att["out_proj"])
-        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
-        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
-        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
-    for i in range(c.n_decoder_layers):
-        theirs, ours = f"decoder.layers.{i}", f"decoder.{i}"
-        self_att = _attention(w, d, f"{theirs}.self_attn")
-        put(state, f"{ours}.self_attn.qkv", self_att["qkv"])
-        put(state, f"{ours}.self_attn.out_proj", self_att["out_proj"])
-        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
-        cross = _attention(w, d, f"{theirs}.encoder_attn")  # queries from the decoder, K and V from the encoder
-        put(state, f"{ours}.cross_attn.q_proj", cross["q_proj"])
-        put(state, f"{ours}.cross_attn.kv_proj", cross["kv_proj"])
-        put(state, f"{ours}.cross_attn.out_proj", cross["out_proj"])
-        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.encoder_attn_layer_norm"))
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
-        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
-        put(state, f"{ours}.add_norm3.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
+    put_layers(w, c, state)
     return state
 
 

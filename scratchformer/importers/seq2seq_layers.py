@@ -1,0 +1,50 @@
+"""The encoder and decoder layers of fairseq-style seq2seq models (MarianMT, BART, mBART), which transformers
+stores under the same names: q/k/v/out projections, self_attn_layer_norm, encoder_attn(_layer_norm), fc1, fc2 and
+final_layer_norm. Their embeddings and positions differ and stay in each family's importer."""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import TransformerConfig
+from .weights import Weights, put
+
+
+def attention_parts(w: Weights, d: int, theirs: str) -> dict[str, dict[str, torch.Tensor]]:
+    """One attention's projections in our layouts: fused self-attention [W_q; W_k; W_v], or cross-attention's
+    q_proj plus fused [W_k; W_v]."""
+    return {
+        "qkv": w.fused_linear(d, d, [f"{theirs}.{p}_proj" for p in ("q", "k", "v")]),  # (3d, d)
+        "q_proj": w.linear(d, d, f"{theirs}.q_proj"),
+        "kv_proj": w.fused_linear(d, d, [f"{theirs}.{p}_proj" for p in ("k", "v")]),  # (2d, d)
+        "out_proj": w.linear(d, d, f"{theirs}.out_proj"),
+    }
+
+
+def put_layers(w: Weights, c: TransformerConfig, state: dict[str, torch.Tensor]) -> None:
+    """Every encoder and decoder layer's weights into `state` under our names. Pre-LN or post-LN does not change
+    the names: each LayerNorm belongs to the Add & Norm of the sublayer it wraps."""
+    d = c.d_model
+    for i in range(c.n_encoder_layers):
+        theirs, ours = f"encoder.layers.{i}", f"encoder.{i}"
+        att = attention_parts(w, d, f"{theirs}.self_attn")
+        put(state, f"{ours}.self_attn.qkv", att["qkv"])
+        put(state, f"{ours}.self_attn.out_proj", att["out_proj"])
+        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
+        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
+    for i in range(c.n_decoder_layers):
+        theirs, ours = f"decoder.layers.{i}", f"decoder.{i}"
+        self_att = attention_parts(w, d, f"{theirs}.self_attn")
+        put(state, f"{ours}.self_attn.qkv", self_att["qkv"])
+        put(state, f"{ours}.self_attn.out_proj", self_att["out_proj"])
+        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
+        cross = attention_parts(w, d, f"{theirs}.encoder_attn")  # queries from the decoder, K and V from the encoder
+        put(state, f"{ours}.cross_attn.q_proj", cross["q_proj"])
+        put(state, f"{ours}.cross_attn.kv_proj", cross["kv_proj"])
+        put(state, f"{ours}.cross_attn.out_proj", cross["out_proj"])
+        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.encoder_attn_layer_norm"))
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
+        put(state, f"{ours}.add_norm3.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
