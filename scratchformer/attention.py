@@ -1,4 +1,5 @@
-"""Scaled dot-product attention and multi-head attention (paper §3.2), written out step by step."""
+"""Scaled dot-product attention and multi-head attention (paper §3.2), written out step by step; and T5's
+relative position bias, a learned number per head and distance bucket added to the scores."""
 
 from __future__ import annotations
 
@@ -8,46 +9,116 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .masks import additive
+from .masks import additive, causal_mask
 from .trace import Tracer, active_tracer
 
 
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: bool = True,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Attention(Q, K, V) = softmax(QKᵀ / √d_k + M) V, returning every intermediate.
 
     q: (B, h, Tq, d_k), k and v: (B, h, Tk, d_k), mask: (B, Tq, Tk) bool, True = may attend.
     A query row whose keys are all masked gets weights 0 (not NaN) and a zero context.
+    T5 departs twice: no division by √d_k (`scale` False) and a relative position bias (h, Tq, Tk) added to the
+    scores before the mask: softmax(QKᵀ + B + M).
     """
     d_k = q.shape[-1]
     scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
-    scaled = scores / math.sqrt(d_k)  # (B, h, Tq, Tk)
+    scaled = scores / math.sqrt(d_k) if scale else scores  # (B, h, Tq, Tk)
+    biased = scaled + bias if bias is not None else scaled  # (B, h, Tq, Tk)
     if mask is not None:
-        masked = scaled.masked_fill(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk)
+        masked = biased.masked_fill(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk)
         weights = masked.softmax(dim=-1)
         weights = weights.masked_fill(~mask.any(-1)[:, None, :, None], 0.0)  # fully masked rows → 0
     else:
-        masked = scaled
-        weights = scaled.softmax(dim=-1)
+        masked = biased
+        weights = biased.softmax(dim=-1)
     context = weights @ v  # (B, h, Tq, d_v)
     return context, {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
 
 
 def fast_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool = False,
+    scale: bool = True, bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The same numbers as `attention` through PyTorch's fused kernel: used only when nothing is traced.
 
     `is_causal` says the mask is exactly the causal one (no padding, no cache offset), which lets the kernel
-    skip the blocked upper triangle instead of reading a mask.
+    skip the blocked upper triangle instead of reading a mask. T5's position bias becomes the kernel's additive
+    mask (with −∞ where `mask` blocks), and `scale` False asks the kernel for no 1/√d_k.
     """
+    kw = {} if scale else {"scale": 1.0}
+    if bias is not None:
+        extra = bias[None]  # (1, h, Tq, Tk)
+        if mask is None and is_causal:
+            mask = causal_mask(q.shape[2], k.shape[2], k.shape[2] - q.shape[2], q.device)[None]  # (1, Tq, Tk)
+        if mask is not None:
+            extra = extra.masked_fill(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk)
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=extra, **kw)  # (B, h, Tq, d_v)
+        return context if mask is None else context.masked_fill(~mask.any(-1)[:, None, :, None], 0.0)
     if is_causal:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, Tq, d_v)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)  # (B, h, Tq, d_v)
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v)  # (B, h, Tq, d_v)
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])  # (B, h, Tq, d_v)
+        return F.scaled_dot_product_attention(q, k, v, **kw)  # (B, h, Tq, d_v)
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None], **kw)  # (B, h, Tq, d_v)
     return context.masked_fill(~mask.any(-1)[:, None, :, None], 0.0)
+
+
+def relative_position_bucket(
+    relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int
+) -> torch.Tensor:
+    """T5's bucket (0 … num_buckets − 1) of each distance key − query (Raffel et al. 2020, §2.1; Mesh TensorFlow).
+
+    Bidirectional (encoder): half the buckets for keys after the query, half for keys at or before it. Causal
+    (decoder): keys after the query are never seen, so every bucket goes to looking back. Within a direction the
+    first half of the buckets hold the distances 0, 1, 2, … one each; the rest cover longer distances in
+    logarithmically wider ranges, and every distance of max_distance or more shares the last bucket.
+    """
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative_position > 0).long() * num_buckets  # keys to the right
+        distance = relative_position.abs()
+    else:
+        distance = -torch.clamp(relative_position, max=0)  # only looking back; keys to the right → distance 0
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    # log(0) = −∞ on the short distances is harmless: torch.where takes the exact bucket there
+    large = max_exact + (
+        torch.log(distance.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).long()
+    large = torch.clamp(large, max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+class RelativePositionBias(nn.Module):
+    """T5's relative position bias: a learned number per head for each distance bucket, B[h, i, j] = b_h[bucket(j − i)].
+
+    It lives in the first layer's self-attention of each stack; the stack computes it once per forward pass
+    and every layer of the stack adds the same map to its scores.
+    """
+
+    def __init__(self, n_heads: int, num_buckets: int, max_distance: int, bidirectional: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(num_buckets, n_heads))  # (buckets, h)
+        self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
+
+    def buckets(self, n_q: int, n_k: int, offset: int = 0) -> torch.Tensor:
+        """(n_q, n_k) bucket of each query/key pair; the queries sit at positions offset … offset + n_q − 1."""
+        device = self.weight.device
+        query = torch.arange(n_q, dtype=torch.long, device=device)[:, None] + offset  # (Tq, 1)
+        key = torch.arange(n_k, dtype=torch.long, device=device)[None, :]  # (1, Tk)
+        return relative_position_bucket(key - query, self.bidirectional, self.num_buckets, self.max_distance)
+
+    def forward(self, n_q: int, n_k: int, offset: int = 0) -> torch.Tensor:
+        values = F.embedding(self.buckets(n_q, n_k, offset), self.weight)  # (Tq, Tk, h)
+        return values.permute(2, 0, 1)  # (h, Tq, Tk)
+
+    def describe(self) -> str:
+        kind = "bidirectional" if self.bidirectional else "causal"
+        return f"{self.num_buckets} {kind} buckets, distances ≥ {self.max_distance} share the last"
 
 
 class MultiHeadAttention(nn.Module):
@@ -56,24 +127,32 @@ class MultiHeadAttention(nn.Module):
     Self-attention projects Q, K and V with one fused matrix [W^Q W^K W^V] (d_model → 3·d_model), laid out
     like torch.nn.MultiheadAttention's in_proj_weight. Cross-attention takes queries from the decoder
     (q_proj) and keys/values from the encoder output (fused kv_proj, d_model → 2·d_model).
+    T5's departures are keyword options: heads of d_head with h·d_head ≠ d_model, no biases, no 1/√d_k, and
+    (in the first layer of a stack) the relative position bias table, `relative_bias`.
     """
 
-    def __init__(self, d_model: int, n_heads: int, cross: bool, q_dim: str, k_dim: str, trace_name: str) -> None:
+    def __init__(self, d_model: int, n_heads: int, cross: bool, q_dim: str, k_dim: str, trace_name: str,
+                 d_head: int | None = None, bias: bool = True, scale: bool = True,
+                 relative_bias: RelativePositionBias | None = None) -> None:  # fmt: skip
         super().__init__()
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.cross = cross
+        self.d_model, self.n_heads = d_model, n_heads
+        self.d_head = d_head if d_head is not None else d_model // n_heads
+        self.d_attn = n_heads * self.d_head  # d_model in the paper
+        self.cross, self.scale = cross, scale
         self.q_dim, self.k_dim = q_dim, k_dim  # position-axis names: which token labels each axis takes
         self.trace_name = trace_name
+        d, inner = d_model, self.d_attn
         if cross:
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+            self.q_proj = nn.Linear(d, inner, bias=bias)
+            self.kv_proj = nn.Linear(d, 2 * inner, bias=bias)
         else:
-            self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+            self.qkv = nn.Linear(d, 3 * inner, bias=bias)
+        self.out_proj = nn.Linear(inner, d, bias=bias)
+        self.relative_bias = relative_bias  # only in the first layer's self-attention of a T5 stack
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, d) → (B, h, T, d_k)
+        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, h·d_k) → (B, h, T, d_k)
 
     def forward(
         self,
@@ -82,14 +161,16 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         cache: dict | None = None,
         is_causal: bool = False,
+        position_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x: (B, Tq, d_model); memory: (B, Tk, d_model) for cross-attention; mask: (B, Tq, Tk) bool.
+        """x: (B, Tq, d_model); memory: (B, Tk, d_model) for cross-attention; mask: (B, Tq, Tk) bool;
+        position_bias: (h, Tq, Tk), T5's relative position bias, added to the scores before the mask.
 
         `cache` (a dict per layer, used when decoding one token at a time) keeps K and V of earlier positions
         for self-attention, and the encoder's K and V for cross-attention, so each is computed once.
         """
         tracer = active_tracer()
-        d = self.d_model
+        d = self.d_attn
         qkv = kv = None
         if self.cross:
             q = self.q_proj(x)  # (B, Tq, d)
@@ -113,31 +194,35 @@ class MultiHeadAttention(nn.Module):
         q_heads = self.split_heads(q)  # (B, h, Tq, d_k)
 
         if tracer is None:
-            context = fast_attention(q_heads, k_heads, v_heads, mask, is_causal)  # (B, h, Tq, d_k)
+            context = fast_attention(q_heads, k_heads, v_heads, mask, is_causal, self.scale,
+                                     position_bias)  # (B, h, Tq, d_k)
             parts = None
         else:
-            context, parts = attention(q_heads, k_heads, v_heads, mask)
+            context, parts = attention(q_heads, k_heads, v_heads, mask, self.scale, position_bias)
 
         b, _, tq, _ = context.shape
         concat = context.transpose(1, 2).reshape(b, tq, d)  # (B, h, Tq, d_k) → (B, Tq, d)
-        out = self.out_proj(concat)  # (B, Tq, d)
+        out = self.out_proj(concat)  # (B, Tq, d_model)
         if tracer is not None:
-            self._record(tracer, x, memory, q, qkv, kv, q_heads, k_heads, v_heads, mask, parts, context, concat, out)
+            self._record(tracer, x, memory, q, qkv, kv, q_heads, k_heads, v_heads, mask, parts, context, concat, out,
+                         position_bias)  # fmt: skip
         return out
 
     def _record(self, tracer: Tracer, x, memory, q, qkv, kv, q_heads, k_heads, v_heads, mask, parts,
-                context, concat, out) -> None:
+                context, concat, out, position_bias=None) -> None:
         n, sub, qd, kd = self.trace_name, self.trace_name, self.q_dim, self.k_dim
         h = self.n_heads
+        b_term = " + b" if self.out_proj.bias is not None else ""
+        width = "d_model" if self.d_attn == self.d_model else "d_attn"  # h·d_k: T5 may differ from d_model
         if self.cross:
-            tracer.add(f"{n}.q_proj", "qkv", q, ("batch", qd, "d_model"), "Queries from the decoder",
+            tracer.add(f"{n}.q_proj", "qkv", q, ("batch", qd, width), "Queries from the decoder",
                        "Q = X_dec W^Q", sub)
             if kv is not None:
                 tracer.add(f"{n}.kv_proj", "qkv", kv, ("batch", kd, "d_kv"),
                            "Keys and values from the encoder output", "[K V] = X_enc [W^K W^V]", sub)
         else:
             tracer.add(f"{n}.qkv", "qkv", qkv, ("batch", qd, "d_qkv"), "Fused Q, K, V projection",
-                       "[Q K V] = X [W^Q W^K W^V] + b", sub)
+                       f"[Q K V] = X [W^Q W^K W^V]{b_term}", sub)
         heads = ("batch", "head", qd, "d_head")
         kheads = ("batch", "head", kd, "d_head")
         tracer.add(f"{n}.q", "heads", q_heads, heads, f"Queries split into {h} heads",
@@ -148,17 +233,34 @@ class MultiHeadAttention(nn.Module):
                    f"V → h={h} heads of d_v={self.d_head}", sub)
         att = ("batch", "head", qd, kd)
         tracer.add(f"{n}.scores", "scores", parts["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub)
-        tracer.add(f"{n}.scaled_scores", "scaled_scores", parts["scaled_scores"], att, "Scaled by √d_k",
-                   f"S / √d_k  (√{self.d_head} = {math.sqrt(self.d_head):.3f})", sub)
+        if self.scale:
+            tracer.add(f"{n}.scaled_scores", "scaled_scores", parts["scaled_scores"], att, "Scaled by √d_k",
+                       f"S / √d_k  (√{self.d_head} = {math.sqrt(self.d_head):.3f})", sub)
+            s_term, qk_term = "S / √d_k", "QKᵀ/√d_k"
+        else:
+            tracer.add(f"{n}.scaled_scores", "scaled_scores", parts["scaled_scores"], att, "Not scaled (no ÷√d_k)",
+                       "S  — no scaling (T5 folds it into the initialisation)", sub)
+            s_term, qk_term = "S", "QKᵀ"
+        if position_bias is not None:
+            if self.relative_bias is not None:
+                title = "Relative position bias (computed here for the whole stack)"
+                how = self.relative_bias.describe()
+            else:
+                title = "Relative position bias (shared, from layer 1)"
+                how = "the first layer's map, reused"
+            tracer.add(f"{n}.position_bias", "position_bias", position_bias, ("head", qd, kd), title,
+                       f"B[h, i, j] = b_h[bucket(j − i)]  ({how})", sub)
+            s_term, qk_term = f"{s_term} + B", f"{qk_term} + B"
         b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
         tracer.add(f"{n}.mask", "mask", additive(mask, (b, tq, tk)).expand(b, tq, tk), ("batch", qd, kd),
                    "Mask (0 = allowed, −∞ = blocked)", "M", sub)
-        tracer.add(f"{n}.masked_scores", "masked_scores", parts["masked_scores"], att, "Mask added",
-                   "S / √d_k + M", sub)
+        masked_title = "Relative position bias and mask added" if position_bias is not None else "Mask added"
+        tracer.add(f"{n}.masked_scores", "masked_scores", parts["masked_scores"], att, masked_title,
+                   f"{s_term} + M", sub)
         tracer.add(f"{n}.weights", "attention_weights", parts["weights"], att, "Attention weights (softmax)",
-                   "A = softmax(QKᵀ/√d_k + M)", sub, major=True)
+                   f"A = softmax({qk_term} + M)", sub, major=True)
         tracer.add(f"{n}.context", "context", context, heads, "Weighted sum of values", "head_i = A_i V_i", sub)
-        tracer.add(f"{n}.concat", "concat", concat, ("batch", qd, "d_model"), "Heads concatenated",
+        tracer.add(f"{n}.concat", "concat", concat, ("batch", qd, width), "Heads concatenated",
                    "Concat(head_1, …, head_h)", sub)
         tracer.add(f"{n}.out", "projection", out, ("batch", qd, "d_model"), "Output projection",
                    "MultiHead = Concat(head_1, …, head_h) W^O", sub, major=True)

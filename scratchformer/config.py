@@ -12,6 +12,7 @@ from .errors import UserError
 GPT2_VOCAB_SIZE = 50257
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONAL = ("sinusoidal", "sinusoidal_halves", "learned", "none")
+NORMS = ("layernorm", "rmsnorm")
 
 
 @dataclass
@@ -20,7 +21,7 @@ class TransformerConfig:
 
     The defaults are the paper's base model ("Attention Is All You Need", Table 3, row "base").
     Options that depart from the paper exist only so real pretrained models (BERT, RoBERTa, DistilBERT,
-    MarianMT, GPT-2) can be loaded into the same from-scratch core; each is off unless a preset or an importer
+    MarianMT, GPT-2, T5) can be loaded into the same from-scratch core; each is off unless a preset or an importer
     turns it on. `scratchformer.departures.departures(config)` lists, in words, the ones a config turns on.
 
     A model without an encoder (n_encoder_layers=0) is decoder-only, like GPT-2: its decoder layers have no
@@ -62,6 +63,24 @@ class TransformerConfig:
     norm_first: bool = False
     final_logits_bias: bool = False  # a learned bias added to the output logits (Marian)
     layer_norm_eps: float = 1e-5
+    # layernorm (paper): γ·(x − μ)/√(σ² + ε) + β | rmsnorm (T5): γ·x/√(mean(x²) + ε), no mean subtracted, no β.
+    # Every norm of the model (around the sublayers and after the stacks) is of this kind.
+    norm: str = "layernorm"
+    # Width of each head's queries, keys and values (T5's d_kv). None: d_model / n_heads (paper §3.2.2); T5 may
+    # have n_heads · d_kv ≠ d_model, so W^Q, W^K, W^V are d_model × (n_heads · d_kv) and W^O the reverse.
+    d_kv: int | None = None
+    linear_bias: bool = True  # biases in the attention and feed-forward linear layers (T5 has none)
+    scale_attention: bool = True  # divide QKᵀ by √d_k (paper §3.2.1); T5 folds it into the initialisation of W^Q
+    # T5's relative position bias: the distance key − query falls into one of this many buckets (0 = off), each
+    # with a learned number per head, added to the attention scores before the mask. The table lives in the first
+    # layer's self-attention of each stack (`<stack>.0.self_attn.relative_bias`) and the bias it gives is shared
+    # by every layer of that stack; bidirectional buckets in the encoder, causal ones in the decoder.
+    relative_buckets: int = 0
+    relative_max_distance: int = 128  # distances of at least this many positions share the last bucket
+    # Gated feed-forward (T5 v1.1, Flan-T5: "gated-gelu"): FFN(x) = (act(x W_1) ⊙ x V) W_2, a third matrix V.
+    ffn_gated: bool = False
+    # Multiply the decoder output by d_model^-0.5 before the output layer (T5 v1.0, whose output is tied).
+    scale_decoder_output: bool = False
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -69,8 +88,13 @@ class TransformerConfig:
 
     @property
     def d_head(self) -> int:
-        """d_k = d_v = d_model / h (paper §3.2.2)."""
-        return self.d_model // self.n_heads
+        """d_k = d_v = d_model / h (paper §3.2.2), or d_kv when a model sets it (T5)."""
+        return self.d_kv if self.d_kv is not None else self.d_model // self.n_heads
+
+    @property
+    def d_attn(self) -> int:
+        """h · d_k: the width of the concatenated heads (d_model in the paper)."""
+        return self.n_heads * self.d_head
 
     @property
     def has_encoder(self) -> bool:
@@ -90,7 +114,9 @@ class TransformerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UserError(f"{name} must be zero or a positive whole number, not {value!r}.")
-        if self.d_model % self.n_heads:
+        if self.d_kv is not None and (not isinstance(self.d_kv, int) or isinstance(self.d_kv, bool) or self.d_kv < 1):
+            raise UserError(f"d_kv must be a positive whole number (or null for d_model / n_heads), not {self.d_kv!r}.")
+        if self.d_kv is None and self.d_model % self.n_heads:
             raise UserError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}.")
         if self.n_encoder_layers == 0 and self.n_decoder_layers == 0:
             raise UserError("A model needs at least one encoder layer or one decoder layer.")
@@ -102,8 +128,21 @@ class TransformerConfig:
             raise UserError(f"positional {self.positional!r} is not one of {', '.join(POSITIONAL)}.")
         if self.position_offset and self.positional != "learned":
             raise UserError("position_offset applies to learned position embeddings only (positional = learned).")
-        if not isinstance(self.norm_first, bool):
-            raise UserError(f"norm_first must be true or false, not {self.norm_first!r}.")
+        for name in ("norm_first", "linear_bias", "scale_attention", "ffn_gated", "scale_decoder_output"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} must be true or false, not {getattr(self, name)!r}.")
+        if self.norm not in NORMS:
+            raise UserError(f"norm {self.norm!r} is not one of {', '.join(NORMS)}.")
+        for name in ("relative_buckets", "relative_max_distance"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise UserError(f"{name} must be zero or a positive whole number, not {value!r}.")
+        if self.relative_buckets and self.relative_buckets < 4:
+            raise UserError(f"relative_buckets must be 0 (no relative position bias) or at least 4, not "
+                            f"{self.relative_buckets}.")  # fmt: skip
+        if self.relative_buckets and self.relative_max_distance <= self.relative_buckets // 2:
+            raise UserError(f"relative_max_distance {self.relative_max_distance} must exceed half the "
+                            f"{self.relative_buckets} buckets, which count single distances.")  # fmt: skip
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size and self.has_encoder:
             raise UserError(
                 f"share_embeddings needs equal vocabularies, but the source has {self.src_vocab_size} "

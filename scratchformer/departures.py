@@ -2,7 +2,8 @@
 
 The paper's model ("Attention Is All You Need", §3): an encoder and a decoder, post-LN residual connections
 LayerNorm(x + Sublayer(x)), a ReLU feed-forward network, the interleaved sinusoidal positional encoding added to
-embeddings scaled by √d_model, and an output layer tied to the embeddings with no bias. Every TransformerConfig
+embeddings scaled by √d_model, attention scores divided by √d_k with d_k = d_model / h, biases in every linear
+layer of the sublayers, and an output layer tied to the embeddings with no bias. Every TransformerConfig
 option that changes one of these is named here; an empty list means the paper's architecture (the `paper` and
 `blog` presets, and the bundled models). Sizes, dropout, LayerNorm ε and separate source/target vocabularies are
 not departures: the paper fixes none of them for every model.
@@ -39,15 +40,34 @@ def departures(config: TransformerConfig) -> list[str]:
         out.append("token-type (segment) embeddings added to the input")
     if c.embed_layer_norm:
         out.append("LayerNorm on the embeddings")
+    norm = "RMSNorm" if c.norm == "rmsnorm" else "LayerNorm"
     if c.norm_first:
-        out.append("pre-LN: LayerNorm before each sublayer, x + Sublayer(LayerNorm(x))")
+        out.append(f"pre-LN: {norm} before each sublayer, x + Sublayer({norm}(x))")
+    if c.norm == "rmsnorm":
+        out.append("RMSNorm instead of LayerNorm: γ·x/√(mean(x²) + ε), no mean subtracted and no β")
+    if c.relative_buckets:
+        out.append(f"relative position bias added to the attention scores ({c.relative_buckets} buckets of the "
+                   f"distance key − query, up to {c.relative_max_distance}), computed in the first layer of each "
+                   "stack and shared by the others")  # fmt: skip
+    if not c.scale_attention:
+        out.append("no 1/√d_k scaling of the attention scores (T5 folds it into the initialisation)")
+    if c.d_attn != c.d_model:
+        out.append(f"heads of d_k = {c.d_head}: h·d_k = {c.d_attn} ≠ d_model = {c.d_model}")
+    if not c.linear_bias:
+        out.append("no biases in the attention and feed-forward linear layers")
+    if c.ffn_gated:
+        act = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "silu": "SiLU"}[c.activation]
+        v11 = " (gated GELU, as in T5 v1.1 and Flan-T5)" if act == "GELU" else ""
+        out.append(f"gated feed-forward: ({act}(x W_1) ⊙ x V) W_2, a third matrix V{v11}")
     if c.activation in ACTIVATION_PHRASES:
         out.append(ACTIVATION_PHRASES[c.activation])
     if c.final_layer_norm:
         stacks = " and ".join(s for s, has in (("encoder", c.has_encoder), ("decoder", c.has_decoder)) if has)
-        out.append(f"a final LayerNorm after the {stacks} stack{'s' if ' and ' in stacks else ''}")
+        out.append(f"a final {norm} after the {stacks} stack{'s' if ' and ' in stacks else ''}")
     if c.has_decoder and not c.tie_output:
         out.append("an output layer of its own, not tied to the embeddings")
+    if c.has_decoder and c.scale_decoder_output:
+        out.append("the decoder output scaled by d_model^-0.5 before the output layer")
     if c.has_decoder and c.final_logits_bias:
         out.append("a bias added to the output logits")
     return out

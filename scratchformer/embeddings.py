@@ -76,6 +76,12 @@ class Embeddings(nn.Module):
         types = " + T[type]" if self.token_types is not None else ""
         return scaled + positions + types
 
+    def _no_positions(self) -> str:
+        """The formula of the all-zero table of positional = none, saying where positions come in instead."""
+        if self.config.relative_buckets:
+            return "PE = 0: positions enter each attention as a relative position bias instead"
+        return "PE = 0: no positional encoding"
+
     def forward(self, ids: torch.Tensor, offset: int = 0, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         # ids: (B, T) → (B, T, d_model)
         tracer = active_tracer()
@@ -103,11 +109,16 @@ class Embeddings(nn.Module):
                 f"learned position embedding P[{shifted}]" if self.positions is not None
                 else "PE(pos,i) = sin(pos/10000^(2i/d_model)), PE(pos,⌈d/2⌉+i) = cos(pos/10000^(2i/d_model))"
                 if self.config.positional == "sinusoidal_halves"
+                else self._no_positions()
+                if self.config.positional == "none"
                 else "PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))"
             )
+            none = self.config.positional == "none"
             tracer.add(f"{name}.positional_encoding", "positional_encoding", pe, (pos, "d_model"),
-                       "Positional encoding", pe_formula, name, major=True)
-            tracer.add(f"{name}.sum", "input", summed, dims, "Embedding + positional encoding",
+                       "Positional encoding (none: all zeros)" if none else "Positional encoding", pe_formula, name,
+                       major=True)  # fmt: skip
+            tracer.add(f"{name}.sum", "input", summed, dims,
+                       "Embedding (no positional encoding added)" if none else "Embedding + positional encoding",
                        self.sum_formula(), name, major=self.layer_norm is None)
             if self.layer_norm is not None:
                 tracer.add(f"{name}.layer_norm", "layer_norm", out, dims, "LayerNorm of the embeddings",

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, RelativePositionBias
 from .config import TransformerConfig
 from .trace import active_tracer
 
@@ -21,29 +21,80 @@ _ACTIVATIONS = {
 }
 
 
+class RMSNorm(nn.Module):
+    """RMSNorm (Zhang & Sennrich 2019), T5's "LayerNorm": γ · x / √(mean(x²) + ε) — no mean subtracted, no β."""
+
+    def __init__(self, d_model: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))  # γ
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean_square = x.pow(2).mean(-1, keepdim=True)  # (B, T, 1)
+        return self.weight * (x * torch.rsqrt(mean_square + self.eps))  # (B, T, d_model)
+
+
+def make_norm(config: TransformerConfig) -> nn.Module:
+    """The model's norm: the paper's LayerNorm, or RMSNorm (config.norm)."""
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.d_model, config.layer_norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+
+# What a norm is called in titles, and its formula applied to an expression.
+NORM_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
+NORM_FORMULAS = {"layernorm": "γ·({z} − μ)/√(σ² + ε) + β", "rmsnorm": "γ·{z}/√(mean({z}²) + ε)"}
+
+
+def norm_formula(norm: str, z: str) -> str:
+    """'LayerNorm(x) = γ·(x − μ)/√(σ² + ε) + β' or 'RMSNorm(x) = γ·x/√(mean(x²) + ε)' for the expression z;
+    `norm` is config.norm."""
+    return f"{NORM_NAMES[norm]}({z}) = {NORM_FORMULAS[norm].format(z=z)}"
+
+
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2  (paper §3.3), applied to each position separately."""
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2  (paper §3.3), applied to each position separately.
+
+    Gated (config.ffn_gated, T5 v1.1's "gated-gelu", Shazeer 2020 "GLU Variants Improve Transformer"):
+    FFN(x) = (act(x W_1) ⊙ x V) W_2 — the activated branch W_1 gates a second, linear branch V (`w_v`).
+    """
 
     def __init__(self, config: TransformerConfig, pos_dim: str, trace_name: str) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(config.d_model, config.d_ff)
-        self.w_2 = nn.Linear(config.d_ff, config.d_model)
+        bias = config.linear_bias
+        self.w_1 = nn.Linear(config.d_model, config.d_ff, bias=bias)
+        self.w_v = nn.Linear(config.d_model, config.d_ff, bias=bias) if config.ffn_gated else None
+        self.w_2 = nn.Linear(config.d_ff, config.d_model, bias=bias)
         self.dropout = nn.Dropout(config.dropout)  # on the hidden layer, as torch.nn.Transformer does
         self.activation = _ACTIVATIONS[config.activation]
         self.activation_name = config.activation
         self.pos_dim, self.trace_name = pos_dim, trace_name
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.activation(self.w_1(x))  # (B, T, d_model) → (B, T, d_ff)
+        gate = self.activation(self.w_1(x))  # (B, T, d_model) → (B, T, d_ff)
+        linear = self.w_v(x) if self.w_v is not None else None  # (B, T, d_ff)
+        hidden = gate * linear if linear is not None else gate  # (B, T, d_ff)
         out = self.w_2(self.dropout(hidden))  # (B, T, d_ff) → (B, T, d_model)
         tracer = active_tracer()
         if tracer is not None:
             n, p = self.trace_name, self.pos_dim
             act = "max(0, ·)" if self.activation_name == "relu" else self.activation_name.upper()
-            tracer.add(f"{n}.hidden", "ffn_hidden", hidden, ("batch", p, "d_ff"), "Feed-forward hidden layer",
-                       f"{act}(x W_1 + b_1)", n)
-            tracer.add(f"{n}.out", "ffn_out", out, ("batch", p, "d_model"), "Feed-forward output",
-                       f"FFN(x) = {act}(x W_1 + b_1) W_2 + b_2", n, major=True)
+            b1, b2 = (" + b_1", " + b_2") if self.w_1.bias is not None else ("", "")
+            dims = ("batch", p, "d_ff")
+            if linear is None:
+                tracer.add(f"{n}.hidden", "ffn_hidden", hidden, dims, "Feed-forward hidden layer",
+                           f"{act}(x W_1{b1})", n)
+                formula = f"FFN(x) = {act}(x W_1{b1}) W_2{b2}"
+            else:
+                bv = " + b_v" if self.w_v.bias is not None else ""
+                tracer.add(f"{n}.gate", "ffn_gate", gate, dims, f"Gate branch: {act}(x W_1)", f"{act}(x W_1{b1})", n)
+                tracer.add(f"{n}.linear", "ffn_gate", linear, dims, "Linear branch: x V (no activation)",
+                           f"x V{bv}", n)
+                tracer.add(f"{n}.hidden", "ffn_hidden", hidden, dims, "Gated hidden layer (gate ⊙ linear)",
+                           f"{act}(x W_1{b1}) ⊙ (x V{bv})", n)
+                formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ x V{bv}) W_2{b2}"
+            tracer.add(f"{n}.out", "ffn_out", out, ("batch", p, "d_model"), "Feed-forward output", formula, n,
+                       major=True)
         return out
 
 
@@ -51,16 +102,18 @@ class AddNorm(nn.Module):
     """The residual connection around a sublayer, with its LayerNorm.
 
     Post-LN, the paper's (§3.1, §5.4):  LayerNorm(x + Dropout(Sublayer(x))).
-    Pre-LN (config.norm_first, GPT-2):   x + Dropout(Sublayer(LayerNorm(x))) — the residual stream itself is
+    Pre-LN (config.norm_first, GPT-2, T5):   x + Dropout(Sublayer(LayerNorm(x))) — the residual stream itself is
     never normalised inside the layers, so such models end each stack with a final LayerNorm.
     The sublayer is passed in as a function of its input, so the norm can run before it when it must.
+    The norm is RMSNorm instead of LayerNorm when config.norm says so (T5); titles and formulas name it.
     """
 
     def __init__(self, config: TransformerConfig, pos_dim: str, trace_name: str) -> None:
         super().__init__()
         self.dropout = nn.Dropout(config.dropout)
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm = make_norm(config)
         self.norm_first = config.norm_first
+        self.norm_kind, self.norm_name = config.norm, NORM_NAMES[config.norm]
         self.pos_dim, self.trace_name = pos_dim, trace_name
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -75,8 +128,8 @@ class AddNorm(nn.Module):
             if self.training and self.dropout.p > 0:
                 tracer.add(f"{n}.dropout", "dropout", dropped, dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
             tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
-            tracer.add(f"{n}.out", "layer_norm", out, dims, "LayerNorm",
-                       "LayerNorm(x + Sublayer(x)) = γ·(z − μ)/√(σ² + ε) + β", n, major=True)
+            formula = f"{self.norm_name}(x + Sublayer(x)) = {NORM_FORMULAS[self.norm_kind].format(z='z')}"
+            tracer.add(f"{n}.out", "layer_norm", out, dims, self.norm_name, formula, n, major=True)
         return out
 
     def _pre_norm(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -85,16 +138,29 @@ class AddNorm(nn.Module):
         normed = self.norm(x)  # (B, T, d_model)
         tracer = active_tracer()
         if tracer is not None:
-            tracer.add(f"{n}.norm", "layer_norm", normed, dims, "LayerNorm (pre-norm, before the sublayer)",
-                       "LayerNorm(x) = γ·(x − μ)/√(σ² + ε) + β", f"{n}.norm", major=True)
+            tracer.add(f"{n}.norm", "layer_norm", normed, dims, f"{self.norm_name} (pre-norm, before the sublayer)",
+                       norm_formula(self.norm_kind, "x"), f"{n}.norm", major=True)
         dropped = self.dropout(sublayer(normed))
         out = x + dropped  # (B, T, d_model)
         if tracer is not None:
             if self.training and self.dropout.p > 0:
                 tracer.add(f"{n}.dropout", "dropout", dropped, dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
-            tracer.add(f"{n}.residual", "residual", out, dims, "Residual add (pre-norm: no LayerNorm after it)",
-                       "x + Sublayer(LayerNorm(x))", n, major=True)
+            tracer.add(f"{n}.residual", "residual", out, dims,
+                       f"Residual add (pre-norm: no {self.norm_name} after it)",
+                       f"x + Sublayer({self.norm_name}(x))", n, major=True)
         return out
+
+
+def _attention(config: TransformerConfig, cross: bool, q_dim: str, k_dim: str, trace_name: str,
+               relative: str | None = None) -> MultiHeadAttention:
+    """A multi-head attention sublayer with the config's departures; `relative` ("bidirectional" or "causal")
+    gives it T5's relative position bias table (the first layer of a stack, when config.relative_buckets)."""
+    table = None
+    if relative is not None and config.relative_buckets:
+        table = RelativePositionBias(config.n_heads, config.relative_buckets, config.relative_max_distance,
+                                     bidirectional=relative == "bidirectional")  # fmt: skip
+    return MultiHeadAttention(config.d_model, config.n_heads, cross, q_dim, k_dim, trace_name, d_head=config.d_head,
+                              bias=config.linear_bias, scale=config.scale_attention, relative_bias=table)  # fmt: skip
 
 
 class EncoderLayer(nn.Module):
@@ -103,14 +169,16 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig, index: int) -> None:
         super().__init__()
         n = f"encoder.{index}"
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, False, "src_pos", "src_pos",
-                                            f"{n}.self_attn")
+        self.self_attn = _attention(config, False, "src_pos", "src_pos", f"{n}.self_attn",
+                                    "bidirectional" if index == 0 else None)  # fmt: skip
         self.add_norm1 = AddNorm(config, "src_pos", f"{n}.add_norm1")
         self.ffn = PositionwiseFeedForward(config, "src_pos", f"{n}.ffn")
         self.add_norm2 = AddNorm(config, "src_pos", f"{n}.add_norm2")
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=mask))  # (B, S, d_model)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, position_bias: torch.Tensor | None = None
+                ) -> torch.Tensor:  # fmt: skip
+        """position_bias: (h, S, S), T5's relative position bias shared by the stack's layers (else None)."""
+        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=mask, position_bias=position_bias))  # (B, S, d_model)
         return self.add_norm2(x, self.ffn)  # (B, S, d_model)
 
 
@@ -123,12 +191,11 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig, index: int) -> None:
         super().__init__()
         n = f"decoder.{index}"
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, False, "tgt_pos", "tgt_pos",
-                                            f"{n}.self_attn")
+        self.self_attn = _attention(config, False, "tgt_pos", "tgt_pos", f"{n}.self_attn",
+                                    "causal" if index == 0 else None)  # fmt: skip
         self.add_norm1 = AddNorm(config, "tgt_pos", f"{n}.add_norm1")
         if config.has_encoder:
-            self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, True, "tgt_pos", "src_pos",
-                                                 f"{n}.cross_attn")
+            self.cross_attn = _attention(config, True, "tgt_pos", "src_pos", f"{n}.cross_attn")
             self.add_norm2 = AddNorm(config, "tgt_pos", f"{n}.add_norm2")
         else:
             self.cross_attn = self.add_norm2 = None
@@ -143,9 +210,12 @@ class DecoderLayer(nn.Module):
         cross_mask: torch.Tensor | None,
         cache: dict | None = None,
         is_causal: bool = False,
+        position_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """position_bias: (h, T, T_past + T), T5's relative position bias for the self-attention (else None)."""
         self_cache = cache.setdefault("self", {}) if cache is not None else None
-        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=is_causal))
+        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=is_causal,
+                                                       position_bias=position_bias))  # fmt: skip
         if self.cross_attn is not None:
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
             x = self.add_norm2(x, lambda h: self.cross_attn(h, memory, mask=cross_mask, cache=cross_cache))

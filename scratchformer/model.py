@@ -9,38 +9,54 @@ from . import masks
 from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
-from .layers import DecoderLayer, EncoderLayer
+from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
 from .trace import Trace, active_tracer, tracing
 
 
-def _final_norm(norm: nn.LayerNorm | None, x: torch.Tensor, stack: str, pos: str) -> torch.Tensor:
-    """The optional LayerNorm after a whole stack (torch.nn.Transformer has one; the paper does not)."""
+def _final_norm(norm: nn.Module | None, x: torch.Tensor, stack: str, pos: str, kind: str = "layernorm"
+                ) -> torch.Tensor:  # fmt: skip
+    """The optional LayerNorm (or RMSNorm) after a whole stack (torch.nn.Transformer has one; the paper does not)."""
     if norm is None:
         return x
     x = norm(x)  # (B, T, d_model)
     tracer = active_tracer()
     if tracer is not None:
+        name = NORM_NAMES[kind]
+        formula = "LayerNorm(x)" if kind == "layernorm" else norm_formula(kind, "x")
         tracer.add(f"{stack}.final_norm.out", "layer_norm", x, ("batch", pos, "d_model"),
-                   f"Final {stack} LayerNorm", "LayerNorm(x)", f"{stack}.final_norm", major=True)
+                   f"Final {stack} {name}", formula, f"{stack}.final_norm", major=True)
     return x
 
 
 class Generator(nn.Module):
-    """Linear projection to the vocabulary, then softmax (paper §3.4)."""
+    """Linear projection to the vocabulary, then softmax (paper §3.4).
+
+    T5 v1.0 (config.scale_decoder_output) first multiplies the decoder output by d_model^-0.5: its output layer is
+    the embedding table, whose rows are large (initialised with std 1), so the logits would otherwise be √d_model
+    times too big.
+    """
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
+        self.scale = config.d_model**-0.5 if config.scale_decoder_output else None
+        self.d_model = config.d_model
         if config.final_logits_bias:
             self.register_buffer("final_logits_bias", torch.zeros(config.tgt_vocab_size))
         else:
             self.final_logits_bias = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tracer = active_tracer()
+        if self.scale is not None:
+            x = x * self.scale  # (B, T, d_model)
+            if tracer is not None:
+                tracer.add("generator.scaled", "output_scale", x, ("batch", "tgt_pos", "d_model"),
+                           "Decoder output × d_model^-0.5", f"x · d_model^-0.5  (1/√{self.d_model} = {self.scale:.4f})",
+                           "generator")
         logits = self.proj(x)  # (B, T, d_model) → (B, T, vocab)
         if self.final_logits_bias is not None:
             logits = logits + self.final_logits_bias
-        tracer = active_tracer()
         if tracer is not None:
             tracer.add("generator.logits", "logits", logits, ("batch", "tgt_pos", "vocab"), "Logits",
                        "logits = x W_vocab", "generator", major=True)
@@ -60,11 +76,11 @@ class Transformer(nn.Module):
         self.src_embed = Embeddings(c, c.src_vocab_size, "src_pos", "src_embed") if c.has_encoder else None
         self.encoder = nn.ModuleList(EncoderLayer(c, i) for i in range(c.n_encoder_layers))
         final_norm = c.final_layer_norm and c.has_encoder
-        self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if final_norm else None
+        self.encoder_norm = make_norm(c) if final_norm else None
         if c.has_decoder:
             self.tgt_embed = Embeddings(c, c.tgt_vocab_size, "tgt_pos", "tgt_embed")
             self.decoder = nn.ModuleList(DecoderLayer(c, i) for i in range(c.n_decoder_layers))
-            self.decoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_layer_norm else None
+            self.decoder_norm = make_norm(c) if c.final_layer_norm else None
             self.generator = Generator(c)
             if c.share_embeddings and self.src_embed is not None:
                 self.tgt_embed.tokens.weight = self.src_embed.tokens.weight
@@ -79,6 +95,14 @@ class Transformer(nn.Module):
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+
+    @staticmethod
+    def _position_bias(layers: nn.ModuleList, n_q: int, n_k: int, offset: int = 0) -> torch.Tensor | None:
+        """T5's relative position bias (h, n_q, n_k) from the table in the stack's first layer, or None.
+
+        Computed once per stack and handed to every layer (T5 shares it); the first layer traces it."""
+        table = layers[0].self_attn.relative_bias if len(layers) else None
+        return table(n_q, n_k, offset) if table is not None else None
 
     @property
     def device(self) -> torch.device:
@@ -105,9 +129,10 @@ class Transformer(nn.Module):
         b, s = src.shape
         x = self.src_embed(src, token_type_ids=token_type_ids)  # (B, S, d_model)
         mask = masks.encoder_self_mask(src_pad, b, s, src.device)  # (B, S, S) or None
+        bias = self._position_bias(self.encoder, s, s)  # (h, S, S) or None
         for layer in self.encoder:
-            x = layer(x, mask)
-        return _final_norm(self.encoder_norm, x, "encoder", "src_pos")
+            x = layer(x, mask, bias)
+        return _final_norm(self.encoder_norm, x, "encoder", "src_pos", self.config.norm)
 
     def decode(
         self,
@@ -135,9 +160,10 @@ class Transformer(nn.Module):
         self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)
         cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
         pure_causal = tgt_pad is None and offset == 0 and t > 1  # the mask is exactly the causal triangle
+        bias = self._position_bias(self.decoder, t, offset + t, offset)  # (h, T, T_past + T) or None
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None, pure_causal)
-        return _final_norm(self.decoder_norm, x, "decoder", "tgt_pos")
+            x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None, pure_causal, bias)
+        return _final_norm(self.decoder_norm, x, "decoder", "tgt_pos", self.config.norm)
 
     def forward(
         self,

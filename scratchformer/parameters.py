@@ -162,28 +162,76 @@ def _embeddings(c: _Counter, stack: str) -> None:
 
 
 def _attention(c: _Counter, key: str, cross: bool) -> None:
-    d = c.config.d_model
-    count = 4 * (d * d + d)
-    formula = f"4·(d_model² + d_model) = 4·({d}² + {d}) = {_n(count)}"
-    if cross:
-        note = ("W^Q (on the decoder), W^K and W^V (on the encoder output) and W^O, each d_model × d_model, "
-                "with their biases")
+    cfg = c.config
+    d, inner, h = cfg.d_model, cfg.d_attn, cfg.n_heads
+    table = getattr(c.model.get_submodule(key), "relative_bias", None)
+    if inner == d and cfg.linear_bias and table is None:  # the paper's attention
+        count = 4 * (d * d + d)
+        formula = f"4·(d_model² + d_model) = 4·({d}² + {d}) = {_n(count)}"
+        if cross:
+            note = ("W^Q (on the decoder), W^K and W^V (on the encoder output) and W^O, each d_model × d_model, "
+                    "with their biases")
+        else:
+            note = "W^Q, W^K, W^V and W^O, each d_model × d_model, with their biases"
+        note += f"; the {h} heads split these matrices, they add nothing"
+        c.block(key, [key], count, formula, note)
+        return
+    # h·d_k ≠ d_model, no biases, or T5's relative position bias table
+    parts, values, count = ["4·d_model·h·d_k"], [f"4·{d}·{inner}"], 4 * d * inner
+    notes = [f"W^Q, W^K, W^V (d_model × h·d_k, h·d_k = {h}·{cfg.d_head} = {inner}) and W^O (h·d_k × d_model)"]
+    if cfg.linear_bias:
+        parts.append("3·h·d_k + d_model")
+        values.append(f"3·{inner} + {d}")
+        count += 3 * inner + d
+        notes[0] += ", with their biases"
     else:
-        note = "W^Q, W^K, W^V and W^O, each d_model × d_model, with their biases"
-    note += f"; the {c.config.n_heads} heads split these matrices, they add nothing"
-    c.block(key, [key], count, formula, note)
+        notes[0] += ", no biases"
+    if table is not None:
+        buckets = table.weight.shape[0]
+        parts.append("buckets·h")
+        values.append(f"{buckets}·{h}")
+        count += buckets * h
+        notes.append(f"plus the relative position bias table: one number per head for each of {buckets} distance "
+                     "buckets, used by every layer of the stack")  # fmt: skip
+    notes.append(f"the {h} heads split these matrices, they add nothing")
+    formula = f"{' + '.join(parts)} = {' + '.join(values)} = {_n(count)}"
+    c.block(key, [key], count, formula, "; ".join(notes))
 
 
 def _norm(c: _Counter, key: str, path: str, what: str) -> None:
     d = c.config.d_model
+    if c.config.norm == "rmsnorm":  # γ only: RMSNorm neither centres nor shifts
+        if key.endswith("final_norm"):
+            note = "γ of the RMSNorm after the whole stack (not in the paper); RMSNorm has no β"
+        else:
+            note = "RMSNorm's γ (scale), one per feature; RMSNorm has no β"
+            if not key.endswith(".norm"):
+                note += "; the residual add has none"
+        c.block(key, [path], d, f"d_model = {d}", note)
+        return
     c.block(key, [path], 2 * d, f"2·d_model = 2·{d} = {_n(2 * d)}", what)
 
 
 def _ffn(c: _Counter, key: str) -> None:
-    d, f = c.config.d_model, c.config.d_ff
-    count = 2 * d * f + f + d
-    formula = f"2·d_model·d_ff + d_ff + d_model = 2·{d}·{_n(f)} + {_n(f)} + {d} = {_n(count)}"
-    c.block(key, [key], count, formula, "W_1 (d_model × d_ff) + b_1, W_2 (d_ff × d_model) + b_2")
+    cfg = c.config
+    d, f = cfg.d_model, cfg.d_ff
+    if not cfg.ffn_gated and cfg.linear_bias:  # the paper's
+        count = 2 * d * f + f + d
+        formula = f"2·d_model·d_ff + d_ff + d_model = 2·{d}·{_n(f)} + {_n(f)} + {d} = {_n(count)}"
+        c.block(key, [key], count, formula, "W_1 (d_model × d_ff) + b_1, W_2 (d_ff × d_model) + b_2")
+        return
+    k = 3 if cfg.ffn_gated else 2
+    count = k * d * f
+    formula = f"{k}·d_model·d_ff = {k}·{d}·{_n(f)}"
+    note = "W_1 (d_model × d_ff), " + ("V (d_model × d_ff, the gated unit's linear branch), " if cfg.ffn_gated else "")
+    note += "W_2 (d_ff × d_model)"
+    if cfg.linear_bias:
+        count += (k - 1) * f + d
+        formula += f" + {k - 1}·d_ff + d_model = {k}·{d}·{_n(f)} + {k - 1}·{_n(f)} + {d}"
+        note += ", with their biases"
+    else:
+        note += ", no biases"
+    c.block(key, [key], count, f"{formula} = {_n(count)}", note)
 
 
 _ADD_NORM_NOTE = "LayerNorm's γ (scale) and β (shift), one each per feature; the residual add has none"
@@ -239,6 +287,8 @@ def _generator(c: _Counter) -> None:
         count += vocab
     bias = " + vocab" if gen.proj.bias is not None else ""
     formula = f"vocab·d_model{bias} = {_n(vocab)}·{d}{' + ' + _n(vocab) if bias else ''} = {_n(count)}"
+    if getattr(gen, "scale", None) is not None:
+        notes.append("the decoder output is first multiplied by d_model^-0.5, a fixed number: nothing learned")
     if getattr(gen, "final_logits_bias", None) is not None:
         notes.append(f"plus final_logits_bias ({_n(vocab)} numbers): a fixed buffer loaded with the model, "
                      "not a trainable parameter, so not counted")

@@ -17,6 +17,9 @@ KINDS = (
     "tokens", "embedding", "positional_encoding", "input", "mask", "qkv", "heads", "scores",
     "scaled_scores", "masked_scores", "attention_weights", "context", "concat", "projection", "dropout",
     "residual", "layer_norm", "ffn_hidden", "ffn_out", "logits", "probabilities",
+    # added for imported models (T5): the relative position bias map (head × q_pos × k_pos, no batch axis), the
+    # two branches of a gated feed-forward unit (act(x W_1) and x V), and the decoder output × d_model^-0.5
+    "position_bias", "ffn_gate", "output_scale",
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")
@@ -170,8 +173,16 @@ BLOCK_NAMES = {
 }
 
 
-def breadcrumb(sublayer: str) -> list[str]:
-    """'decoder.1.cross_attn' → ['Decoder 2', 'Cross-attention'] (layers counted from 1 for people)."""
+def step_breadcrumb(step: Step) -> list[str]:
+    """breadcrumb(step.sublayer), with the norm called what the step computes: 'RMSNorm' for a T5 model's norm."""
+    rms = step.kind == "layer_norm" and step.formula.startswith("RMSNorm")
+    return breadcrumb(step.sublayer, "RMSNorm" if rms else "LayerNorm")
+
+
+def breadcrumb(sublayer: str, norm_name: str = "LayerNorm") -> list[str]:
+    """'decoder.1.cross_attn' → ['Decoder 2', 'Cross-attention'] (layers counted from 1 for people).
+
+    `norm_name` names a pre-LN norm block and a final norm ('RMSNorm' for T5; see step_breadcrumb)."""
     parts = sublayer.split(".")
     crumbs: list[str] = []
     if parts[0] in ("encoder", "decoder"):
@@ -181,5 +192,5 @@ def breadcrumb(sublayer: str) -> list[str]:
         else:
             crumbs.append(parts[0].capitalize())
             parts = parts[1:]
-    crumbs.extend(BLOCK_NAMES.get(p, p.replace("_", " ").capitalize()) for p in parts)
+    crumbs.extend(BLOCK_NAMES.get(p, p.replace("_", " ").capitalize()).replace("LayerNorm", norm_name) for p in parts)
     return crumbs

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ..config import TransformerConfig
-from ..trace import Step, Trace, breadcrumb
+from ..trace import Step, Trace, step_breadcrumb
 from .format import Count, Num
 from .texts import PHRASES
 
@@ -110,7 +110,7 @@ class Ctx:
         values = {
             "d_model": Count(c.d_model), "h": Count(c.n_heads), "d_k": Count(c.d_head), "d_ff": Count(c.d_ff),
             "max_len": Count(c.max_len), "shape": step.shape_text(), "formula": step.formula, "title": step.title,
-            "n_pos": Count(n_pos), "side": PHRASES[f"side.{side}"], "block": " › ".join(breadcrumb(step.sublayer)),
+            "n_pos": Count(n_pos), "side": PHRASES[f"side.{side}"], "block": " › ".join(step_breadcrumb(step)),
             "vocab": Count(c.src_vocab_size if side == "src_pos" else c.tgt_vocab_size),
             "batch_no": Count(min(max(self.batch, 0), self._n_batch() - 1) + 1), "b_note": "",
         }  # fmt: skip
@@ -118,6 +118,12 @@ class Ctx:
             n_tokens=counted("token", n_pos), positions=counted("position", n_pos),
             side_positions=counted(side, n_pos), each_position=one_or_many("each", n_pos),
             all_positions=one_or_many("all", n_pos),
+        )  # fmt: skip
+        bias = getattr(c, "linear_bias", True)
+        values.update(
+            d_attn=Count(c.d_attn), norm_name=PHRASES[f"norm.{getattr(c, 'norm', 'layernorm')}"],
+            plus_b=" + b" if bias else "", w1_b1="W_1 and b_1" if bias else "W_1", and_b2=" and b_2" if bias else "",
+            plus_b2=" + b_2" if bias else "", wo_b="W^O and b" if bias else "W^O", s_bring="" if bias else "s",
         )  # fmt: skip
         if self._n_batch() > 1:
             values["b_note"] = PHRASES["b_note"].format(n=values["batch_no"], total=self._n_batch())

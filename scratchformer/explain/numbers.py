@@ -66,6 +66,8 @@ def positional_encoding(c: Ctx) -> Facts:
     cfg = c.config
     kind = {"sinusoidal_halves": "halves", "learned": "learned", "none": "none"}.get(cfg.positional)
     key = f"positional_encoding.{kind}" if kind else "positional_encoding"
+    if kind == "none" and cfg.relative_buckets:
+        key = "positional_encoding.relative"
     pe, d = c.item(), cfg.d_model  # (T, d_model), no batch axis
     n_pos = pe.shape[0]
     values: dict = {"pos": Count(n_pos - 1)}
@@ -103,6 +105,8 @@ def input_sum(c: Ctx) -> Facts:
     emb = c.sibling("scaled") or c.sibling("lookup")
     pe = c.sibling("positional_encoding")
     key = "input.types" if c.config.type_vocab_size else "input"
+    if c.config.positional == "none" and not c.config.type_vocab_size:
+        key = "input.none"
     links = [(emb, "embedded"), (pe, "positions")]
     if emb is None or pe is None:
         return Facts(key, {}, links)
@@ -134,7 +138,7 @@ def _attention_values(c: Ctx) -> dict:
 
 
 def qkv(c: Ctx) -> Facts:
-    d = c.config.d_model
+    d = c.config.d_attn  # h·d_k: d_model in the paper
     values = {"d_out": Count(c.step.shape[-1]), "d_model_1": Count(d + 1), "d_model_2": Count(2 * d)}
     if c.suffix == "q_proj":
         return Facts("qkv.cross_q", values, [(c.sublayer_input(c.step.sublayer), "x")])
@@ -161,9 +165,36 @@ def scaled_scores(c: Ctx) -> Facts:
     values = _attention_values(c)
     values["sqrt_dk"] = sqrt(c.config.d_head)
     before = c.sibling("scores")
+    if not c.config.scale_attention:  # T5: nothing is divided
+        return Facts("scaled_scores.none", values, [(before, "scores")])
     if before is not None:
         values.update(std_before=finite_std(c.item(before)), std_after=finite_std(c.item()))
     return Facts("scaled_scores", values, [(before, "scores")])
+
+
+def position_bias(c: Ctx) -> Facts:
+    """T5's relative position bias map (h, n_q, n_k): what the last query gets for itself and its neighbours."""
+    cfg = c.config
+    values = _attention_values(c)
+    decoder = c.step.stack == "decoder"
+    per_direction = cfg.relative_buckets if decoder else cfg.relative_buckets // 2
+    values.update(n_buckets=Count(cfg.relative_buckets), max_distance=Count(cfg.relative_max_distance),
+                  max_exact_1=Count(max(per_direction // 2 - 1, 0)),
+                  direction=PHRASES["direction.causal" if decoder else "direction.bidirectional"],
+                  stack=PHRASES.get(f"stack.{c.step.stack}", c.step.stack))  # fmt: skip
+    head = c.item()[0]  # (n_q, n_k), head 1
+    n_q, n_k = head.shape
+    i, j = n_q - 1, n_k - 1  # the last query sits at the last key position (keys before it may be cached)
+    values["self_bias"] = Num(head[i, j].item())
+    values["left_clause"] = PHRASES["left_clause"].format(left=Num(head[i, j - 1].item())) if j > 0 else ""
+    values["right_clause"] = ""
+    if not decoder and i > 0:  # the query before the last, and the key to its right (the last position)
+        values["right_clause"] = PHRASES["right_clause"].format(q_prev=c.label(c.pos_dims()[0], i - 1),
+                                                                right=Num(head[i - 1, j].item()))
+    layer = c.step.layer or 0
+    key = "position_bias.shared" if layer > 0 else "position_bias"
+    first = c.earlier(f"{c.step.stack}.0.self_attn.position_bias") if layer > 0 else None
+    return Facts(key, values, [(first, "bias_first"), (c.sibling("scaled_scores"), "unscaled")])
 
 
 def mask(c: Ctx) -> Facts:
@@ -193,6 +224,10 @@ def masked_scores(c: Ctx) -> Facts:
     n_blocked = int(torch.isneginf(c.item()[0]).sum().item())
     values["n_blocked"] = Count(n_blocked)
     links = [(c.sibling("scaled_scores"), "scaled"), (c.sibling("mask"), "mask")]
+    bias = c.sibling("position_bias")
+    if bias is not None:  # T5: S + B + M
+        return Facts("masked_scores.bias_none" if n_blocked == 0 else "masked_scores.bias", values,
+                     [links[0], (bias, "bias"), links[1]])  # fmt: skip
     return Facts("masked_scores.none" if n_blocked == 0 else "masked_scores", values, links)
 
 
@@ -238,8 +273,10 @@ def concat(c: Ctx) -> Facts:
 
 
 def projection(c: Ctx) -> Facts:
-    d = c.config.d_model
-    return Facts("projection", {"proj_params": Count(d * d + d)}, [(c.sibling("concat"), "concat")])
+    cfg = c.config
+    d = cfg.d_model
+    count = cfg.d_attn * d + (d if cfg.linear_bias else 0)
+    return Facts("projection", {"proj_params": Count(count)}, [(c.sibling("concat"), "concat")])
 
 
 def dropout(c: Ctx) -> Facts:
@@ -275,14 +312,15 @@ def residual(c: Ctx) -> Facts:
 
 
 def layer_norm(c: Ctx) -> Facts:
+    rms = c.config.norm == "rmsnorm" and c.step.stack not in ("src_embed", "tgt_embed")
     if c.step.name.endswith("final_norm.out"):
-        key, before, link = "layer_norm.final", c.previous(), "before"
+        key, before, link = "layer_norm.rms_final" if rms else "layer_norm.final", c.previous(), "before"
     elif c.step.sublayer.endswith(".norm"):  # pre-LN (norm_first): the norm before a sublayer
-        key, before, link = "layer_norm.pre", c.previous(), "before"
+        key, before, link = "layer_norm.rms_pre" if rms else "layer_norm.pre", c.previous(), "before"
     elif c.step.stack in ("src_embed", "tgt_embed"):
         key, before, link = "layer_norm.embed", c.sibling("sum"), "sum"
     else:
-        key, before, link = "layer_norm", c.sibling("residual"), "residual"
+        key, before, link = "layer_norm.rms" if rms else "layer_norm", c.sibling("residual"), "residual"
     stack = c.step.stack
     out = c.item()
     values = {"tok": c.label(c.pos_dims()[0], 0), "eps": Num(c.config.layer_norm_eps),
@@ -294,7 +332,17 @@ def layer_norm(c: Ctx) -> Facts:
         x = c.item(before)
         values.update(mu_in=_mean(x[0]), sd_in=Num(row_std(x[0]).item()),
                       avg_sd_in=Num(row_std(x).mean().item()))  # fmt: skip
+        if rms:
+            values.update(rms_in=Num(_rms(x[0]).item()), avg_rms_in=Num(_rms(x).mean().item()))
+    if rms:
+        values.update(rms_out=Num(_rms(out[0]).item()), avg_rms_out=Num(_rms(out).mean().item()))
+        link = "before_rms" if link == "before" else link
     return Facts(key, values, [(before, link)])
+
+
+def _rms(x: torch.Tensor) -> torch.Tensor:
+    """Root mean square over the last axis (what RMSNorm divides by, without ε)."""
+    return x.double().pow(2).mean(-1).sqrt()
 
 
 def _mean(x: torch.Tensor) -> Num:
@@ -306,23 +354,58 @@ def _mean(x: torch.Tensor) -> Num:
 # ---------------------------------------------------------------- feed-forward and output
 
 
+def _ffn_values(c: Ctx) -> dict:
+    x = c.item()
+    return {"zero_pct": pct((x == 0).double().mean().item()), "neg_pct": pct((x < 0).double().mean().item()),
+            "n_hidden": Count(x.numel()), "act_name": PHRASES[f"act.{c.config.activation}"],
+            "act_short": PHRASES[f"act_short.{c.config.activation}"]}  # fmt: skip
+
+
 def ffn_hidden(c: Ctx) -> Facts:
     act = c.config.activation
-    hidden = c.item()
-    values = {"zero_pct": pct((hidden == 0).double().mean().item()),
-              "neg_pct": pct((hidden < 0).double().mean().item()), "n_hidden": Count(hidden.numel())}  # fmt: skip
+    values = _ffn_values(c)
+    if c.config.ffn_gated:  # gate ⊙ linear
+        values["small_pct"] = pct((c.item().abs() < 0.01).double().mean().item())
+        return Facts("ffn_hidden.gated", values, [(c.sibling("gate"), "gate"), (c.sibling("linear"), "linear")])
     key = "ffn_hidden" if act == "relu" else f"ffn_hidden.{act}"
     return Facts(key, values, [(c.sublayer_input(c.step.sublayer), "x")])
 
 
+def ffn_gate(c: Ctx) -> Facts:
+    """The two branches of a gated feed-forward unit: act(x W_1) (`.gate`) and x V (`.linear`)."""
+    key = "ffn_gate.linear" if c.suffix == "linear" else "ffn_gate"
+    return Facts(key, _ffn_values(c), [(c.sublayer_input(c.step.sublayer), "x")])
+
+
 def ffn_out(c: Ctx) -> Facts:
     cfg = c.config
-    d, f = cfg.d_model, cfg.d_ff
-    ffn = 2 * d * f + f + d
+    d, f, inner, bias = cfg.d_model, cfg.d_ff, cfg.d_attn, cfg.linear_bias
+    k = 3 if cfg.ffn_gated else 2  # W_1, (V,) W_2
+    ffn = k * d * f + ((k - 1) * f + d if bias else 0)
+    if bias:
+        formula = f"{k} · {Count(d)} · {Count(f)} + {'' if k == 2 else f'{k - 1} · '}{Count(f)} + {Count(d)}"
+    else:
+        formula = f"{k} · {Count(d)} · {Count(f)}"
+    if cfg.ffn_gated:
+        parts = PHRASES["ffn_parts.gated_bias" if bias else "ffn_parts.gated"]
+    else:
+        parts = PHRASES["ffn_parts.bias" if bias else "ffn_parts.plain"]
     n_attn = 2 if c.step.stack == "decoder" and cfg.has_encoder else 1
-    layer = ffn + n_attn * (4 * d * d + 4 * d) + (n_attn + 1) * 2 * d  # attention, FFN, one LayerNorm per sublayer
-    values = {"ffn_params": Count(ffn), "ffn_share": pct(ffn / layer)}
+    attn = 4 * d * inner + (3 * inner + d if bias else 0)
+    norm = d if cfg.norm == "rmsnorm" else 2 * d
+    layer = ffn + n_attn * attn + (n_attn + 1) * norm  # attention, FFN, one norm per sublayer
+    if cfg.relative_buckets and c.step.layer == 0:
+        layer += cfg.relative_buckets * cfg.n_heads  # the relative position bias table of the first layer
+    values = {"ffn_params": Count(ffn), "ffn_share": pct(ffn / layer), "ffn_formula": formula, "ffn_parts": parts}
     return Facts("ffn_out", values, [(c.sibling("hidden"), "hidden")])
+
+
+def output_scale(c: Ctx) -> Facts:
+    before = c.previous()
+    values = {"inv_sqrt_dm": Num(c.config.d_model**-0.5)}
+    if before is not None and before.shape == c.step.shape:
+        values.update(std_before=finite_std(c.item(before)), std_after=finite_std(c.item()))
+    return Facts("output_scale", values, [(before, "scaled_out")])
 
 
 def logits(c: Ctx) -> Facts:
@@ -335,7 +418,8 @@ def logits(c: Ctx) -> Facts:
     links = [(c.previous(), "decoder_out")]
     if cfg.tie_output:
         links.append((c.earlier("tgt_embed.lookup"), "table"))
-    notes = ["logits_bias"] if cfg.final_logits_bias else []
+    notes = ["output_scale"] if cfg.scale_decoder_output else []
+    notes += ["logits_bias"] if cfg.final_logits_bias else []
     return Facts("logits" if cfg.tie_output else "logits.untied", values, links, notes)
 
 
@@ -358,6 +442,7 @@ FACTS: dict[str, Callable[[Ctx], Facts]] = {
     "masked_scores": masked_scores, "attention_weights": attention_weights, "context": context, "concat": concat,
     "projection": projection, "dropout": dropout, "residual": residual, "layer_norm": layer_norm,
     "ffn_hidden": ffn_hidden, "ffn_out": ffn_out, "logits": logits, "probabilities": probabilities,
+    "position_bias": position_bias, "ffn_gate": ffn_gate, "output_scale": output_scale,
 }  # fmt: skip
 
 

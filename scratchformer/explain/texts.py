@@ -5,9 +5,11 @@ TEXTS is keyed by step kind (scratchformer.trace.KINDS) and by a few variants "k
 "kind.plain" holds a numbers text that needs no other step, used when a sibling step is missing, and "step" is the
 last resort for anything else. numbers.py computes the placeholder values and picks the variant.
 
-Placeholders every step has: {d_model} {h} (heads) {d_k} {d_ff} {shape} {formula} {n_pos} (positions on the step's
-position axis) {side} ("source"/"target") {vocab} {batch_no} {b_note} ("" or ", in batch item 2 of 4") and the
-tensor's {min} {max} {mean} {std} for that batch item. Tokens arrive quoted ('girl'). Numbers print with three
+Placeholders every step has: {d_model} {h} (heads) {d_k} {d_attn} (h·d_k, d_model in the paper) {d_ff} {shape}
+{formula} {n_pos} (positions on the step's position axis) {side} ("source"/"target") {vocab} {batch_no} {b_note}
+("" or ", in batch item 2 of 4"), {norm_name} ("LayerNorm"/"RMSNorm"), the bias fragments {plus_b} (" + b" or ""),
+{w1_b1} ("W_1 and b_1" or "W_1"), {and_b2}, {plus_b2}, {wo_b} ("W^O and b" or "W^O"), and the tensor's {min} {max}
+{mean} {std} for that batch item. Tokens arrive quoted ('girl'). Numbers print with three
 significant figures unless the placeholder gives a format, as in {sqrt_dk:.2f}. Positions count from 1.
 """
 
@@ -80,6 +82,16 @@ TEXTS: dict[str, dict[str, str]] = {
                "tells positions apart.",
         "numbers": "All {n_pos} × {d_model} values are 0.",
     },
+    "positional_encoding.relative": {
+        "what": "This model adds no position vector to its inputs (positional = none, a departure from the paper): the "
+                "table is all zeros. Position enters later, inside every self-attention, as a relative position "
+                "bias (T5).",
+        "why": "Instead of telling each token where it is, T5 tells attention how far apart two tokens are: a learned "
+               "number per head for each distance bucket is added to the attention scores. Only distances matter, "
+               "so the same pattern works at any position and for texts longer than those seen in training.",
+        "numbers": "All {n_pos} × {d_model} values are 0; the bias comes in the first self-attention layer of each "
+                   "stack.",
+    },
     "positional_encoding.plain": {"numbers": "Its values range from {min} to {max} (std {std})."},
     "input": {
         "what": "Each token's vector and its position's vector are added element by element: {n_pos} × {d_model} "
@@ -94,6 +106,13 @@ TEXTS: dict[str, dict[str, str]] = {
                 "from sentence B.",
         "numbers": "{formula}: for {tok} (position {pos_no}), dimension 0 is {emb} + {pe} + {typ} = {total}.",
     },
+    "input.none": {
+        "what": "Nothing is added to the token vectors here (no positional encoding, a departure from the paper): the "
+                "{n_pos} × {d_model} embeddings go into the first layer as they are.",
+        "why": "This model brings in position elsewhere (T5: a relative position bias inside attention), so the "
+               "input carries only what each token is, not where it stands.",
+        "numbers": "{formula}: for {tok} (position {pos_no}), dimension 0 is {emb}, unchanged.",
+    },
     "input.plain": {"numbers": "{formula}: the sum has std {std} and ranges from {min} to {max}."},
     # ---------------------------------------------------------------- attention
     "qkv": {
@@ -102,15 +121,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "why": "Q, K and V are three learned views of the same tokens: the query says what a position looks for, the "
                "key what it offers, the value what it passes on when chosen. Fusing the three matrices is only "
                "faster, not different.",
-        "numbers": "{d_out} = 3 × {d_model}: columns 1–{d_model} are Q, {d_model_1}–{d_model_2} are K and the last "
-                   "{d_model} are V.",
+        "numbers": "{d_out} = 3 × {d_attn}: columns 1–{d_attn} are Q, {d_model_1}–{d_model_2} are K and the last "
+                   "{d_attn} are V.",
     },
     "qkv.cross_q": {
-        "what": "Queries come from the decoder: W^Q ({d_model} × {d_model}) turns the vector of each target position "
+        "what": "Queries come from the decoder: W^Q ({d_model} × {d_attn}) turns the vector of each target position "
                 "into a query ({side_positions} here).",
         "why": "In cross-attention the decoder asks the questions: each target position forms a query for what it "
                "needs from the source.",
-        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_model}) + b → {n_pos} × {d_model}, one query per target "
+        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_attn}){plus_b} → {n_pos} × {d_attn}, one query per target "
                    "position.",
     },
     "qkv.cross_kv": {
@@ -118,14 +137,14 @@ TEXTS: dict[str, dict[str, str]] = {
                 "each source position into a key and a value ({side_positions} here).",
         "why": "Every decoder layer reads the same encoder output but projects it with its own weights. The source "
                "does not change while decoding, so these are computed once and cached.",
-        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_out}) + b → {n_pos} × {d_out}: the first {d_model} "
-                   "columns are K, the last {d_model} are V.",
+        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_out}){plus_b} → {n_pos} × {d_out}: the first {d_attn} "
+                   "columns are K, the last {d_attn} are V.",
     },
     "heads": {
-        "what": "The {d_model} columns are cut into h = {h} slices of d_k = {d_k}, one per head: {shape}.",
+        "what": "The {d_attn} columns are cut into h = {h} slices of d_k = {d_k}, one per head: {shape}.",
         "why": "Each head attends on its own in a smaller space, so different heads can follow different relations; "
                "together they cost about as much as one full-width head.",
-        "numbers": "{d_model} = {h} × {d_k}: head 1 takes columns 1–{d_k}, head {h} columns {last_from}–{d_model}.",
+        "numbers": "{d_attn} = {h} × {d_k}: head 1 takes columns 1–{d_k}, head {h} columns {last_from}–{d_attn}.",
     },
     "heads.q": {
         "what": "The queries are cut into h = {h} heads of d_k = {d_k} numbers each ({side_positions} per "
@@ -158,10 +177,39 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "d_k = {d_k} (d_model / h = {d_model} / {h}), so every score is divided by √{d_k} = {sqrt_dk:.2f}; "
                    "the scores' standard deviation went from {std_before} to {std_after}.",
     },
+    "scaled_scores.none": {
+        "what": "The scores are not divided by √d_k here, a departure from the paper: the {h} heads' {n_q} × {n_k} "
+                "maps pass on unchanged (T5).",
+        "why": "The paper divides by √d_k so that wide heads do not saturate the softmax. T5 gets the same effect "
+               "from its initialisation instead: W^Q starts out √d_k times smaller than W^K, so the dot products "
+               "begin at a moderate size and no division is needed at run time.",
+        "numbers": "d_k = {d_k}, so the paper would divide every score by √{d_k} = {sqrt_dk:.2f}; here the scores "
+                   "keep their standard deviation of {std}.",
+    },
     "scaled_scores.plain": {
         "numbers": "d_k = {d_k} (d_model / h = {d_model} / {h}), so every score is divided by √{d_k} = "
                    "{sqrt_dk:.2f}; the scaled scores have standard deviation {std}.",
     },
+    "position_bias": {
+        "what": "T5's relative position bias: for query position i and key position j, the distance j − i falls into "
+                "one of {n_buckets} buckets, and each of the {h} heads has learned one number per bucket. This "
+                "{n_q} × {n_k} map per head is computed once, here in the first layer, and added to the scores of "
+                "every layer of the {stack}.",
+        "why": "This is how T5 knows word order (it adds no positional encoding to its inputs): each head can learn to "
+               "favour, say, the previous token or nearby tokens. {direction} Short distances get a bucket each "
+               "(0 to {max_exact_1}); longer ones share logarithmically wider buckets, and every distance of "
+               "{max_distance} or more shares the last one, so the bias works for texts of any length.",
+        "numbers": "In head 1, {q_last} (position {n_q}) gets {self_bias} for itself{left_clause}{right_clause}. "
+                   "Over all heads the bias ranges from {min} to {max}.",
+    },
+    "position_bias.shared": {
+        "what": "The same relative position bias as in the first layer of the {stack}: T5 computes the map once per "
+                "stack and every layer adds it to its scores ({h} heads, {n_q} × {n_k} each).",
+        "why": "Sharing keeps the number of position parameters tiny ({n_buckets} per head for the whole stack) and "
+               "gives every layer the same sense of distance; each layer's own W^Q and W^K decide how much it "
+               "matters against the content of the tokens. {direction}",
+    },
+    "position_bias.plain": {"numbers": "The bias ranges from {min} to {max} over the {h} heads."},
     "mask": {
         "what": "The mask M, a {n_q} × {n_k} grid added to every head's scaled scores, is 0 where a query may look "
                 "and −∞ where it may not.",
@@ -200,6 +248,21 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "{n_blocked} of the {n_cells} cells of each head are −∞; the finite scores range from {min} to "
                    "{max}.",
     },
+    "masked_scores.bias": {
+        "what": "The relative position bias B and the mask M are added to the scores: allowed cells become S + B, "
+                "blocked cells −∞, in all {h} heads ({n_q} × {n_k} each).",
+        "why": "The bias lets the positions of query and key shift the scores before the softmax, and e^−∞ = 0 gives "
+               "each blocked key exactly zero weight while the allowed keys share all of it.",
+        "numbers": "{n_blocked} of the {n_cells} cells of each head are −∞; the finite values range from {min} to "
+                   "{max}.",
+    },
+    "masked_scores.bias_none": {
+        "what": "The relative position bias B is added to the scores, and the mask, all zeros in this {attention}, "
+                "changes nothing: S + B in all {h} heads ({n_q} × {n_k} each).",
+        "why": "The bias lets the positions of query and key shift the scores before the softmax. No mask is needed: "
+               "{no_mask_reason}.",
+        "numbers": "No cell is −∞; the values range from {min} to {max}.",
+    },
     "masked_scores.none": {
         "what": "The mask is added to the scaled scores; in this {attention} it is all zeros, so the {h} heads' "
                 "{n_q} × {n_k} maps pass through unchanged.",
@@ -233,19 +296,19 @@ TEXTS: dict[str, dict[str, str]] = {
                    "that token's value vector: in dimension 1 the output is {ctx} and that value is {v_top}.",
     },
     "concat": {
-        "what": "The {h} head outputs of d_v = {d_k} numbers are placed side by side again: one vector of {d_model} "
+        "what": "The {h} head outputs of d_v = {d_k} numbers are placed side by side again: one vector of {d_attn} "
                 "numbers for {each_position}.",
         "why": "This undoes the split into heads; the model needs one vector per position again before the output "
                "projection mixes what the heads found.",
-        "numbers": "{h} × {d_k} = {d_model}: columns 1–{d_k} come from head 1, columns {last_from}–{d_model} from "
+        "numbers": "{h} × {d_k} = {d_attn}: columns 1–{d_k} come from head 1, columns {last_from}–{d_attn} from "
                    "head {h}.",
     },
     "projection": {
-        "what": "The joined heads are multiplied by W^O ({d_model} × {d_model}), giving one {d_model}-number vector "
+        "what": "The joined heads are multiplied by W^O ({d_attn} × {d_model}), giving one {d_model}-number vector "
                 "for {each_position}.",
         "why": "Concatenation only stacks the heads side by side; W^O lets every output number combine all heads and "
                "maps the result back into the coordinates of x, ready to be added to it.",
-        "numbers": "({n_pos} × {d_model}) · ({d_model} × {d_model}) + b → {n_pos} × {d_model}; W^O and b hold "
+        "numbers": "({n_pos} × {d_attn}) · ({d_attn} × {d_model}){plus_b} → {n_pos} × {d_model}; {wo_b} hold{s_bring} "
                    "{proj_params} weights. The output has std {std}.",
     },
     "dropout": {
@@ -266,12 +329,12 @@ TEXTS: dict[str, dict[str, str]] = {
                    "{sd_x} for x, {sd_s} for the sublayer's output and {sd_r} for the sum.",
     },
     "residual.pre": {
-        "what": "Pre-LN (a departure from the paper, as in GPT-2): the sublayer read LayerNorm(x), and its output is "
-                "added back to x itself, for {each_position} ({n_pos} × {d_model}). No LayerNorm follows: this sum "
-                "is the layer's running output.",
+        "what": "Pre-LN (a departure from the paper, as in GPT-2 and T5): the sublayer read {norm_name}(x), and its "
+                "output is added back to x itself, for {each_position} ({n_pos} × {d_model}). No {norm_name} "
+                "follows: this sum is the layer's running output.",
         "why": "The shortcut passes x through untouched, so the residual stream is never normalised inside the "
                "layers; putting the norm before each sublayer is what lets very deep stacks train without warm-up. "
-               "A final LayerNorm after the stack brings the vectors back to a steady scale.",
+               "A final {norm_name} after the stack brings the vectors back to a steady scale.",
     },
     "residual.plain": {"numbers": "The sum has std {std} and ranges from {min} to {max}."},
     "layer_norm": {
@@ -307,13 +370,45 @@ TEXTS: dict[str, dict[str, str]] = {
                "instead, x + Sublayer(LayerNorm(x)), gives every sublayer inputs of a steady size while the "
                "gradients flow straight along the residual stream, which makes deep models easier to train.",
     },
+    "layer_norm.rms": {
+        "what": "RMSNorm rescales the vector of {each_position} on its own: divide it by its root mean square "
+                "√(mean(x²) + ε) over its {d_model} numbers, then apply a learned scale γ. Unlike LayerNorm it "
+                "subtracts no mean and adds no shift β (a departure from the paper, as in T5).",
+        "why": "Keeping the vectors' size steady is what makes training stable; re-centring them turned out to add "
+               "little, so RMSNorm drops it and is cheaper. Statistics are per token, so batch size and padding do "
+               "not matter.",
+        "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after; its mean is "
+                   "{mu_out}, not 0, since nothing is centred. Over {all_positions} the average root mean square "
+                   "goes from {avg_rms_in} to {avg_rms_out} (ε = {eps:g}; the learned γ can move it away from 1).",
+    },
+    "layer_norm.rms_pre": {
+        "what": "Pre-LN with RMSNorm (departures from the paper, as in T5): the vector of {each_position} is divided "
+                "by its root mean square √(mean(x²) + ε) over its {d_model} numbers and scaled by a learned γ before "
+                "the sublayer reads it; no mean is subtracted and there is no shift β. The residual connection keeps "
+                "the un-normalised x.",
+        "why": "Normalising the sublayer's input instead of the sum, x + Sublayer(RMSNorm(x)), gives every sublayer "
+               "inputs of a steady size while the gradients flow straight along the residual stream. RMSNorm keeps "
+               "LayerNorm's rescaling but drops its re-centring, which matters little and costs time.",
+        "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after; its mean is "
+                   "{mu_out}, not 0, since nothing is centred. Over {all_positions} the average root mean square "
+                   "goes from {avg_rms_in} to {avg_rms_out} (ε = {eps:g}; the learned γ can move it away from 1).",
+    },
+    "layer_norm.rms_final": {
+        "what": "One more RMSNorm after the last {stack} layer, applied to the vector of {each_position}: divided by "
+                "its root mean square and scaled by a learned γ (no mean subtracted, no β). Not in the paper's model.",
+        "why": "It hands the {consumer} inputs of a fixed scale; in pre-norm models, whose residual stream is never "
+               "normalised inside the layers, it is essential.",
+        "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after; its mean is "
+                   "{mu_out}, not 0, since nothing is centred. Over {all_positions} the average root mean square "
+                   "goes from {avg_rms_in} to {avg_rms_out} (ε = {eps:g}; the learned γ can move it away from 1).",
+    },
     "layer_norm.plain": {
         "numbers": "After it, {tok} (position 1) has mean {mu_out} and std {sd_out}; the learned γ and β can move "
                    "them away from 0 and 1.",
     },
     # ---------------------------------------------------------------- feed-forward
     "ffn_hidden": {
-        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by {w1_b1}, "
                 "then ReLU, max(0, ·), sets every negative value to 0.",
         "why": "Without a nonlinearity the two layers would collapse into one matrix; ReLU makes each hidden unit a "
                "switch that passes its input or stays silent, so the network can compute far more than a linear "
@@ -322,7 +417,7 @@ TEXTS: dict[str, dict[str, str]] = {
                    "is {max}.",
     },
     "ffn_hidden.gelu": {
-        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by {w1_b1}, "
                 "then GELU, x·Φ(x) with Φ the normal CDF: a departure from the paper's ReLU, as in BERT.",
         "why": "Like ReLU it passes large positive values and suppresses negative ones, but smoothly, so small "
                "negative inputs keep a little signal and a gradient.",
@@ -330,7 +425,7 @@ TEXTS: dict[str, dict[str, str]] = {
                    "{min} (GELU never goes under about −0.17); the largest is {max}.",
     },
     "ffn_hidden.gelu_tanh": {
-        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by {w1_b1}, "
                 "then GELU in its tanh approximation: a departure from the paper's ReLU.",
         "why": "Like ReLU it passes large positive values and suppresses negative ones, but smoothly; the tanh form "
                "is a cheaper curve that is almost identical to exact GELU.",
@@ -338,20 +433,45 @@ TEXTS: dict[str, dict[str, str]] = {
                    "{min} (GELU never goes under about −0.17); the largest is {max}.",
     },
     "ffn_hidden.silu": {
-        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by W_1 and b_1, "
+        "what": "Each position's vector is widened from d_model = {d_model} to d_ff = {d_ff} numbers by {w1_b1}, "
                 "then SiLU, x·σ(x) (Marian's \"swish\"): a departure from the paper's ReLU.",
         "why": "Like ReLU it passes large positive values and suppresses negative ones, but smoothly, so small "
                "negative inputs keep a little signal and a gradient.",
         "numbers": "{neg_pct} of the {n_hidden} hidden values ({n_pos} × {d_ff}) are negative, but none below "
                    "{min} (SiLU never goes under about −0.28); the largest is {max}.",
     },
+    "ffn_gate": {
+        "what": "The gate branch of the gated feed-forward unit: W_1 widens each position's vector from d_model = "
+                "{d_model} to d_ff = {d_ff} numbers, then {act_name} is applied.",
+        "why": "A gated unit (Shazeer 2020; T5 v1.1 and Flan-T5 use GELU) has two branches instead of one: this one, "
+               "through the non-linearity, decides how much of each hidden unit passes; the linear branch next "
+               "supplies what passes. It trains better than the paper's single ReLU layer at the same cost.",
+        "numbers": "{neg_pct} of the {n_hidden} gate values ({n_pos} × {d_ff}) are negative and {zero_pct} are "
+                   "exactly 0; they range from {min} to {max}.",
+    },
+    "ffn_gate.linear": {
+        "what": "The linear branch of the gated feed-forward unit: a second matrix V widens each position's vector "
+                "from d_model = {d_model} to d_ff = {d_ff} numbers, with no activation at all.",
+        "why": "Multiplied element by element with the gate, it lets signed values through in proportion to how "
+               "open the gate is, instead of the all-or-nothing of a ReLU; V is the third matrix a gated unit adds.",
+        "numbers": "The {n_hidden} values ({n_pos} × {d_ff}) range from {min} to {max} (std {std}); {neg_pct} are "
+                   "negative.",
+    },
+    "ffn_hidden.gated": {
+        "what": "The two branches are multiplied element by element: {act_short}(x W_1) ⊙ (x V), {n_pos} × {d_ff} "
+                "numbers, the hidden layer of the gated unit (a departure from the paper's ReLU layer).",
+        "why": "Where the gate is near 0 the hidden unit is silent; where it is open the linear branch's value passes, "
+               "sign included. The product is then brought back to d_model by W_2.",
+        "numbers": "{neg_pct} of the {n_hidden} hidden values are negative and {small_pct} are within ±0.01 of 0; "
+                   "the largest is {max}.",
+    },
     "ffn_out": {
-        "what": "W_2 ({d_ff} × {d_model}) and b_2 bring each hidden vector back to d_model = {d_model}. The same "
-                "two-layer network is applied to {each_position} independently.",
+        "what": "W_2 ({d_ff} × {d_model}){and_b2} bring{s_bring} each hidden vector back to d_model = {d_model}. The "
+                "same two-layer network is applied to {each_position} independently.",
         "why": "Attention moves information between positions; the feed-forward network then transforms each "
                "position on its own. It holds {ffn_share} of this layer's weights.",
-        "numbers": "({n_pos} × {d_ff}) · ({d_ff} × {d_model}) + b_2 → {n_pos} × {d_model}. W_1, b_1, W_2, b_2 hold "
-                   "2 · {d_model} · {d_ff} + {d_ff} + {d_model} = {ffn_params} weights, shared by all positions.",
+        "numbers": "({n_pos} × {d_ff}) · ({d_ff} × {d_model}){plus_b2} → {n_pos} × {d_model}. {ffn_parts} hold "
+                   "{ffn_formula} = {ffn_params} weights, shared by all positions.",
     },
     # ---------------------------------------------------------------- output
     "logits": {
@@ -367,6 +487,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "why": "A higher score means more likely, but scores are not probabilities yet. This model has its own "
                "output matrix instead of reusing the embedding table as the paper does.",
     },
+    "output_scale": {
+        "what": "The decoder's output vectors are multiplied by d_model^-0.5 = 1/√{d_model} = {inv_sqrt_dm:.4f} before "
+                "the output layer (T5 v1.0, a departure from the paper).",
+        "why": "T5's output layer is its embedding table, whose rows are large (about std 1 per number); without "
+               "this factor the logits would be √d_model times too large. It is the mirror image of the paper's "
+               "×√d_model on the embeddings.",
+        "numbers": "The std goes from {std_before} to {std_after}.",
+    },
+    "output_scale.plain": {"numbers": "After scaling the vectors have std {std}."},
     "probabilities": {
         "what": "Softmax turns each position's {vocab} scores into probabilities for the next token: row t, which has "
                 "read the decoder input up to token t, predicts token t+1.",
@@ -427,6 +556,25 @@ PHRASES: dict[str, str] = {
     "consumer.other": "next step",
     "stack.encoder": "encoder",
     "stack.decoder": "decoder",
+    "norm.layernorm": "LayerNorm",
+    "norm.rmsnorm": "RMSNorm",
+    "act.relu": "ReLU",
+    "act.gelu": "GELU",
+    "act.gelu_tanh": "GELU (tanh approximation)",
+    "act.silu": "SiLU",
+    "act_short.relu": "ReLU",
+    "act_short.gelu": "GELU",
+    "act_short.gelu_tanh": "GELU",
+    "act_short.silu": "SiLU",
+    "direction.bidirectional": "In the encoder the buckets also tell left from right: half of them are for keys "
+                               "after the query.",
+    "direction.causal": "In the decoder a query never sees later keys, so all the buckets go to looking back.",
+    "left_clause": ", {left} for the key one step to its left",
+    "right_clause": "; {q_prev} gets {right} for the key one step to its right",
+    "ffn_parts.bias": "W_1, b_1, W_2, b_2",
+    "ffn_parts.plain": "W_1 and W_2",
+    "ffn_parts.gated": "W_1, V and W_2",
+    "ffn_parts.gated_bias": "W_1, V, W_2 and their biases",
 }
 
 # One sentence each for the paper departures that have no step of their own; appended to "what".
@@ -438,6 +586,7 @@ NOTES: dict[str, str] = {
     "logits_bias": "A learned bias is then added to every score (Marian's final_logits_bias, a departure from the "
                    "paper).",
     "positional_none": "This model adds no positional encoding (positional = none, a departure from the paper).",
+    "output_scale": "The decoder output was multiplied by d_model^-0.5 first (T5 v1.0).",
 }
 
 # The short text of a link from a step to an earlier one it uses.
@@ -465,9 +614,16 @@ LINKS: dict[str, str] = {
     "hidden": "the hidden layer projected back here",
     "dropped": "the values dropout acts on",
     "before": "the vectors before this LayerNorm",
+    "before_rms": "the vectors before this RMSNorm",
     "logits": "the scores this softmax reads",
     "decoder_out": "the decoder output scored here",
     "table": "the embedding table reused as the output matrix",
+    "bias": "the relative position bias added here",
+    "unscaled": "the scores this bias is added to",
+    "bias_first": "the first layer's relative position bias, shared by this layer",
+    "gate": "the gate branch",
+    "linear": "the linear branch",
+    "scaled_out": "the decoder output before scaling",
 }
 
 # Headings of the plain-text form, Explanation.text().

@@ -24,6 +24,7 @@ LOADERS = {
     "marian": ("marian", "load_marian"),
     "mbart": ("bart", "load_mbart"),
     "roberta": ("roberta", "load_roberta"),
+    "t5": ("t5", "load_t5"),
 }
 SUPPORTED = tuple(LOADERS)
 

@@ -37,9 +37,19 @@ def _residual_blocks(config, sublayer: Block, add_norm: str, column: str, layer:
     `<add_norm>.norm` steps) before the sublayer, then "Add" (the residual sum, with no norm after it).
     """
     if config.norm_first:
-        return [Block(f"{add_norm}.norm", "LayerNorm", column, "norm", layer), sublayer,
+        return [Block(f"{add_norm}.norm", _norm_label(config), column, "norm", layer), sublayer,
                 Block(add_norm, "Add", column, "add_norm", layer)]  # fmt: skip
     return [sublayer, Block(add_norm, "Add & Norm", column, "add_norm", layer)]
+
+
+def _norm_label(config) -> str:
+    """What the model's norm is called: the paper's LayerNorm, or T5's RMSNorm (config.norm)."""
+    return "RMSNorm" if getattr(config, "norm", "layernorm") == "rmsnorm" else "LayerNorm"
+
+
+def _positional_label(config) -> str:
+    """T5 adds no positional encoding (positions enter its attention as a relative bias): the box says so."""
+    return "⊕ No positional encoding" if getattr(config, "positional", "") == "none" else "⊕ Positional encoding"
 
 
 def architecture(config) -> list[Block]:
@@ -48,7 +58,7 @@ def architecture(config) -> list[Block]:
     if config.has_encoder:
         blocks += [
             Block("src_embed.embedding", "Input embedding", "encoder", "embedding"),
-            Block("src_embed.positional", "⊕ Positional encoding", "encoder", "positional"),
+            Block("src_embed.positional", _positional_label(config), "encoder", "positional"),
         ]
         for i in range(config.n_encoder_layers):
             n = f"encoder.{i}"
@@ -57,11 +67,11 @@ def architecture(config) -> list[Block]:
             ffn = Block(f"{n}.ffn", "Feed-forward", "encoder", "ffn", i)
             blocks += _residual_blocks(config, ffn, f"{n}.add_norm2", "encoder", i)
         if config.final_layer_norm:
-            blocks.append(Block("encoder.final_norm", "Final LayerNorm", "encoder", "norm"))
+            blocks.append(Block("encoder.final_norm", f"Final {_norm_label(config)}", "encoder", "norm"))
     if config.has_decoder:
         blocks += [
             Block("tgt_embed.embedding", "Output embedding", "decoder", "embedding"),
-            Block("tgt_embed.positional", "⊕ Positional encoding", "decoder", "positional"),
+            Block("tgt_embed.positional", _positional_label(config), "decoder", "positional"),
         ]
         for i in range(config.n_decoder_layers):
             n = f"decoder.{i}"
@@ -74,7 +84,7 @@ def architecture(config) -> list[Block]:
             ffn = Block(f"{n}.ffn", "Feed-forward", "decoder", "ffn", i)
             blocks += _residual_blocks(config, ffn, f"{n}.add_norm3", "decoder", i)
         if config.final_layer_norm:
-            blocks.append(Block("decoder.final_norm", "Final LayerNorm", "decoder", "norm"))
+            blocks.append(Block("decoder.final_norm", f"Final {_norm_label(config)}", "decoder", "norm"))
         blocks += [
             Block("generator.linear", "Linear", "decoder", "linear"),
             Block("generator.softmax", "Softmax", "decoder", "softmax"),

@@ -5,6 +5,7 @@ get mean 0 and standard deviation 1, then a learned per-feature scale γ and shi
 2015), the norm of convolutional networks, normalises each feature across the batch instead: one column of the
 (batch·positions) × d_model matrix at a time, which ties a token's result to the other sentences it is batched
 with. `norm_comparison` computes both from the LayerNorm step's own input, so the two can be shown side by side.
+A model normalising with RMSNorm (T5) gets its own left map: x / √(mean(x²) + ε), no mean subtracted.
 """
 
 from __future__ import annotations
@@ -90,10 +91,14 @@ def norm_comparison(trace: Trace, step: Step | str | int, batch: int = 0, eps: f
     b = min(max(batch, 0), n_batch - 1)
     pos_dim = step.dims[1]
 
-    # LayerNorm: statistics of each token's row
-    mu = x.mean(-1, keepdim=True)  # (B, T, 1)
-    var = x.var(-1, unbiased=False, keepdim=True)
-    z = (x - mu) / torch.sqrt(var + eps)  # (B, T, d_model)
+    # LayerNorm: statistics of each token's row (RMSNorm, T5's: the root mean square only, nothing centred)
+    rms = is_rms_norm(step)
+    if rms:
+        z = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # (B, T, d_model)
+    else:
+        mu = x.mean(-1, keepdim=True)  # (B, T, 1)
+        var = x.var(-1, unbiased=False, keepdim=True)
+        z = (x - mu) / torch.sqrt(var + eps)  # (B, T, d_model)
 
     # BatchNorm: statistics of each feature's column over batch and positions
     rows = x.reshape(-1, d_model)  # (B·T, d_model)
@@ -113,15 +118,23 @@ def norm_comparison(trace: Trace, step: Step | str | int, batch: int = 0, eps: f
     m = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     levels = (-m, m)  # one colour scale for both, so they compare cell for cell
     item = f"batch item {b + 1}"
-    ln_map = _like(output, z_b, levels,
-                   "LayerNorm: each row → mean 0, std 1",
-                   f"{step.name} before γ, β  ·  {n_pos} {pos_dim} × {d_model} d_model  ·  {item}",
-                   "z = (x − μ_token) / √(σ²_token + ε)")
+    if rms:
+        ln_map = _like(output, z_b, levels, "RMSNorm: each row → root mean square 1 (mean not 0)",
+                       f"{step.name} before γ  ·  {n_pos} {pos_dim} × {d_model} d_model  ·  {item}",
+                       "z = x / √(mean(x²)_token + ε)")
+    else:
+        ln_map = _like(output, z_b, levels,
+                       "LayerNorm: each row → mean 0, std 1",
+                       f"{step.name} before γ, β  ·  {n_pos} {pos_dim} × {d_model} d_model  ·  {item}",
+                       "z = (x − μ_token) / √(σ²_token + ε)")
     bn_map = _like(output, bn_b, levels,
                    "BatchNorm: each column → mean 0, std 1",
                    f"input {source.name}  ·  statistics over {n_batch} × {n_pos} = {n_batch * n_pos} rows  ·  {item}",
                    "(x − μ_feature) / √(σ²_feature + ε),  μ, σ over batch and positions")
     notes = []
+    if rms:
+        notes.append("This model normalises with RMSNorm: each token is divided by its root mean square and scaled by "
+                     "γ; no mean is subtracted and there is no β.")
     if n_batch * n_pos == 1:
         notes.append("With a single token in the batch BatchNorm has nothing to compare it with: "
                      "every value becomes 0.")
@@ -143,6 +156,11 @@ def _like(template: Heatmap, values: np.ndarray, levels: tuple[float, float], ti
         col_dim=template.col_dim, levels=levels, colormap=DIVERGING, title=title, subtitle=subtitle,
         formula=formula,
     )
+
+
+def is_rms_norm(step: Step) -> bool:
+    """True for a norm step of a model that uses RMSNorm (T5): its formula names it."""
+    return step.kind == "layer_norm" and step.formula.startswith("RMSNorm")
 
 
 def layer_norm_steps(trace: Trace) -> list[Step]:
