@@ -90,7 +90,8 @@ class ArchitectureDiagram(QGraphicsView):
 
     def set_model(self, config) -> None:
         """Rebuild the blocks from a config (only when the architecture changed)."""
-        key = (config.n_encoder_layers, config.n_decoder_layers, config.final_layer_norm, config.has_encoder)
+        blocks = architecture(config)
+        key = tuple((b.key, b.label, b.kind) for b in blocks)  # the drawing depends on nothing else
         if key == self._config_key:
             return
         self._config_key = key
@@ -98,7 +99,6 @@ class ArchitectureDiagram(QGraphicsView):
         scene.clear()
         self.items_by_key = {}
         self.current_key = None
-        blocks = architecture(config)
         both = config.has_encoder and config.has_decoder
         x_of = {"encoder": 0.0, "decoder": BLOCK_W + 2 * PAD + COL_GAP if both else 0.0}
         y_of = {"encoder": 0.0, "decoder": 0.0}

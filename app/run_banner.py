@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVB
 from scratchformer.examples import Example
 
 UNTRAINED = "Untrained: random weights, attention carries no meaning yet."
+SHOWN_DEPARTURES = 5  # the banner names this many departures from the paper; the tooltip has them all
 
 
 def decoder_caption(mode: str, n_target: int, windows: tuple[int, int] | None = None) -> str:
@@ -80,7 +81,11 @@ class RunBanner(QWidget):
     def show_run(self, mode: str, translation: str, n_target: int, untrained: bool,
                  windows: tuple[int, int] | None = None, departures: list[str] | None = None) -> None:
         """`departures`: how the model differs from the 2017 paper (scratchformer.departures); none, no line."""
-        self.departures.setText("Departures from the 2017 paper: " + "; ".join(departures) if departures else "")
+        shown = list(departures or [])
+        if len(shown) > SHOWN_DEPARTURES:  # T5 has a dozen: the rest are in the tooltip
+            shown = shown[:SHOWN_DEPARTURES] + [f"and {len(departures) - SHOWN_DEPARTURES} more (hover to read them)"]
+        self.departures.setText("Departures from the 2017 paper: " + "; ".join(shown) if departures else "")
+        self.departures.setToolTip("\n".join(f"• {d}" for d in departures or []))
         self.departures.setVisible(bool(departures))
         big = translation if mode == "generated" else ""
         self.translation.setText(big)

@@ -18,7 +18,7 @@ from scratchformer.plotdata import (
     layer_norm_step_near,
     norm_comparison,
 )
-from scratchformer.trace import breadcrumb
+from scratchformer.trace import step_breadcrumb
 
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
@@ -150,7 +150,7 @@ class NormView(View):
             eps = bundle.config.layer_norm_eps if bundle is not None else 1e-5
             self._comparison = norm_comparison(trace, step, batch, eps)
             self._key = key
-        place = " › ".join(breadcrumb(step.sublayer))
+        place = " › ".join(step_breadcrumb(step))
         if current is not None and current.index == step.index:
             self.where.setText(f"{place} ({step.name})")
         elif current is not None and step.index > current.index:

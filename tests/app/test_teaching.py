@@ -198,7 +198,9 @@ def test_departures_from_the_paper_are_listed_for_the_loaded_model(qtbot, make_w
     run_and_wait(qtbot, w)
     listed = departures(w.current_bundle().config)
     assert listed and w.banner.departures.isVisible()
-    assert all(d in w.banner.departures.text() for d in listed) and "GELU" in w.banner.departures.text()
+    assert listed[0] in w.banner.departures.text()
+    assert all(d in w.banner.departures.toolTip() for d in listed)  # the banner names a few, the tooltip all
+    assert any("GELU" in d for d in listed)
 
 
 def test_a_decoder_only_model_reads_the_typed_text_and_shows_its_pre_ln_steps(qtbot, make_window, tmp_path):
@@ -212,3 +214,18 @@ def test_a_decoder_only_model_reads_the_typed_text_and_shows_its_pre_ln_steps(qt
     w.go_to_step("decoder.0.add_norm1.norm")
     assert "Pre-LN" in w.explain_panel.plain_text()
     assert "LayerNorm" in w.diagram.items_by_key["decoder.0.add_norm1.norm"].toolTip()
+
+
+def test_the_diagram_redraws_when_only_the_norm_placement_changes(qtbot):
+    """BART and mBART have the same layer counts; mBART's pre-LN blocks must still be drawn."""
+    from app.diagram import ArchitectureDiagram
+    from scratchformer.config import TransformerConfig
+
+    diagram = ArchitectureDiagram()
+    qtbot.addWidget(diagram)
+    sizes = dict(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+    diagram.set_model(TransformerConfig(**sizes))
+    assert "encoder.0.add_norm1.norm" not in diagram.items_by_key
+    diagram.set_model(TransformerConfig(**sizes, norm_first=True))
+    assert "encoder.0.add_norm1.norm" in diagram.items_by_key
+    assert diagram.items_by_key["encoder.0.add_norm1"].block.label == "Add"
