@@ -178,3 +178,19 @@ def test_gpt2_folder_problems_are_one_sentence(tmp_path):
     (tmp_path / "tokenizer.json").unlink()
     with pytest.raises(UserError, match="has no tokenizer"):
         load_model(str(tmp_path))
+
+
+def test_greedy_generation_equals_transformers_generate(gpt2_dir):
+    """The prompt behind <|endoftext|>, continued greedily with the KV cache: the same tokens as generate()."""
+    from scratchformer.decoding import greedy
+
+    directory, ref = gpt2_dir
+    bundle = load_model(str(directory))
+    prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
+    for cache in (True, False):
+        ours = greedy(bundle, [], 10, cache=cache, stop_at_eos=False, prefix=prompt)
+        with torch.no_grad():
+            theirs = ref.generate(torch.tensor([[bundle.start_id()] + prompt]), max_new_tokens=10, do_sample=False,
+                                  num_beams=1, use_cache=True, pad_token_id=bundle.config.eos_id)
+        assert ours == theirs[0, 1 + len(prompt):].tolist()
+    assert len(set(ours)) > 1  # a real continuation, not one token repeated
