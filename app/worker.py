@@ -19,6 +19,8 @@ from scratchformer.parameters import parameter_counts
 from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
 from scratchformer.trace import Trace
 
+from .gc_guard import no_collection_in_this_thread
+
 
 @dataclass
 class RunRequest:
@@ -122,7 +124,8 @@ class ModelWorker(QObject):
             return  # superseded while queued
         self.started.emit(request.generation)
         try:
-            result = compute(request, None, lambda: request.generation != self.latest)
+            with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects here
+                result = compute(request, None, lambda: request.generation != self.latest)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
             self.failed.emit(request.generation, friendly_error(exc))
             return

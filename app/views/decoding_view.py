@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from scratchformer.decoding import Timeline, timeline
 from scratchformer.plotdata import Heatmap, abbreviate, timeline_heatmap
 
+from ..gc_guard import no_collection_in_this_thread
 from ..widgets.heatmap import HeatmapWidget
 from ..worker import friendly_error
 from .base import View, placeholder
@@ -49,7 +50,8 @@ class _TimelineJob(QThread):
 
     def run(self) -> None:
         try:
-            result = timeline(self.bundle, self.source, self.target, k=self.k)
+            with no_collection_in_this_thread():  # see app/gc_guard.py
+                result = timeline(self.bundle, self.source, self.target, k=self.k)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
             self.failed.emit(self.generation, friendly_error(exc))
             return
