@@ -1,15 +1,21 @@
-"""A model with its tokenizers, found by name (preset, bundled model) or path; and text → model inputs."""
+"""A model with its tokenizers, found by name (preset, bundled model) or path; and text → model inputs.
+
+A model spec may end in `@step-NNNNNN` to pick one of a trained model's snapshots (`train --snapshots N`):
+`reverse@step-000120`, `runs/copy@step-000033`. Everything that takes a spec (load_model, examples_of) reads it.
+"""
 
 from __future__ import annotations
 
 import importlib.resources
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .batching import sliding_windows
-from .checkpoint import is_checkpoint, is_hf_config, load_checkpoint
+from .checkpoint import SNAPSHOTS, is_checkpoint, is_hf_config, load_checkpoint, snapshot_dirs, snapshot_name
 from .config import PRESETS, preset
 from .decoding import greedy
 from .device import resolve_device
@@ -262,11 +268,91 @@ def default_model_name() -> str:
     return DEFAULT_MODEL if DEFAULT_MODEL in names else (next(iter(names), "blog"))
 
 
+_SNAPSHOT_SPEC = re.compile(r"(?P<base>.+)@step-(?P<step>\d+)")
+
+
+def split_snapshot(spec: str) -> tuple[str, int | None]:
+    """"reverse@step-000120" → ("reverse", 120); a spec without `@step-N` (or an existing folder whose own name
+    ends so) → (spec, None)."""
+    spec = (spec or "").strip()
+    match = _SNAPSHOT_SPEC.fullmatch(spec)
+    if match is None or spec in bundled_models() or Path(spec).expanduser().exists():
+        return spec, None
+    return match.group("base").strip(), int(match.group("step"))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One training snapshot of a model, with what training.json says about that point of training."""
+
+    step: int  # optimizer updates done when it was taken
+    spec: str  # what --model and load_model take: "reverse@step-000120"
+    path: Path
+    train_loss: float | None = None  # mean training loss over the steps just before it
+    valid_loss: float | None = None  # validation cross-entropy (no label smoothing), teacher forcing
+    valid_token_accuracy: float | None = None
+
+
+def _trained_dir(base: str) -> Path | None:
+    """The checkpoint folder a spec names (bundled model or path), or None."""
+    path = bundled_models().get(base) or Path(base).expanduser()
+    return path if is_checkpoint(path) else None
+
+
+def snapshots_of(spec: str) -> list[Snapshot]:
+    """The training snapshots of a bundled model or checkpoint folder (a spec's `@step-N` is ignored), by step;
+    [] for presets, imported models and checkpoints trained without --snapshots."""
+    base, _ = split_snapshot(spec)
+    directory = _trained_dir(base)
+    if directory is None:
+        return []
+    try:
+        record = json.loads((directory / "training.json").read_text(encoding="utf-8"))
+        info = {int(s["step"]): s for s in record.get("snapshots", []) if isinstance(s, dict) and "step" in s}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        info = {}
+
+    def number(entry: dict, key: str) -> float | None:
+        value = entry.get(key)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    return [Snapshot(step, f"{base}@{snapshot_name(step)}", path, number(info.get(step, {}), "train_loss"),
+                     number(info.get(step, {}), "valid_loss"), number(info.get(step, {}), "valid_token_accuracy"))
+            for step, path in snapshot_dirs(directory).items()]
+
+
+def _snapshot_dir(base: str, step: int) -> Path:
+    """The folder of snapshot `step` of the model `base`; UserError with one sentence when there is none."""
+    if base in PRESETS:
+        raise UserError(f"The preset {base!r} has random weights and no training snapshots; @step-N picks a "
+                        "snapshot of a trained model (a bundled one or a folder written by scratchformer train).")
+    directory = _trained_dir(base)
+    if directory is None:
+        path = Path(base).expanduser()
+        if path.is_dir() and is_hf_config(path / "config.json"):
+            raise UserError(f"{base} is a Hugging Face model folder, which has no scratchformer training snapshots.")
+        if path.exists():
+            raise UserError(f"{base} is not a scratchformer checkpoint folder, so it has no training snapshots.")
+        raise UserError(f"Unknown model {base!r} in {base}@step-{step}: not a bundled model or an existing folder "
+                        f"({', '.join(sorted(bundled_models()))}).")
+    found = snapshot_dirs(directory)
+    if step in found:
+        return found[step]
+    if not found:
+        raise UserError(f"{base} has no training snapshots (a model trained with `scratchformer train --snapshots N` "
+                        f"keeps them in {directory / 'snapshots'}).")
+    steps = [str(s) for s in found]
+    listed = ", ".join(steps[:-1]) + f" and {steps[-1]}" if len(steps) > 1 else steps[0]
+    first = next(iter(found))
+    raise UserError(f"{base} has no snapshot at step {step}; its snapshots are at step{'s' * (len(steps) > 1)} "
+                    f"{listed} (for example --model {base}@{snapshot_name(first)}).")
+
+
 def examples_of(spec: str) -> list[Example]:
     """A model's example inputs by name or path, without loading its weights (for menus before any run)."""
     from .config import TransformerConfig
 
-    spec = (spec or "").strip()
+    spec, _ = split_snapshot(spec)  # a snapshot has its model's examples
     if spec in PRESETS:
         return examples_for(spec, "preset", preset(spec))
     path = bundled_models().get(spec) or Path(spec).expanduser()
@@ -281,12 +367,20 @@ def examples_of(spec: str) -> list[Example]:
 
 
 def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> ModelBundle:
-    """A preset name (random weights from `seed`), a bundled model's name, or a path to a model directory."""
+    """A preset name (random weights from `seed`), a bundled model's name, or a path to a model directory; any
+    of the trained ones followed by `@step-NNNNNN` for one of its training snapshots."""
     dev = resolve_device(device)
     spec = (spec or "").strip()
     if not spec:
         raise UserError("No model was named; give a preset, a bundled model or a folder.")
     bundled = bundled_models()
+    base, step = split_snapshot(spec)
+    if step is not None:
+        directory = _snapshot_dir(base, step)
+        model, src_tok, tgt_tok = load_checkpoint(directory, dev)
+        name = base if base in bundled else (model.config.name or Path(base).expanduser().name)
+        origin = "bundled" if base in bundled else str(directory)
+        return ModelBundle(model, src_tok, tgt_tok, f"{name}@{snapshot_name(step)}", origin)
     if spec in bundled:
         model, src_tok, tgt_tok = load_checkpoint(bundled[spec], dev)
         return ModelBundle(model, src_tok, tgt_tok, spec, "bundled")
@@ -310,6 +404,9 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
 
             return load_hf_directory(path, dev)
         model, src_tok, tgt_tok = load_checkpoint(path, dev)  # says precisely what is missing or damaged
-        return ModelBundle(model, src_tok, tgt_tok, model.config.name or path.name, str(path))
+        name = model.config.name or path.name
+        if path.resolve().parent.name == SNAPSHOTS and "training_step" in model.config.extra:
+            name = f"{name}@{snapshot_name(int(model.config.extra['training_step']))}"  # a snapshot's own folder
+        return ModelBundle(model, src_tok, tgt_tok, name, str(path))
     choices = ", ".join(model_names())
     raise UserError(f"Unknown model {spec!r}: not a preset, a bundled model or an existing folder ({choices}).")

@@ -1,9 +1,16 @@
-"""Checkpoints: one directory with config.json, model.safetensors and the tokenizers — no pickle, no code."""
+"""Checkpoints: one directory with config.json, model.safetensors and the tokenizers — no pickle, no code.
+
+A training run's snapshots (`train --snapshots N`) are checkpoints too, in `<out>/snapshots/step-NNNNNN/`: config.json
+and model.safetensors only (float32, or float16 when trained with `--snapshot-dtype float16`; loaded back as
+float32). They share the tokenizers of the run's folder, which load_checkpoint finds two levels up.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +27,26 @@ from .tokenizers import TextTokenizer, gpt2_tokenizer
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 SRC_TOK, TGT_TOK = "src_tokenizer", "tgt_tokenizer"
+SNAPSHOTS = "snapshots"  # <out>/snapshots/step-NNNNNN/: a training run's snapshots
+_SNAPSHOT_NAME = re.compile(r"step-(\d+)")
+
+
+def snapshot_name(step: int) -> str:
+    """The folder name of the snapshot taken after `step` optimizer updates: step-000120."""
+    return f"step-{step:06d}"
+
+
+def snapshot_dirs(directory: str | Path) -> dict[int, Path]:
+    """The training snapshots kept in a checkpoint folder (step → folder), by step; {} when there are none."""
+    root = Path(directory) / SNAPSHOTS
+    if not root.is_dir():
+        return {}
+    found = {}
+    for path in root.iterdir():
+        match = _SNAPSHOT_NAME.fullmatch(path.name)
+        if match and is_checkpoint(path):
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
 
 
 def is_checkpoint(path: str | Path) -> bool:
@@ -41,19 +68,38 @@ def save_checkpoint(
     src_tokenizer: TextTokenizer | None,
     tgt_tokenizer: TextTokenizer | None,
     extra_files: dict[str, str] | None = None,
+    keep: tuple[str, ...] = (),
+    dtype: torch.dtype | None = None,
+    config_extra: dict | None = None,
 ) -> Path:
-    """Write the checkpoint to a temporary sibling, then rename it into place (never half a checkpoint)."""
+    """Write the checkpoint to a temporary sibling, then rename it into place (never half a checkpoint).
+
+    `keep`: entries of an existing `directory` that move into the new one (a run's resume/ and snapshots/);
+    everything else in it is replaced. `dtype`: store the floating-point weights in this type (float16 halves
+    the file; load_checkpoint reads them back into the float32 model). `config_extra`: facts added to the saved
+    config's `extra` (not to the model's own config).
+    """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
-        model.config.save(tmp / CONFIG)
-        save_model(model, str(tmp / WEIGHTS))
+        config = model.config
+        if config_extra:
+            config = copy.copy(config)
+            config.extra = {**model.config.extra, **config_extra}
+        config.save(tmp / CONFIG)
+        stored = model
+        if dtype is not None and any(p.dtype != dtype for p in model.parameters()):
+            stored = copy.deepcopy(model).to(device="cpu", dtype=dtype)  # deepcopy keeps tied weights tied
+        save_model(stored, str(tmp / WEIGHTS))
         for sub, tok in ((SRC_TOK, src_tokenizer), (TGT_TOK, tgt_tokenizer)):
             if tok is not None and tok.kind != "gpt2-bpe":  # GPT-2's vocabulary ships with the package
                 tok.save(tmp / sub)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
+        for name in keep:
+            if (directory / name).exists() and not (tmp / name).exists():
+                os.replace(directory / name, tmp / name)
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -92,9 +138,19 @@ def load_checkpoint(
         what = f"{'missing' if missing else 'unexpected'} {', '.join(names)}"
         raise UserError(f"The weights in {directory} do not match its config.json ({what}).")
     model.to(device).eval()
-    src = _load_tokenizer(directory / SRC_TOK)
-    tgt = _load_tokenizer(directory / TGT_TOK) if (directory / TGT_TOK).is_dir() else src
+    tokenizers = _tokenizer_home(directory)
+    src = _load_tokenizer(tokenizers / SRC_TOK)
+    tgt = _load_tokenizer(tokenizers / TGT_TOK) if (tokenizers / TGT_TOK).is_dir() else src
     return model, src, tgt
+
+
+def _tokenizer_home(directory: Path) -> Path:
+    """Where a checkpoint's tokenizers are: its own folder, or — for a training snapshot without tokenizers of
+    its own (<out>/snapshots/step-NNNNNN/) — the run's folder <out>."""
+    if (directory / SRC_TOK).is_dir() or directory.parent.name != SNAPSHOTS:
+        return directory
+    run = directory.parent.parent
+    return run if (run / SRC_TOK).is_dir() else directory
 
 
 def _load_tokenizer(path: Path) -> TextTokenizer:

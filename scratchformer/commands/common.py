@@ -10,7 +10,9 @@ from ..errors import UserError
 
 
 def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:
-    parser.add_argument("--model", default=default, help="preset (paper, blog), bundled model, or model folder")
+    parser.add_argument("--model", default=default,
+                        help="preset (paper, blog), bundled model, or model folder; NAME@step-NNNNNN picks one of a "
+                        "trained model's snapshots (train --snapshots N)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
 
 

@@ -58,16 +58,26 @@ def add_parser(sub) -> None:
     p.add_argument("--align-layer", type=int, help="decoder layer of the guided head (default -1, the last)")
     p.add_argument("--align-head", type=int, help="the guided head (default 0)")
     p.add_argument("--name", help="the model's name (default: the task)")
+    p.add_argument("--snapshots", type=int, metavar="N",
+                   help="also keep the model at N steps spread over the run, denser early where attention forms "
+                   "(each step twice the one before, the last at the end), in OUT/snapshots/step-NNNNNN/; open one "
+                   "with --model OUT@step-NNNNNN (default 0: none)")
+    p.add_argument("--snapshot-dtype", choices=("float32", "float16"),
+                   help="the snapshots' stored weights (default float32; float16 halves their size and is read "
+                   "back as float32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 _FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
            "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads", "precision",
-           "max_minutes", "max_steps", "name", "align_weight", "align_layer", "align_head")
+           "max_minutes", "max_steps", "name", "align_weight", "align_layer", "align_head", "snapshots",
+           "snapshot_dtype")
 
 
 def options_from_args(args: argparse.Namespace) -> TrainOptions:
     given = {f: getattr(args, f) for f in _FIELDS}
+    if given["snapshots"] is not None and given["snapshots"] < 0:
+        raise UserError(f"--snapshots must be 0 or more, not {given['snapshots']}.")
     if args.no_resume_state:
         given["resume_state"] = False
     if args.resume:
@@ -91,7 +101,9 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
     if given["out"] is None:
         stem = given["task"] or "model"
         given["out"] = f"runs/{stem}"
-    return TrainOptions(**{k: v for k, v in given.items() if v is not None})
+    opts = TrainOptions(**{k: v for k, v in given.items() if v is not None})
+    opts.task = given["task"]  # None with --data or --text (not the default task: the model's name comes from it)
+    return opts
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,8 +7,8 @@ safetensors + JSON, so a run can be resumed and a fixed seed reproduces it.
 
 Modules: formulas (the paper's learning-rate schedule and label-smoothed loss), data (examples, batches and
 where they come from), options (what a run is asked to do and the model it builds), trainer (the Trainer,
-its resume state, and the prepare / train driver) and distributed (torchrun's process group and DDP: one
-process's share of each batch). Import the names from here.
+its resume state, and the prepare / train driver), snapshots (which steps a run keeps with --snapshots N) and
+distributed (torchrun's process group and DDP: one process's share of each batch). Import the names from here.
 """
 
 from .data import (
@@ -33,6 +33,7 @@ from .options import (
     TrainOptions,
     build_config,
 )
+from .snapshots import snapshot_steps
 from .trainer import (
     OPTIMIZER_FILE,
     RESUME_DIR,
@@ -69,6 +70,7 @@ __all__ = [
     "resume_dir",
     "resumed_options",
     "session",
+    "snapshot_steps",
     "task_splits",
     "text_data",
     "token_batches",

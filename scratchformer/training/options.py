@@ -44,6 +44,10 @@ class TrainOptions:
     align_layer: int = -1
     align_head: int = 0
     name: str | None = None
+    # Snapshots (see snapshots.py): keep the model at this many steps spread over the run, denser early, in
+    # <out>/snapshots/step-NNNNNN/; their weights as float32 or float16 (half the size, loaded back as float32).
+    snapshots: int = 0
+    snapshot_dtype: str = "float32"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -2,21 +2,25 @@
 
 The best model by validation loss is saved as a checkpoint directory; the full training state (model, Adam
 moments, step, random-number states) goes to `<out>/resume/`, all in safetensors + JSON, so a run can be
-resumed and a fixed seed reproduces it. Under torchrun the same Trainer runs on every rank with a Distributed
-(distributed.py): each rank computes its share of every batch, DDP all-reduces the gradients, validation
-metrics are summed over ranks, and rank 0 alone prints and writes.
+resumed and a fixed seed reproduces it. With `--snapshots N` the model is also kept at N steps spread over the
+run, in `<out>/snapshots/step-NNNNNN/` (snapshots.py says where), and training.json records the loss curve.
+Under torchrun the same Trainer runs on every rank with a Distributed (distributed.py): each rank computes its
+share of every batch, DDP all-reduces the gradients, validation metrics are summed over ranks (snapshot
+validation too), and rank 0 alone prints and writes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
 import random
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from ..checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
+from ..checkpoint import SNAPSHOTS, is_checkpoint, load_checkpoint, save_checkpoint, snapshot_name
 from ..decoding import greedy_batch
 from ..errors import UserError
 from ..model import Transformer
+from . import snapshots as schedule
 from .data import Batch, Example, TrainData, _retokenize, collate, load_data, token_batches
 from .distributed import Distributed
 from .formulas import IGNORE, label_smoothed_loss, noam_lr
@@ -35,6 +40,8 @@ from .options import TrainOptions, build_config
 
 RESUME_DIR = "resume"
 STATE_FILE, OPTIMIZER_FILE = "trainer_state.json", "optimizer.safetensors"
+TRAINING_FILE = "training.json"  # in <out>: the command, options, history, loss curve and snapshots
+KEEP = (RESUME_DIR, SNAPSHOTS)  # what a new best checkpoint in <out> keeps of the folder it replaces
 
 
 @dataclass
@@ -69,9 +76,79 @@ class Trainer:
         self.best_valid = math.inf
         self.history: list[dict] = []
         self.elapsed = 0.0  # seconds of training, summed over resumed runs
+        # The loss curve: {"step", "train_loss"} every curve_every steps (the mean over those steps), and
+        # {"valid_loss", "valid_token_accuracy"} at every validation (epoch ends, snapshots), merged by step.
+        self.curve: list[dict] = []
+        self.snapshots: list[dict] = []  # {"step", "path", "train_loss", "valid_loss", "valid_token_accuracy"}
+        self._pending: list[float] = []  # training losses since the last point of the curve
+        self._recent: deque[float] = deque(maxlen=self.curve_every)  # the last curve_every losses
+        self._validated: tuple[int, float, float] | None = None  # (step, valid loss, accuracy) of the last check
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         return token_batches(self.data.train, self.opts.batch_tokens, random.Random(f"{self.opts.seed}:{epoch}"))
+
+    @functools.cached_property
+    def planned_steps(self) -> int:
+        """The updates the run will make if no limit but --max-steps stops it: the batches of every epoch."""
+        total = sum(len(self.epoch_batches(e)) for e in range(self.opts.epochs))
+        return min(total, self.opts.max_steps) if self.opts.max_steps is not None else total
+
+    @functools.cached_property
+    def curve_every(self) -> int:
+        return schedule.curve_every(self.planned_steps)
+
+    @functools.cached_property
+    def snapshot_steps(self) -> list[int]:
+        """The steps after which the model is kept (--snapshots N, spread geometrically; see snapshots.py)."""
+        return schedule.snapshot_steps(self.planned_steps, self.opts.snapshots)
+
+    def validated(self) -> tuple[float, float]:
+        """validate() on the validation split, once per step (a snapshot at an epoch's last step shares it)."""
+        if self._validated is None or self._validated[0] != self.step:
+            self._validated = (self.step, *self.validate(self.data.valid))
+        return self._validated[1], self._validated[2]
+
+    def _curve_add(self, step: int, **values: float) -> None:
+        if self.curve and self.curve[-1]["step"] == step:
+            self.curve[-1].update(values)
+        else:
+            self.curve.append({"step": step, **values})
+
+    def flush_curve(self) -> None:
+        """The training losses not yet on the curve become its point at this step."""
+        if self._pending:
+            self._curve_add(self.step, train_loss=sum(self._pending) / len(self._pending))
+            self._pending = []
+
+    def record(self, loss: float, on_snapshot=None) -> None:
+        """After each update: the loss goes into the curve; at a snapshot step the model is validated and kept."""
+        self._pending.append(loss)
+        self._recent.append(loss)
+        if self.step % self.curve_every == 0:
+            self.flush_curve()
+        if self.step in self.snapshot_steps and not any(s["step"] == self.step for s in self.snapshots):
+            self.take_snapshot(on_snapshot)
+
+    def take_snapshot(self, on_snapshot=None, local: bool = False) -> dict:
+        """Validate (on every rank, or on this one alone when `local`), note the snapshot, let `on_snapshot` keep
+        the model (the driver saves it, on rank 0)."""
+        if local:
+            valid_loss, valid_acc = self.validate(self.data.valid, local=True)
+        else:
+            valid_loss, valid_acc = self.validated()
+        self._curve_add(self.step, valid_loss=valid_loss, valid_token_accuracy=valid_acc)
+        recent = list(self._recent)
+        entry = {"step": self.step, "path": f"{SNAPSHOTS}/{snapshot_name(self.step)}",
+                 "train_loss": sum(recent) / len(recent) if recent else None, "valid_loss": valid_loss,
+                 "valid_token_accuracy": valid_acc}
+        self.snapshots.append(entry)
+        if on_snapshot is not None:
+            try:
+                on_snapshot(self, entry)
+            except BaseException:  # not kept (Ctrl-C while saving): not listed, and the final save tries again
+                self.snapshots.remove(entry)
+                raise
+        return entry
 
     def lr(self) -> float:
         return noam_lr(self.step + 1, self.model.config.d_model, self.opts.warmup, self.opts.lr_scale)
@@ -139,19 +216,21 @@ class Trainer:
         return self.train_step(collate(mine or examples[:1], self.device), totals, share=1.0 if mine else 0.0)
 
     @torch.no_grad()
-    def validate(self, examples: list[Example]) -> tuple[float, float]:
+    def validate(self, examples: list[Example], local: bool = False) -> tuple[float, float]:
         """(cross-entropy without smoothing, token accuracy) under teacher forcing; each rank validates its
-        share of the batches and the sums are added up over the ranks."""
+        share of the batches and the sums are added up over the ranks (`local`: this rank validates all alone,
+        as rank 0 does after the others have stopped)."""
         self.model.eval()
+        dist = Distributed() if local else self.dist
         total, correct, count = 0.0, 0, 0
-        for idx in self.dist.shard(token_batches(examples, self.opts.batch_tokens * 2, random.Random(0))):
+        for idx in dist.shard(token_batches(examples, self.opts.batch_tokens * 2, random.Random(0))):
             batch = collate([examples[i] for i in idx], self.device)
             logits = self.model(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad)  # (B, T, V)
             total += float(label_smoothed_loss(logits, batch.labels, 0.0, "sum"))
             mask = batch.labels != IGNORE
             correct += int(((logits.argmax(-1) == batch.labels) & mask).sum())
             count += batch.n_tokens
-        total, correct, count = self.dist.sum([total, correct, count])
+        total, correct, count = dist.sum([total, correct, count])
         return total / max(count, 1), correct / max(count, 1)
 
     def exact_match(self, examples: list[Example]) -> float | None:
@@ -169,8 +248,12 @@ class Trainer:
         late = (time.perf_counter() - start_time) / 60 >= self.opts.max_minutes
         return self.dist.sum([float(late)])[0] > 0
 
-    def run(self, progress: bool = True, on_epoch_end=None) -> str:
-        """Train until the epochs are done or a limit is reached; returns why it stopped."""
+    def run(self, progress: bool = True, on_epoch_end=None, on_snapshot=None) -> str:
+        """Train until the epochs are done or a limit is reached; returns why it stopped.
+
+        on_epoch_end(trainer, EpochResult) after each epoch's validation; on_snapshot(trainer, entry) at each step
+        of snapshot_steps, after validation (every rank calls both; the driver's callbacks write on rank 0 only).
+        """
         opts = self.opts
         from tqdm import tqdm
 
@@ -194,6 +277,7 @@ class Trainer:
                 losses.append(self.global_step(batches[self.batch_in_epoch]))
                 tokens += sum(len(self.data.train[i].labels) for i in batches[self.batch_in_epoch])
                 self.batch_in_epoch += 1
+                self.record(losses[-1], on_snapshot)
                 rate = tokens / max(time.perf_counter() - epoch_start, 1e-9)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{rate:,.0f}", lr=f"{self.lr():.2e}", refresh=False)
                 bar.update(1)
@@ -202,7 +286,8 @@ class Trainer:
             if stop != "finished":
                 break
             seconds = time.perf_counter() - epoch_start
-            valid_loss, valid_acc = self.validate(self.data.valid)
+            valid_loss, valid_acc = self.validated()
+            self._curve_add(self.step, valid_loss=valid_loss, valid_token_accuracy=valid_acc)
             em = self.exact_match(self.data.valid[: opts.valid_greedy]) if opts.valid_greedy else None
             result = EpochResult(self.epoch + 1, self.step, sum(losses) / max(len(losses), 1), valid_loss,
                                  valid_acc, em, tokens / max(seconds, 1e-9), seconds)
@@ -217,6 +302,7 @@ class Trainer:
                       f"{seconds:.0f} s", file=sys.stderr, flush=True)
             if on_epoch_end is not None:
                 on_epoch_end(self, result)
+        self.flush_curve()
         return stop
 
     # ----- resume state: everything in safetensors + JSON, no pickle
@@ -225,7 +311,8 @@ class Trainer:
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "best_valid": self.best_valid if math.isfinite(self.best_valid) else None,
                 "history": self.history, "elapsed_seconds": self.elapsed, "options": self.opts.to_dict(),
-                "param_groups": self.optimizer.state_dict()["param_groups"]}
+                "param_groups": self.optimizer.state_dict()["param_groups"], "curve": self.curve,
+                "snapshots": self.snapshots, "pending_losses": self._pending, "recent_losses": list(self._recent)}
 
     def save_state(self, directory: str | Path) -> Path:
         """model + tokenizers (a loadable checkpoint) + Adam moments and RNG states + where training stands."""
@@ -272,6 +359,11 @@ class Trainer:
         self.best_valid = meta["best_valid"] if meta["best_valid"] is not None else math.inf
         self.history = list(meta["history"])
         self.elapsed = float(meta.get("elapsed_seconds", 0.0))
+        self.curve = list(meta.get("curve", []))
+        self.snapshots = list(meta.get("snapshots", []))
+        self._pending = [float(x) for x in meta.get("pending_losses", [])]
+        self._recent.clear()
+        self._recent.extend(float(x) for x in meta.get("recent_losses", []))
 
 
 def _aligned(batch: Batch) -> int:
@@ -338,6 +430,8 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distribu
     device = dist.device(opts.device)
     if opts.precision not in ("fp32", "bf16"):
         raise UserError(f"Unknown precision {opts.precision!r}; use fp32 or bf16.")
+    if opts.snapshot_dtype not in ("float32", "float16"):
+        raise UserError(f"Unknown snapshot dtype {opts.snapshot_dtype!r}; use float32 or float16.")
     if opts.precision == "bf16" and device.type != "cuda":
         # CPU bf16 autocast exists, but on most CPUs it is slower than float32 and saves nothing that matters
         # at the sizes trained on a CPU; the option is for GPUs' bf16 tensor cores.
@@ -398,7 +492,8 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
                 "history": trainer.history, "data": trainer.data.description,
                 "parameters": sum(p.numel() for p in trainer.model.parameters()),
                 "torch_threads": torch.get_num_threads(), "device": str(trainer.device),
-                "processes": dist.world_size, "precision": opts.precision}
+                "processes": dist.world_size, "precision": opts.precision, "curve": trainer.curve,
+                "snapshots": trainer.snapshots}
 
     def on_epoch_end(t: Trainer, result: EpochResult) -> None:
         best = result.valid_loss < t.best_valid
@@ -408,13 +503,16 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
             return
         if best:
             save_checkpoint(out, t.model, t.data.src_tokenizer, t.data.tgt_tokenizer,
-                            extra_files={"training.json": json.dumps(summary("running"), indent=1,
-                                                                     ensure_ascii=False) + "\n"})
+                            extra_files={TRAINING_FILE: _json_text(summary("running"))}, keep=KEEP)
         if opts.resume_state:
             t.save_state(out / RESUME_DIR)
 
+    def on_snapshot(t: Trainer, entry: dict) -> None:
+        if dist.is_main:
+            _save_snapshot(t, out, entry, summary("running"))
+
     try:
-        stop = trainer.run(progress, on_epoch_end)
+        stop = trainer.run(progress, on_epoch_end, on_snapshot)
     except KeyboardInterrupt:
         stop = "interrupted"
     if not dist.is_main:  # rank 0 writes; the weights and the state are the same on every rank
@@ -428,16 +526,41 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
     return result
 
 
+def _json_text(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write through a temporary file and rename: a reader never sees half a training.json."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(_json_text(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _save_snapshot(trainer: Trainer, out: Path, entry: dict, record: dict) -> None:
+    """Rank 0: the model as it stands, in <out>/snapshots/step-NNNNNN/ (config + weights; the tokenizers are the
+    run's), then training.json with the snapshot listed."""
+    dtype = {"float32": None, "float16": torch.float16}[trainer.opts.snapshot_dtype]
+    save_checkpoint(out / entry["path"], trainer.model, None, None, dtype=dtype,
+                    config_extra={"training_step": entry["step"]})
+    _write_json(out / TRAINING_FILE, record)
+
+
 def _write_final(trainer: Trainer, out: Path, opts: TrainOptions, stop: str, summary) -> dict:
-    """Rank 0 after training: the resume state (unless finished), a checkpoint if none yet, the summary."""
+    """Rank 0 after training: the last snapshot (if it is not kept yet), the resume state (unless finished), a
+    checkpoint if none yet, the summary."""
+    trainer.flush_curve()
+    if opts.snapshots and trainer.step and not any(s["step"] == trainer.step for s in trainer.snapshots):
+        # stopped before the planned last step (--max-minutes, Ctrl-C): keep where it stands, validated here alone
+        trainer.take_snapshot(lambda t, entry: _save_snapshot(t, out, entry, summary(stop)), local=True)
     if stop != "finished" and opts.resume_state:
         trainer.save_state(out / RESUME_DIR)
     if not is_checkpoint(out):  # stopped before the first validation: keep what there is
-        save_checkpoint(out, trainer.model, trainer.data.src_tokenizer, trainer.data.tgt_tokenizer)
+        save_checkpoint(out, trainer.model, trainer.data.src_tokenizer, trainer.data.tgt_tokenizer, keep=KEEP)
         if opts.resume_state:
             trainer.save_state(out / RESUME_DIR)
     result = summary(stop)
     if not trainer.data.decoder_only and trainer.data.pairs.get("valid"):
         result["final_valid"] = _finish(out, trainer.data.pairs["valid"], trainer.device)
-    (out / "training.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_json(out / TRAINING_FILE, result)
     return result
