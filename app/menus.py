@@ -97,7 +97,7 @@ def show_shortcuts(parent) -> None:
         ("Ctrl+Enter, F5", "run the model"),
         ("Ctrl+O", "open a text file"),
         ("Ctrl+Shift+O", "open a model folder"),
-        ("Ctrl+1 … Ctrl+8", "switch view"),
+        ("Ctrl+1 … Ctrl+9", "switch view"),
         ("Ctrl+Q", "quit"),
     ]
     body = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(v)}</td></tr>" for k, v in rows)

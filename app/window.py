@@ -49,11 +49,12 @@ from .views.output_view import OutputView
 from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
 from .views.step_view import StepView
+from .views.training_view import TrainingView
 from .worker import RunResult, WorkerThread
 
 # The centre tabs, in order. A new view is one more entry here (e.g. the decoding timeline's DecodingView).
 VIEWS: list[type[View]] = [
-    StepView, HeadsView, PositionalView, MasksView, NormView, OverviewView, OutputView, DecodingView,
+    StepView, HeadsView, PositionalView, MasksView, NormView, OverviewView, OutputView, DecodingView, TrainingView,
 ]
 
 

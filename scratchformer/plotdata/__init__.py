@@ -76,6 +76,7 @@ from .stats import (
     TensorStats,
     tensor_stats,
 )
+from .training import TrainingCurves, peaked_head, snapshot_heatmap, training_curves, training_record  # noqa: F401 (exported; __all__ lists the older names)
 
 __all__ = [
     "ATTENTION_TITLES",

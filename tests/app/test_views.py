@@ -98,6 +98,9 @@ def test_every_view_reports_what_it_shows(qtbot, ran_window):
     w.go_to_step("decoder.0.cross_attn.weights")
     for i, view in enumerate(w.views):
         w.tabs.setCurrentIndex(i)
+        if view.title == "Training":  # the blog preset was never trained: the tab says so instead
+            assert view.empty.isVisible() and "no training snapshots" in view.empty.text()
+            continue
         # the Decoding tab computes its timeline in a thread: wait for what the user would wait for
         qtbot.waitUntil(lambda view=view: bool(view.current_heatmaps()), timeout=30_000)
         maps = view.current_heatmaps()

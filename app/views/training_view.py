@@ -1,0 +1,457 @@
+"""The Training tab: how attention forms. The loss curves of the current model's training run, a slider (and
+play) over its snapshots, and for the chosen snapshot the attention map and decoded output of the current input,
+side by side with the final model (the window's current run).
+
+Each snapshot is loaded and run in a short-lived worker thread (never on the UI thread); results are cached per
+(model, snapshot step, source, target). "Inspect this snapshot" makes the whole window follow the snapshot.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, Qt, QThread, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from scratchformer.bundle import Snapshot, load_model, snapshots_of, split_snapshot
+from scratchformer.plotdata import (
+    ATTENTION_TITLES,
+    Heatmap,
+    attention_types,
+    peaked_head,
+    snapshot_heatmap,
+    training_curves,
+    training_record,
+)
+from scratchformer.plotdata.training import CROSS, attention_layers
+
+from ..gc_guard import no_collection_in_this_thread
+from ..widgets.heatmap import HeatmapWidget
+from ..worker import friendly_error
+from .base import View, placeholder
+
+PLAY_INTERVAL_MS = 900
+NO_SNAPSHOTS = "This model has no training snapshots; train one with scratchformer train --snapshots N."
+
+
+@dataclass
+class SnapshotRun:
+    """The current input run through one snapshot."""
+
+    step: int
+    trace: object  # scratchformer.trace.Trace
+    output: str  # the snapshot's greedy output ("" for models that cannot generate)
+
+
+class _SnapshotJob(QThread):
+    """Loads one snapshot and runs the input through it, off the UI thread."""
+
+    done = Signal(int, object, object)  # generation, cache key, SnapshotRun
+    failed = Signal(int, str)
+
+    def __init__(self, generation: int, key: tuple, snapshot: Snapshot, source: str, target: str) -> None:
+        super().__init__()
+        self.setObjectName("scratchformer-training")
+        self.generation, self.key, self.snapshot, self.source, self.target = generation, key, snapshot, source, target
+
+    def run(self) -> None:
+        try:
+            with no_collection_in_this_thread():  # see app/gc_guard.py
+                bundle = load_model(self.snapshot.spec, "cpu")
+                inputs = bundle.prepare_run(self.source, self.target, truncate=True)
+                _, trace = bundle.run(inputs)
+                output = inputs.translation
+                if inputs.decoder_input != "generated" and bundle.can_generate and self.target.strip():
+                    output = bundle.prepare_run(self.source, "", truncate=True).translation
+                result = SnapshotRun(self.snapshot.step, trace, output)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+            self.failed.emit(self.generation, friendly_error(exc))
+            return
+        self.done.emit(self.generation, self.key, result)
+
+
+class TrainingView(View):
+    title = "Training"
+    tooltip = "Watch attention form: loss curves and each training snapshot's attention and output"
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self._base: str | None = None  # the model (without @step) whose snapshots are listed
+        self._snapshots: list[Snapshot] = []
+        self._cache: dict[tuple, SnapshotRun] = {}
+        self._jobs: list[_SnapshotJob] = []
+        self._generation = 0
+        self._pending: tuple | None = None  # the cache key being computed for the shown snapshot
+        self._input: tuple[str, str] | None = None
+        self._head_chosen = False  # the head box was set from the last snapshot (or by the user)
+        self._maps: list[Heatmap] = []
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        bar = QHBoxLayout()
+        self.play_button = QPushButton("⏯")
+        self.play_button.setCheckable(True)
+        self.play_button.setToolTip("Play through the snapshots")
+        self.play_button.setMinimumWidth(36)
+        self.play_button.toggled.connect(self._play_toggled)
+        bar.addWidget(self.play_button)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setToolTip("Which training snapshot to show")
+        self.slider.setPageStep(1)
+        self.slider.setMinimumWidth(160)
+        self.slider.valueChanged.connect(lambda _v: self._select())
+        bar.addWidget(self.slider, 1)
+        self.step_label = QLabel()
+        bar.addWidget(self.step_label)
+        self.type_box = QComboBox()
+        self.type_box.setToolTip("Which attention to show")
+        self.type_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.type_box.currentIndexChanged.connect(lambda _i: self._type_changed())
+        bar.addWidget(self.type_box)
+        bar.addWidget(QLabel("layer"))
+        self.layer_box = QComboBox()
+        self.layer_box.currentIndexChanged.connect(lambda _i: self._draw())
+        bar.addWidget(self.layer_box)
+        bar.addWidget(QLabel("head"))
+        self.head_box = QComboBox()
+        self.head_box.activated.connect(lambda _i: setattr(self, "_head_chosen", True))
+        self.head_box.currentIndexChanged.connect(lambda _i: self._draw())
+        bar.addWidget(self.head_box)
+        self.inspect_button = QPushButton("Inspect this snapshot")
+        self.inspect_button.setToolTip("Run the chosen snapshot in the window: the stepper and every tab follow it")
+        self.inspect_button.clicked.connect(self.inspect_snapshot)
+        bar.addWidget(self.inspect_button)
+        self.controls = QWidget()
+        self.controls.setLayout(bar)
+        layout.addWidget(self.controls)
+
+        self.empty = placeholder(NO_SNAPSHOTS)
+        layout.addWidget(self.empty)
+
+        self.body = QSplitter(Qt.Orientation.Vertical)
+        curves = QWidget()
+        curves_layout = QHBoxLayout(curves)
+        curves_layout.setContentsMargins(0, 0, 0, 0)
+        self.loss_plot = pg.PlotWidget(title="Loss")
+        self.loss_plot.addLegend(offset=(-10, 10))
+        self.loss_plot.setLabel("bottom", "training step")
+        self.accuracy_plot = pg.PlotWidget(title="Validation token accuracy")
+        self.accuracy_plot.setLabel("bottom", "training step")
+        self.accuracy_plot.setYRange(0, 1)
+        for plot in (self.loss_plot, self.accuracy_plot):
+            plot.setBackground("w")
+            plot.setMinimumHeight(120)
+        self.markers = [pg.InfiniteLine(angle=90, pen=pg.mkPen("#d62728", width=2, style=Qt.PenStyle.DashLine))
+                        for _ in range(2)]
+        self.loss_plot.addItem(self.markers[0])
+        self.accuracy_plot.addItem(self.markers[1])
+        curves_layout.addWidget(self.loss_plot, 2)
+        curves_layout.addWidget(self.accuracy_plot, 1)
+        self.body.addWidget(curves)
+
+        maps = QSplitter()
+        self.snapshot_title, self.snapshot_map, self.snapshot_output = self._panel(maps)
+        self.final_title, self.final_map, self.final_output = self._panel(maps)
+        self.body.addWidget(maps)
+        self.body.setStretchFactor(0, 1)
+        self.body.setStretchFactor(1, 2)
+        layout.addWidget(self.body, 1)
+
+        self.timer = QTimer(self)
+        self.timer.setObjectName("training-play")
+        self.timer.setInterval(PLAY_INTERVAL_MS)
+        self.timer.timeout.connect(self._tick)
+        window.installEventFilter(self)  # stop the timer and wait for the worker when the window closes
+        self._show_empty(True, "Run a model to see its training snapshots.")
+
+    def _panel(self, parent: QSplitter) -> tuple[QLabel, HeatmapWidget, QLabel]:
+        box = QWidget()
+        box_layout = QVBoxLayout(box)
+        box_layout.setContentsMargins(0, 0, 0, 0)
+        title = QLabel()
+        output = QLabel()
+        output.setWordWrap(True)
+        output.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        heatmap = HeatmapWidget()
+        self.connect_heatmap(heatmap)
+        box_layout.addWidget(title)
+        box_layout.addWidget(heatmap, 1)
+        box_layout.addWidget(output)
+        parent.addWidget(box)
+        return title, heatmap, output
+
+    # --- what the window calls ----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        result = self.main.current_result()
+        if result is None:
+            self._show_empty(True, "Run a model to see its training snapshots.")
+            return
+        base, _ = split_snapshot(result.request.model)
+        if base != self._base:
+            self._load_model(base)
+        if not self._snapshots:
+            return
+        if result.request.windows:
+            self._show_empty(True, "The Training tab runs one sentence; turn off the batch of windows.")
+            return
+        self._show_empty(False)
+        self._input = (result.request.source, result.request.target)
+        self._fill_selectors(result.trace)
+        self._select()
+
+    def current_heatmaps(self) -> list[Heatmap]:
+        return list(self._maps)
+
+    def view_title(self) -> str:
+        return "Training snapshots"
+
+    def is_busy(self) -> bool:
+        return any(job.isRunning() for job in self._jobs)
+
+    def current_snapshot(self) -> Snapshot | None:
+        i = self.slider.value()
+        return self._snapshots[i] if 0 <= i < len(self._snapshots) else None
+
+    def current_run(self) -> SnapshotRun | None:
+        key = self._key()
+        return self._cache.get(key) if key is not None else None
+
+    def inspect_snapshot(self) -> None:
+        """Make the window run the chosen snapshot (the stepper and every tab then show it)."""
+        snap = self.current_snapshot()
+        if snap is None or self._base is None:
+            return
+        self.stop_play()
+        self.main.set_model(f"{self._base}@step-{snap.step:06d}")
+        self.main.run()
+
+    # --- model and selectors -------------------------------------------------------------------------------
+
+    def _load_model(self, base: str) -> None:
+        self.stop_play()
+        self._base = base
+        self._snapshots = snapshots_of(base)
+        self._head_chosen = False
+        curves = training_curves(training_record(base))
+        self.loss_plot.clear()
+        self.accuracy_plot.clear()
+        self.loss_plot.addItem(self.markers[0])
+        self.accuracy_plot.addItem(self.markers[1])
+        if curves.train_loss:
+            x, y = zip(*curves.train_loss)
+            self.loss_plot.plot(x, y, pen=pg.mkPen("#1f77b4", width=2), name="train loss")
+        if curves.valid_loss:
+            x, y = zip(*curves.valid_loss)
+            self.loss_plot.plot(x, y, pen=pg.mkPen("#ff7f0e", width=2), name="valid loss")
+        if curves.valid_token_accuracy:
+            x, y = zip(*curves.valid_token_accuracy)
+            self.accuracy_plot.plot(x, y, pen=pg.mkPen("#2ca02c", width=2))
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, max(0, len(self._snapshots) - 1))
+        self.slider.setValue(max(0, len(self._snapshots) - 1))  # start at the last snapshot (the default head's)
+        self.slider.blockSignals(False)
+        if not self._snapshots:
+            self._show_empty(True, NO_SNAPSHOTS)
+
+    @staticmethod
+    def _fill_box(box: QComboBox, items: list[str], data: list | None = None, default: int = 0) -> bool:
+        if [box.itemText(i) for i in range(box.count())] == items:
+            return False
+        box.blockSignals(True)
+        box.clear()
+        for i, text in enumerate(items):
+            box.addItem(text, data[i] if data else None)
+        box.setCurrentIndex(max(0, min(default, len(items) - 1)))
+        box.blockSignals(False)
+        return True
+
+    def _fill_selectors(self, trace) -> None:
+        types = attention_types(trace)
+        default = types.index(CROSS) if CROSS in types else len(types) - 1
+        self._fill_box(self.type_box, [ATTENTION_TITLES[t] for t in types], types, default)
+        self._fill_layers(trace)
+
+    def _fill_layers(self, trace) -> None:
+        kind = self.type_box.currentData()
+        n = attention_layers(trace, kind) if kind else 0
+        self._fill_box(self.layer_box, [str(i + 1) for i in range(n)], default=n - 1)
+        heads = 0
+        for step in trace.attention_steps():
+            heads = step.shape[1]
+            break
+        if self._fill_box(self.head_box, [str(i + 1) for i in range(heads)]):
+            self._head_chosen = False
+
+    def _type_changed(self) -> None:
+        trace = self.main.current_trace()
+        if trace is not None:
+            self._fill_layers(trace)
+        self._draw()
+
+    # --- the snapshot shown ---------------------------------------------------------------------------------
+
+    def _key(self) -> tuple | None:
+        snap = self.current_snapshot()
+        if snap is None or self._input is None:
+            return None
+        return (self._base, snap.step, *self._input)
+
+    def _select(self) -> None:
+        snap = self.current_snapshot()
+        if snap is None:
+            return
+        for marker in self.markers:
+            marker.setPos(snap.step)
+        parts = [f"step {snap.step} ({self.slider.value() + 1} of {len(self._snapshots)})"]
+        if snap.valid_loss is not None:
+            parts.append(f"valid loss {snap.valid_loss:.3f}")
+        if snap.valid_token_accuracy is not None:
+            parts.append(f"accuracy {snap.valid_token_accuracy:.0%}")
+        self.step_label.setText(" · ".join(parts))
+        key = self._key()
+        if key is None:
+            return
+        if key in self._cache:
+            self._pending = None
+            self._draw()
+        elif key != self._pending:
+            self._start(key, snap)
+            self._draw()
+
+    def _start(self, key: tuple, snap: Snapshot) -> None:
+        self._generation += 1
+        self._pending = key
+        job = _SnapshotJob(self._generation, key, snap, key[2], key[3])
+        job.done.connect(self._on_done)
+        job.failed.connect(self._on_failed)
+        job.finished.connect(lambda j=job: self._forget(j))
+        self._jobs.append(job)
+        job.start()
+
+    def _forget(self, job: _SnapshotJob) -> None:
+        if job in self._jobs:
+            self._jobs.remove(job)
+        job.deleteLater()
+
+    def _on_done(self, generation: int, key: tuple, run: SnapshotRun) -> None:
+        self._cache[key] = run  # kept even when superseded: the slider may come back to it
+        if key == self._pending:
+            self._pending = None
+        if key == self._key():
+            if not self._head_chosen and self._snapshots and run.step == self._snapshots[-1].step:
+                kind = self.type_box.currentData() or CROSS
+                head = peaked_head(run.trace, kind, self.layer_box.currentIndex())
+                self.head_box.blockSignals(True)
+                self.head_box.setCurrentIndex(min(head, self.head_box.count() - 1))
+                self.head_box.blockSignals(False)
+                self._head_chosen = True
+            self._draw()
+
+    def _on_failed(self, generation: int, message: str) -> None:
+        if generation != self._generation:
+            return
+        self._pending = None
+        self.stop_play()
+        self.snapshot_output.setText(html.escape(message))
+        if hasattr(self.main, "show_error"):
+            self.main.show_error(message)
+
+    # --- playing --------------------------------------------------------------------------------------------
+
+    def _play_toggled(self, on: bool) -> None:
+        if on and self._snapshots:
+            if self.slider.value() >= self.slider.maximum():
+                self.slider.setValue(0)
+            self.timer.start()
+        else:
+            self.stop_play()
+
+    def stop_play(self) -> None:
+        self.timer.stop()
+        if self.play_button.isChecked():
+            self.play_button.blockSignals(True)
+            self.play_button.setChecked(False)
+            self.play_button.blockSignals(False)
+
+    def _tick(self) -> None:
+        if self._pending is not None:
+            return  # wait for the snapshot shown to be computed
+        if self.slider.value() >= self.slider.maximum():
+            self.stop_play()
+            return
+        self.slider.setValue(self.slider.value() + 1)
+
+    def hideEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.stop_play()
+        super().hideEvent(event)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt name)
+        if obj is self.main and event.type() == QEvent.Type.Close:
+            self.shutdown()
+        return False
+
+    def shutdown(self) -> None:
+        """Stop playing and wait for any snapshot run in progress (no thread may outlive the window)."""
+        self.stop_play()
+        self._generation += 1
+        for job in list(self._jobs):
+            job.wait(30_000)
+
+    # --- drawing -------------------------------------------------------------------------------------------
+
+    def _show_empty(self, empty: bool, text: str | None = None) -> None:
+        if text:
+            self.empty.setText(text)
+        self.empty.setVisible(empty)
+        self.controls.setVisible(not empty)
+        # the curves are worth showing even without snapshots (e.g. en-hi's per-epoch history)
+        self.body.setVisible(not empty or bool(self.loss_plot.listDataItems()))
+        self.body.widget(1).setVisible(not empty)
+        if empty:
+            self._maps = []
+            self.stop_play()
+
+    def _draw(self) -> None:
+        result = self.main.current_result()
+        snap = self.current_snapshot()
+        if result is None or snap is None:
+            return
+        kind = self.type_box.currentData() or CROSS
+        layer, head = self.layer_box.currentIndex(), max(0, self.head_box.currentIndex())
+        where = f"{ATTENTION_TITLES.get(kind, kind)}, layer {layer + 1}, head {head + 1}"
+        final = snapshot_heatmap(result.trace, kind, layer, head, caption=f"{result.bundle.name} (final)")
+        self.final_title.setText(f"<b>{html.escape(result.bundle.name)}</b> (the window's model) — {where}")
+        self.final_map.set_heatmap(final)
+        final_out = result.inputs.translation if result.inputs.decoder_input == "generated" else ""
+        self.final_output.setText(f"<b>output</b>: {html.escape(final_out)}" if final_out else
+                                  "<b>output</b>: (teacher forcing on the typed target)")
+        self.snapshot_title.setText(f"<b>step {snap.step}</b> — {where}")
+        run = self.current_run()
+        if run is None:
+            self.snapshot_map.set_heatmap(None)
+            self.snapshot_output.setText("Running the snapshot…")
+            self._maps = [final] if final is not None else []
+            return
+        caption = f"step {snap.step}" + (f" · valid loss {snap.valid_loss:.3f}" if snap.valid_loss is not None else "")
+        shown = snapshot_heatmap(run.trace, kind, layer, head, caption=caption)
+        self.snapshot_map.set_heatmap(shown)
+        self.snapshot_output.setText(f"<b>output at step {snap.step}</b>: {html.escape(run.output)}")
+        self._maps = [m for m in (shown, final) if m is not None]
+
+    # --- for tests ------------------------------------------------------------------------------------------
+
+    def snapshot_output_text(self) -> str:
+        run = self.current_run()
+        return run.output if run is not None else ""

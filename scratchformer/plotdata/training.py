@@ -1,0 +1,125 @@
+"""Training curves (from a model folder's training.json) and the attention maps of training snapshots.
+
+Pure functions for the Training tab and its exporters: `training_record(spec)` reads the record of a bundled
+model or checkpoint folder (a spec's `@step-N` names its parent run), `training_curves(record)` turns it into
+plain lists, and `snapshot_heatmap(trace, …)` / `peaked_head(trace, …)` read one attention map of a traced run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..trace import Trace
+from .heatmap import Heatmap, step_heatmap
+
+CROSS = "decoder.cross_attn"
+
+
+@dataclass
+class TrainingCurves:
+    """The loss / accuracy curves of one training run, as (step, value) lists; empty lists where unknown."""
+
+    train_loss: list[tuple[int, float]] = field(default_factory=list)
+    valid_loss: list[tuple[int, float]] = field(default_factory=list)
+    valid_token_accuracy: list[tuple[int, float]] = field(default_factory=list)
+    snapshot_steps: list[int] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.train_loss or self.valid_loss or self.valid_token_accuracy)
+
+
+def training_json_path(spec: str) -> Path | None:
+    """The training.json of a bundled model's name or a checkpoint folder (a spec's `@step-N` is ignored)."""
+    from ..bundle import bundled_models, split_snapshot
+
+    base, _ = split_snapshot(spec)
+    if not base:
+        return None
+    directory = bundled_models().get(base) or Path(base).expanduser()
+    path = directory / "training.json"
+    return path if path.is_file() else None
+
+
+def training_record(spec: str) -> dict | None:
+    """The parsed training.json of a model spec, or None (preset, imported model, missing or damaged file)."""
+    path = training_json_path(spec)
+    if path is None:
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _points(entries, key: str) -> list[tuple[int, float]]:
+    out = []
+    for entry in entries or []:
+        if not isinstance(entry, dict):
+            continue
+        step, value = entry.get("step"), entry.get(key)
+        if isinstance(step, (int, float)) and isinstance(value, (int, float)) and np.isfinite(value):
+            out.append((int(step), float(value)))
+    return sorted(out)
+
+
+def training_curves(record: dict | None) -> TrainingCurves:
+    """Curves from a training.json record: its dense "curve" when present, else the per-epoch "history"."""
+    if not record:
+        return TrainingCurves()
+    entries = record.get("curve") or record.get("history") or []
+    curves = TrainingCurves(
+        train_loss=_points(entries, "train_loss"),
+        valid_loss=_points(entries, "valid_loss"),
+        valid_token_accuracy=_points(entries, "valid_token_accuracy"),
+    )
+    snaps = record.get("snapshots") or []
+    curves.snapshot_steps = sorted(int(s["step"]) for s in snaps
+                                   if isinstance(s, dict) and isinstance(s.get("step"), (int, float)))
+    return curves
+
+
+def attention_step_name(attention_type: str, layer: int) -> str:
+    """"decoder.cross_attn", 1 → "decoder.1.cross_attn.weights"."""
+    stack, kind = attention_type.split(".")
+    return f"{stack}.{layer}.{kind}.weights"
+
+
+def attention_layers(trace: Trace, attention_type: str) -> int:
+    """How many layers of this attention type the trace holds."""
+    return len([s for s in trace.attention_steps() if s.attention_type == attention_type])
+
+
+def peaked_head(trace: Trace, attention_type: str = CROSS, layer: int = -1) -> int:
+    """The head whose rows are most peaked (highest mean over rows of the row's maximum weight): the most
+    "aligned" head of that layer. layer -1: the last one. 0 when the trace has no such step."""
+    n = attention_layers(trace, attention_type)
+    if n == 0:
+        return 0
+    step = trace.find(attention_step_name(attention_type, layer % n))
+    if step is None:
+        return 0
+    weights = step.tensor[0].float().numpy()  # (H, Q, K)
+    scores = np.nan_to_num(weights, nan=0.0).max(axis=-1).mean(axis=-1)  # (H,)
+    return int(np.argmax(scores))
+
+
+def snapshot_heatmap(trace: Trace, attention_type: str = CROSS, layer: int = -1, head: int = 0,
+                     caption: str = "") -> Heatmap | None:
+    """The attention map (batch item 0) of one type, layer and head of a traced run; None if absent.
+    `caption` (e.g. "step 334 · valid loss 1.26") is put in front of the title."""
+    n = attention_layers(trace, attention_type)
+    if n == 0:
+        return None
+    step = trace.find(attention_step_name(attention_type, layer % n))
+    if step is None:
+        return None
+    hm = step_heatmap(trace, step, 0, max(0, min(head, step.shape[1] - 1)))
+    if caption:
+        hm.title = f"{caption} — {hm.title}"
+    return hm

@@ -1,0 +1,134 @@
+"""The Training tab: loss curves, the snapshot slider (attention map and output change over training), the
+placeholder for models without snapshots, inspecting a snapshot, and no thread or timer left behind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.views.training_view import NO_SNAPSHOTS, TrainingView
+from scratchformer.bundle import load_model, snapshots_of
+from scratchformer.decoding import greedy
+from scratchformer.plotdata import peaked_head, snapshot_heatmap, training_curves, training_record
+from tests.app.conftest import run_and_wait
+
+SOURCE = "3 1 4 1 5"
+
+
+@pytest.fixture
+def training_window(monkeypatch, make_window):
+    """make_window with the Training tab in the window (added here until app/window.py lists it)."""
+    import app.window
+
+    if TrainingView not in app.window.VIEWS:
+        monkeypatch.setattr(app.window, "VIEWS", [*app.window.VIEWS, TrainingView])
+    return make_window
+
+
+def _tab(qtbot, window) -> TrainingView:
+    view = next(v for v in window.views if isinstance(v, TrainingView))
+    window.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not view.is_busy() and view.current_run() is not None or view.empty.isVisible(),
+                    timeout=60_000)
+    return view
+
+
+def test_curves_and_peaked_head_pure():
+    curves = training_curves(training_record("reverse@step-000334"))  # a snapshot spec reads its parent run
+    assert len(curves.train_loss) > 10 and curves.valid_loss and curves.valid_token_accuracy
+    assert curves.snapshot_steps == [s.step for s in snapshots_of("reverse")]
+    assert training_curves(training_record("blog")).empty
+    bundle = load_model("reverse")
+    _, trace = bundle.run(bundle.prepare_run(SOURCE))
+    head = peaked_head(trace)
+    weights = trace.find("decoder.1.cross_attn.weights").tensor[0].float().numpy()
+    assert head == int(np.argmax(weights.max(-1).mean(-1)))
+    hm = snapshot_heatmap(trace, head=head, caption="final")
+    assert hm is not None and hm.title.startswith("final") and hm.values.shape == weights.shape[1:]
+
+
+def test_slider_changes_map_and_output(qtbot, training_window):
+    w = training_window(source=SOURCE, target="", model="reverse")
+    run_and_wait(qtbot, w)
+    view = _tab(qtbot, w)
+    assert not view.empty.isVisible()
+    assert view.loss_plot.listDataItems() and view.accuracy_plot.listDataItems()
+    snaps = snapshots_of("reverse")
+    assert view.slider.maximum() == len(snaps) - 1 and view.slider.value() == len(snaps) - 1
+    assert view.markers[0].value() == snaps[-1].step
+
+    final_bundle = w.current_bundle()
+    src_ids = final_bundle.prepare(SOURCE).src[0].tolist()
+    final_greedy = final_bundle.tgt_tokenizer.decode(greedy(final_bundle, src_ids, final_bundle.generation_limit(
+        len(src_ids))))
+    last_output = view.snapshot_output_text()
+    assert last_output == final_greedy
+    assert view.type_box.currentData() == "decoder.cross_attn"
+    assert view.layer_box.currentIndex() == view.layer_box.count() - 1
+    assert view.head_box.currentIndex() == peaked_head(view.current_run().trace)
+    last_maps = view.current_heatmaps()
+    assert len(last_maps) == 2
+
+    view.slider.setValue(0)
+    qtbot.waitUntil(lambda: view.current_run() is not None, timeout=60_000)
+    assert view.markers[0].value() == snaps[0].step
+    early_output = view.snapshot_output_text()
+    assert early_output != final_greedy
+    early_maps = view.current_heatmaps()
+    assert len(early_maps) == 2
+    a, b = early_maps[0].values, last_maps[0].values
+    assert a.shape != b.shape or not np.allclose(a, b)
+    np.testing.assert_allclose(early_maps[1].values, last_maps[1].values)  # the final model's map stays
+    assert str(snaps[0].step) in view.snapshot_output.text()
+
+    view.slider.setValue(view.slider.maximum())  # cached: no new run
+    assert not view.is_busy() and view.snapshot_output_text() == last_output
+
+
+def test_play_stops_at_end_and_when_hidden(qtbot, training_window):
+    w = training_window(source=SOURCE, target="", model="reverse")
+    run_and_wait(qtbot, w)
+    view = _tab(qtbot, w)
+    view.timer.setInterval(10)
+    view.play_button.setChecked(True)  # at the last snapshot: starts again from the first
+    assert view.slider.value() == 0 and view.timer.isActive()
+    qtbot.waitUntil(lambda: not view.timer.isActive(), timeout=120_000)
+    assert view.slider.value() == view.slider.maximum() and not view.play_button.isChecked()
+    view.play_button.setChecked(True)
+    assert view.timer.isActive()
+    w.tabs.setCurrentIndex(0)  # the tab is hidden: playing stops
+    assert not view.timer.isActive() and not view.play_button.isChecked()
+
+
+def test_inspect_snapshot_runs_it_in_the_window(qtbot, training_window):
+    w = training_window(source=SOURCE, target="", model="reverse")
+    run_and_wait(qtbot, w)
+    view = _tab(qtbot, w)
+    view.slider.setValue(1)
+    qtbot.waitUntil(lambda: view.current_run() is not None, timeout=60_000)
+    step = snapshots_of("reverse")[1].step
+    view.inspect_snapshot()
+    qtbot.waitUntil(lambda: not w.is_busy() and w.current_bundle().name == f"reverse@step-{step:06d}",
+                    timeout=60_000)
+    assert w.model_spec() == f"reverse@step-{step:06d}"
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+    assert view.slider.value() == 1  # the same run: the tab stays where it was
+
+
+def test_model_without_snapshots_shows_placeholder(qtbot, training_window):
+    w = training_window(source="machine learning using PyTorch", target="", model="blog")
+    run_and_wait(qtbot, w)
+    view = _tab(qtbot, w)
+    assert view.empty.isVisible() and view.empty.text() == NO_SNAPSHOTS
+    assert not view.controls.isVisible() and view.current_heatmaps() == []
+    assert not view.is_busy()
+
+
+def test_closing_during_a_snapshot_run_leaves_no_thread(qtbot, training_window):
+    w = training_window(source="5 9 2 6", target="", model="reverse")
+    run_and_wait(qtbot, w)
+    view = _tab(qtbot, w)
+    view.slider.setValue(2)  # not cached: a worker starts
+    view.play_button.setChecked(True)
+    w.close()  # the view waits for its worker; the conftest fails the test if a thread or timer survives
+    assert not view.is_busy() and not view.timer.isActive()
