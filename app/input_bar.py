@@ -257,7 +257,6 @@ class InputBar(QWidget):
     def replace_source(self, text: str) -> None:
         """Put text in the source as one edit, so Ctrl+Z in the field brings the old text back."""
         edit = self.source_edit
-        edit.setFocus()
         edit.selectAll()
         edit.insert(text)
         edit.deselect()
