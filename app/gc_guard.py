@@ -1,10 +1,11 @@
 """Keep Python's cyclic garbage collector off the worker threads.
 
-The collector runs in whichever thread happens to allocate when a threshold is crossed. If that is a worker
-thread, it may free the last reference to a Qt wrapper that belongs to the UI thread (a closed window, a widget of
-an earlier run) and Qt deletes the C++ object from the wrong thread: a segmentation fault, seen when a worker
-parsed GPT-2's 50 257-entry tokenizer.json. While any worker runs, automatic collection is paused; it resumes
-(and so happens on the UI thread, the only one left allocating) when the last worker finishes.
+The collector runs in whichever thread happens to allocate when a threshold is crossed. On a worker thread it may
+free the last reference to a Qt wrapper that belongs to the UI thread (a closed window, a widget of an earlier run),
+and Qt then deletes the C++ object from the wrong thread: a crash or a deadlock, both seen here. So while any worker
+runs, automatic collection is off; when the last one finishes, collection is switched back on *from the UI thread*
+(by a queued signal), so the pending collection happens there. Switching it on in the worker itself would make
+the worker's very next allocation run that collection.
 """
 
 from __future__ import annotations
@@ -14,13 +15,34 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from PySide6.QtCore import QObject, Signal
+
 _lock = threading.Lock()
 _running = 0
 _was_enabled = True
 
 
+class _Resumer(QObject):
+    """Lives in the UI thread (created at import, which happens there); resume() arrives queued from workers."""
+
+    resume = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resume.connect(self._resume)
+
+    def _resume(self) -> None:
+        with _lock:
+            if _running == 0 and _was_enabled:
+                gc.enable()
+
+
+_resumer = _Resumer()
+
+
 @contextmanager
 def no_collection_in_this_thread() -> Iterator[None]:
+    """Wrap all the Python work of a worker thread in this."""
     global _running, _was_enabled
     with _lock:
         if _running == 0:
@@ -32,5 +54,6 @@ def no_collection_in_this_thread() -> Iterator[None]:
     finally:
         with _lock:
             _running -= 1
-            if _running == 0 and _was_enabled:
-                gc.enable()
+            last = _running == 0
+        if last:
+            _resumer.resume.emit()  # queued to the UI thread, which switches collection back on

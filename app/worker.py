@@ -120,17 +120,17 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def run(self, request: RunRequest) -> None:
-        if request.generation != self.latest:
-            return  # superseded while queued
-        self.started.emit(request.generation)
-        try:
-            with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects here
+        with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects on this thread
+            if request.generation != self.latest:
+                return  # superseded while queued
+            self.started.emit(request.generation)
+            try:
                 result = compute(request, None, lambda: request.generation != self.latest)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
-            self.failed.emit(request.generation, friendly_error(exc))
-            return
-        if result is not None:
-            self.finished.emit(request.generation, result)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+                self.failed.emit(request.generation, friendly_error(exc))
+                return
+            if result is not None:
+                self.finished.emit(request.generation, result)
 
 
 class WorkerThread(QObject):

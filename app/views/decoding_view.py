@@ -49,13 +49,13 @@ class _TimelineJob(QThread):
         self.generation, self.bundle, self.source, self.target, self.k = generation, bundle, source, target, k
 
     def run(self) -> None:
-        try:
-            with no_collection_in_this_thread():  # see app/gc_guard.py
+        with no_collection_in_this_thread():  # see app/gc_guard.py
+            try:
                 result = timeline(self.bundle, self.source, self.target, k=self.k)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
-            self.failed.emit(self.generation, friendly_error(exc))
-            return
-        self.done.emit(self.generation, result)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+                self.failed.emit(self.generation, friendly_error(exc))
+                return
+            self.done.emit(self.generation, result)
 
 
 class DecodingView(View):

@@ -66,8 +66,8 @@ class _SnapshotJob(QThread):
         self.generation, self.key, self.snapshot, self.source, self.target = generation, key, snapshot, source, target
 
     def run(self) -> None:
-        try:
-            with no_collection_in_this_thread():  # see app/gc_guard.py
+        with no_collection_in_this_thread():  # see app/gc_guard.py: all of this thread's Python work inside
+            try:
                 bundle = load_model(self.snapshot.spec, "cpu")
                 inputs = bundle.prepare_run(self.source, self.target, truncate=True)
                 _, trace = bundle.run(inputs)
@@ -75,10 +75,10 @@ class _SnapshotJob(QThread):
                 if inputs.decoder_input != "generated" and bundle.can_generate and self.target.strip():
                     output = bundle.prepare_run(self.source, "", truncate=True).translation
                 result = SnapshotRun(self.snapshot.step, trace, output)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
-            self.failed.emit(self.generation, friendly_error(exc))
-            return
-        self.done.emit(self.generation, self.key, result)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+                self.failed.emit(self.generation, friendly_error(exc))
+                return
+            self.done.emit(self.generation, self.key, result)
 
 
 class TrainingView(View):

@@ -1,4 +1,5 @@
-"""Python's cyclic collector never runs on a worker thread (it would free UI-thread Qt wrappers there)."""
+"""Python's cyclic collector never runs on a worker thread (it would free UI-thread Qt wrappers there): it is off
+while any worker runs, and the UI thread switches it back on afterwards."""
 
 import gc
 import threading
@@ -6,7 +7,7 @@ import threading
 from app.gc_guard import no_collection_in_this_thread
 
 
-def test_collection_is_paused_while_any_worker_runs_and_resumes_after():
+def test_collection_is_paused_while_any_worker_runs_and_resumed_by_the_ui_thread(qtbot):
     assert gc.isenabled()
     inside, release = threading.Event(), threading.Event()
     seen = []
@@ -16,22 +17,25 @@ def test_collection_is_paused_while_any_worker_runs_and_resumes_after():
             inside.set()
             release.wait(10)
             seen.append(gc.isenabled())
+        seen.append(gc.isenabled())  # still off in the worker after it finished: the UI thread turns it on
 
     t = threading.Thread(target=worker)
     t.start()
     inside.wait(10)
     with no_collection_in_this_thread():  # a second worker overlapping the first
         assert not gc.isenabled()
+    qtbot.wait(50)
     assert not gc.isenabled()  # the first is still running
     release.set()
     t.join(10)
-    assert seen == [False] and gc.isenabled()
+    assert seen == [False, False]
+    qtbot.waitUntil(gc.isenabled, timeout=5_000)  # the queued resume, delivered on this (the UI) thread
 
 
-def test_a_failing_worker_still_resumes_collection():
+def test_a_failing_worker_still_resumes_collection(qtbot):
     try:
         with no_collection_in_this_thread():
             raise RuntimeError("the model failed")
     except RuntimeError:
         pass
-    assert gc.isenabled()
+    qtbot.waitUntil(gc.isenabled, timeout=5_000)
