@@ -12,7 +12,8 @@ VENV=.venv
 
 APT_PACKAGES=(xvfb libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0
   libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0 libxcb-cursor0 libegl1 libgl1 libfontconfig1 libdbus-1-3
-  fonts-noto-core fonts-droid-fallback fonts-noto-color-emoji poppler-utils)
+  fonts-noto-core fonts-droid-fallback fonts-noto-color-emoji poppler-utils python3-venv)
+# python3-venv: Debian's and Ubuntu's own python3 cannot make a virtual environment without it
 
 if command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
   missing=()
