@@ -33,8 +33,8 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import hf_config, model_name, read_hf_config, tokenizer_label
-from .seq2seq_layers import put_layers
+from .hf import first_eos, hf_config, model_name, read_hf_config, tokenizer_label
+from .seq2seq_layers import check_equal_stacks, put_layers
 from .weights import Weights, build_model, put
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: "offset the embedding ids by 2"
@@ -44,16 +44,9 @@ PROBE = "scratchformer probe"  # any text: encoded with and without special toke
 def config_from_bart(hf, directory: Path, name: str, family: str, start_id: int, extra: dict) -> TransformerConfig:
     """transformers.BartConfig / MBartConfig → TransformerConfig with the family's departures turned on."""
     origin = str(directory / "config.json")
-    if hf.encoder_attention_heads != hf.decoder_attention_heads or hf.encoder_ffn_dim != hf.decoder_ffn_dim:
-        raise UserError(
-            f"{origin} gives the encoder and decoder different sizes (heads {hf.encoder_attention_heads}/"
-            f"{hf.decoder_attention_heads}, FFN {hf.encoder_ffn_dim}/{hf.decoder_ffn_dim}); scratchformer needs "
-            "them equal."
-        )
-    if hf.d_model % hf.encoder_attention_heads:
-        raise UserError(f"{origin}: d_model {hf.d_model} is not divisible by {hf.encoder_attention_heads} heads.")
+    check_equal_stacks(hf, origin)
     tied = bool(getattr(hf, "tie_word_embeddings", True))
-    eos = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    eos = first_eos(hf)
     pre_ln = family == "mbart"
     return TransformerConfig(
         d_model=hf.d_model,
@@ -189,7 +182,7 @@ def _decoder_start(hf, tok: TextTokenizer, family: str, directory: Path, data: d
     lang_id = tok.token_id(tgt_lang) if tgt_lang else None
     if lang_id is not None:
         return lang_id, f"the target language code {tgt_lang} (config.json names no decoder_start_token_id)"
-    eos = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    eos = first_eos(hf)
     if eos is None:
         raise UserError(f"{directory / 'config.json'} names neither decoder_start_token_id nor eos_token_id, "
                         "so the decoder has no start token.")  # fmt: skip

@@ -102,3 +102,8 @@ def tokenizer_label(hf) -> str:
     backend = getattr(hf, "backend_tokenizer", None)
     algorithm = type(backend.model).__name__ if backend is not None else type(hf).__name__
     return f"{algorithm}, {len(hf)} tokens"
+
+
+def first_eos(hf) -> int | None:
+    """A Hugging Face config's eos_token_id, which some configs give as a list."""
+    return hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id

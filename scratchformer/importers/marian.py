@@ -20,23 +20,18 @@ from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
-from .seq2seq_layers import put_layers
+from .hf import fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
+from .seq2seq_layers import check_equal_stacks, put_layers
 from .weights import Weights, build_model
 
 
 def config_from_marian(hf, directory: Path, name: str, eos_token: str | None) -> TransformerConfig:
     """transformers.MarianConfig → TransformerConfig with Marian's departures turned on."""
     origin = str(directory / "config.json")
-    if hf.encoder_attention_heads != hf.decoder_attention_heads or hf.encoder_ffn_dim != hf.decoder_ffn_dim:
-        raise UserError(
-            f"{origin} gives the encoder and decoder different sizes (heads {hf.encoder_attention_heads}/"
-            f"{hf.decoder_attention_heads}, FFN {hf.encoder_ffn_dim}/{hf.decoder_ffn_dim}); scratchformer needs "
-            "them equal."
-        )
+    check_equal_stacks(hf, origin)
     share = bool(hf.share_encoder_decoder_embeddings)
     tgt_vocab = hf.vocab_size if share else (hf.decoder_vocab_size or hf.vocab_size)
-    eos = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    eos = first_eos(hf)
     return TransformerConfig(
         d_model=hf.d_model,
         n_heads=hf.encoder_attention_heads,
@@ -136,7 +131,7 @@ def load_marian(directory: Path, device: str | torch.device = "cpu") -> ModelBun
     hf = hf_config(MarianConfig, directory)
     src_tok, tgt_tok = marian_tokenizers(directory)
     name = model_name(directory, data)
-    eos_id = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    eos_id = first_eos(hf)
     eos_token = src_tok.hf.convert_ids_to_tokens(eos_id) if eos_id is not None else None
     config = config_from_marian(hf, directory, name, eos_token)
     for side, tok, size in (("source", src_tok, config.src_vocab_size), ("target", tgt_tok, config.tgt_vocab_size)):

@@ -7,7 +7,18 @@ from __future__ import annotations
 import torch
 
 from ..config import TransformerConfig
+from ..errors import UserError
 from .weights import Weights, put
+
+
+def check_equal_stacks(hf, origin: str) -> None:
+    """Our layers share one head count and FFN width between the stacks; these configs could differ."""
+    if hf.encoder_attention_heads != hf.decoder_attention_heads or hf.encoder_ffn_dim != hf.decoder_ffn_dim:
+        raise UserError(
+            f"{origin} gives the encoder and decoder different sizes (heads {hf.encoder_attention_heads}/"
+            f"{hf.decoder_attention_heads}, FFN {hf.encoder_ffn_dim}/{hf.decoder_ffn_dim}); scratchformer needs "
+            "them equal."
+        )
 
 
 def attention_parts(w: Weights, d: int, theirs: str) -> dict[str, dict[str, torch.Tensor]]:

@@ -27,7 +27,7 @@ from ..errors import UserError
 from ..model import Transformer
 from ..tokenizers import TextTokenizer
 from .bert import HF_ACTIVATIONS
-from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
 from .weights import Weights, load_state, put, read_weights
 
 MAX_LEN = 512  # T5 has no position table; its pre-training inputs were 512 tokens long
@@ -59,7 +59,7 @@ def config_from_t5(hf, data: dict, directory: Path, name: str, untied: bool) -> 
     if scale is None:
         scale = data.get("tie_word_embeddings", True) is not False
     decoder_start = getattr(hf, "decoder_start_token_id", None)
-    eos = hf.eos_token_id[0] if isinstance(hf.eos_token_id, list) else hf.eos_token_id
+    eos = first_eos(hf)
     return TransformerConfig(
         d_model=hf.d_model,
         n_heads=hf.num_heads,
