@@ -25,16 +25,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.trace import Step, step_breadcrumb
+from scratchformer.trace import Step, step_path
 
 SPEEDS = (("Fast (0.25 s)", 250), ("Normal (0.8 s)", 800), ("Slow (2 s)", 2000))
 STEP_KEYS = {Qt.Key.Key_Right, Qt.Key.Key_Left, Qt.Key.Key_Home, Qt.Key.Key_End, Qt.Key.Key_Space}
 TEXT_INPUTS = (QLineEdit, QTextEdit, QPlainTextEdit, QAbstractSpinBox)
-
-
-def step_path(step: Step) -> str:
-    """'Decoder 2 › Cross-attention › Attention weights (softmax)'."""
-    return " › ".join(step_breadcrumb(step) + [step.title])
 
 
 class StepKeys(QObject):

@@ -179,6 +179,11 @@ def step_breadcrumb(step: Step) -> list[str]:
     return breadcrumb(step.sublayer, "RMSNorm" if rms else "LayerNorm")
 
 
+def step_path(step: Step) -> str:
+    """'Decoder 2 › Cross-attention › Attention weights (softmax)': the window's breadcrumb and every plot's title."""
+    return " › ".join(step_breadcrumb(step) + [step.title])
+
+
 def breadcrumb(sublayer: str, norm_name: str = "LayerNorm") -> list[str]:
     """'decoder.1.cross_attn' → ['Decoder 2', 'Cross-attention'] (layers counted from 1 for people).
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..plotdata import Heatmap, VocabLabels, head_count, heads_grid, step_heatmap
-from ..trace import Step, Trace, step_breadcrumb
+from ..trace import Step, Trace, step_path
 
 
 @dataclass
@@ -44,7 +44,7 @@ def step_figure(
     step = step if isinstance(step, Step) else trace[step]
     if head_count(step) > 1:
         maps = heads_grid(trace, step, batch)
-        title = " › ".join(step_breadcrumb(step) + [step.title])
+        title = step_path(step)
         subtitle = f"{step.name}  ·  {step.shape_text()}  ·  batch item {batch + 1}"
         return Figure(title, maps, subtitle, step.formula, columns=None if len(maps) > 4 else len(maps))
     return single_figure(step_heatmap(trace, step, batch, 0, vocab_labels))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..trace import Step, Trace, step_breadcrumb
+from ..trace import Step, Trace, step_path
 
 VocabLabels = Callable[[Sequence[int]], list[str]]
 
@@ -134,7 +134,7 @@ def step_heatmap(
     levels, cmap = levels_for(values, step.kind)
     if step.kind == "mask":
         levels, cmap = (0.0, 1.0), MASK
-    title = " › ".join(step_breadcrumb(step) + [step.title])
+    title = step_path(step)
     heads = f", head {head + 1}" if "head" in step.dims else ""
     subtitle = f"{step.name}  ·  {step.shape_text()}  ·  batch item {batch + 1}{heads}"
     return Heatmap(
