@@ -84,7 +84,8 @@ class MasksView(View):
         self.empty.setVisible(trace is None)
         if trace is None:
             return
-        no_padding = trace.source_pad is None and trace.target_pad is None and not self._ids_padded(result)
+        # the trace keeps the padding the run used (given, or found in the ids): None means there was none
+        no_padding = trace.source_pad is None and trace.target_pad is None
         self.pad_bar.setVisible(no_padding and result.request.windows is None)
         step = self.main.current_step()
         batch, head = self.main.current_batch(), self.main.current_head()
@@ -105,12 +106,6 @@ class MasksView(View):
             rows.append((f"{where}, head {head + 1}: before and after softmax", pair))
         self._maps = [m for _, maps in rows for m in maps]
         self._build(rows)
-
-    @staticmethod
-    def _ids_padded(result) -> bool:
-        """Padding the run found in its ids (a loaded batch with pad tokens), rather than given explicitly."""
-        inputs = result.inputs
-        return any(p is not None and bool(p.any()) for p in (inputs.src_pad, inputs.tgt_pad))
 
     def current_heatmaps(self) -> list[Heatmap]:
         return list(self._maps)
