@@ -90,7 +90,7 @@ class ModelBundle:
         return self.config.has_encoder and self.config.has_decoder
 
     def examples(self) -> list[Example]:
-        return examples_for(self.name, self.origin, self.config)
+        return examples_for(self.name, self.origin, self.config.extra)
 
     def generation_limit(self, n_source: int) -> int:
         """How many tokens greedy decoding may write for a source of n tokens: 2n + 10, at most GENERATION_CAP,
@@ -354,16 +354,16 @@ def examples_of(spec: str) -> list[Example]:
 
     spec, _ = split_snapshot(spec)  # a snapshot has its model's examples
     if spec in PRESETS:
-        return examples_for(spec, "preset", preset(spec))
+        return examples_for(spec, "preset", preset(spec).extra)
     path = bundled_models().get(spec) or Path(spec).expanduser()
     config_path = path / "config.json"
     try:
         if config_path.is_file() and not is_hf_config(config_path):
             config = TransformerConfig.load(config_path)
-            return examples_for(config.name, str(path), config)
+            return examples_for(config.name, str(path), config.extra)
     except UserError:
         pass
-    return examples_for(spec, str(path), TransformerConfig(n_decoder_layers=0, n_encoder_layers=1))
+    return examples_for(spec, str(path))  # an imported folder, or nothing readable: a neutral sentence
 
 
 def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> ModelBundle:

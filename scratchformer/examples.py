@@ -72,12 +72,14 @@ def _from_config(raw) -> list[Example]:
     return out
 
 
-def examples_for(name: str, origin: str, config) -> list[Example]:
-    """The example inputs of a model: its own, its task's, its preset's, or a neutral sentence."""
-    own = _from_config(config.extra.get("examples"))
+def examples_for(name: str, origin: str, extra: dict | None = None) -> list[Example]:
+    """The example inputs of a model (`extra`: its config's free-form facts): its own, its task's, its preset's,
+    or a neutral sentence."""
+    extra = extra or {}
+    own = _from_config(extra.get("examples"))
     if own:
         return own
-    task = config.extra.get("task")
+    task = extra.get("task")
     if task in TASK_EXAMPLES:
         return list(TASK_EXAMPLES[task])
     if origin == "preset" and name in PRESET_EXAMPLES:
