@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import (
     EXTREME,
+    MASK,
     Heatmap,
     abbreviate,
     block_reduce,
@@ -286,6 +287,8 @@ class HeatmapWidget(QWidget):
         if colorbar_state != self._colorbar_state:  # a new colour map rebuilds the bar's pixmap: only on change
             if self._colorbar_state is None or colorbar_state[0] != self._colorbar_state[0]:
                 self.colorbar.setColorMap(colormap(heatmap.colormap))
+                # a mask holds 0 and −∞, not a range: its cells say so, and a 0 … 1 bar would mislead
+                self.colorbar.setVisible(heatmap.colormap != MASK)
             self.colorbar.setLevels(values=heatmap.levels)
             self._colorbar_state = colorbar_state
         if self.title_label.text() != heatmap.title:

@@ -229,3 +229,12 @@ def test_the_diagram_redraws_when_only_the_norm_placement_changes(qtbot):
     diagram.set_model(TransformerConfig(**sizes, norm_first=True))
     assert "encoder.0.add_norm1.norm" in diagram.items_by_key
     assert diagram.items_by_key["encoder.0.add_norm1"].block.label == "Add"
+
+
+def test_a_mask_step_has_no_misleading_colour_bar(qtbot, make_window):
+    w = make_window(source="the girl eats an apple", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    w.go_to_step("decoder.0.self_attn.mask")  # 0 and −∞ only: the cells say it, a 0 … 1 bar would not
+    assert not w.views[0].heatmap.colorbar.isVisible()
+    w.go_to_step("decoder.0.self_attn.weights")
+    assert w.views[0].heatmap.colorbar.isVisible()
