@@ -489,7 +489,7 @@ class HeatmapWidget(QWidget):
         if hm is None:
             return " "
         lo, hi = (format_value(v) for v in hm.levels)
-        text = f"{hm.shape[0]} × {hm.shape[1]}; colour range {lo} … {hi}"
+        text = f"{hm.shape[0]} × {hm.shape[1]}" + ("" if hm.colormap == MASK else f"; colour range {lo} … {hi}")
         if hm.masked is not None:
             text += "; grey = −∞ (masked)"
         if hm.row_dim == "tgt_pos":  # decoder-input rows (the trace); the decoding timeline's rows are "emitted"
