@@ -526,3 +526,30 @@ def render_bytes(fig: Figure, fmt: str, scale: float = 2.0) -> bytes:
 def renderer(scale: float = 2.0):
     """A `Renderer` for scratchformer.exporting.ExportRun at the given PNG scale."""
     return lambda fig, fmt: render_bytes(fig, fmt, scale)
+
+
+def render_frames(figs: list[Figure], scale: float = 1.5) -> list[np.ndarray]:
+    """Animation frames: each figure painted at its natural size on a white canvas as large as the largest
+    (top-left aligned, so captions and maps stay put from frame to frame); (H, W, 3) uint8 RGB arrays."""
+    ensure_gui_app()
+    sizes = [figure_size(f) for f in figs]
+    w = math.ceil(max((s.width() for s in sizes), default=1.0) * scale)
+    h = math.ceil(max((s.height() for s in sizes), default=1.0) * scale)
+    frames = []
+    for fig in figs:
+        img = QImage(QSize(w, h), QImage.Format_RGB888)
+        img.fill(Qt.white)
+        painter = QPainter(img)
+        try:
+            painter.scale(scale, scale)
+            paint_figure(painter, fig, vector=False)
+        finally:
+            painter.end()
+        rows = np.frombuffer(img.constBits(), np.uint8).reshape(h, img.bytesPerLine())
+        frames.append(rows[:, : w * 3].reshape(h, w, 3).copy())  # (H, W, 3): each row without its padding
+    return frames
+
+
+def frames_renderer(scale: float = 1.5):
+    """A FramesRenderer for scratchformer.exporting.animation at the given scale."""
+    return lambda figs: render_frames(figs, scale)

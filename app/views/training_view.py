@@ -132,6 +132,11 @@ class TrainingView(View):
         self.inspect_button.setToolTip("Run the chosen snapshot in the window: the stepper and every tab follow it")
         self.inspect_button.clicked.connect(self.inspect_snapshot)
         bar.addWidget(self.inspect_button)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Save the chosen map over training: an animation (GIF, APNG) or a grid of "
+                                      "small multiples (PNG, SVG, PDF)")
+        self.export_button.clicked.connect(lambda: self.export_snapshots())
+        bar.addWidget(self.export_button)
         self.controls = QWidget()
         self.controls.setLayout(bar)
         layout.addWidget(self.controls)
@@ -236,6 +241,24 @@ class TrainingView(View):
         self.stop_play()
         self.main.set_model(f"{self._base}@step-{snap.step:06d}")
         self.main.run()
+
+    def export_snapshots(self, path: str | None = None):
+        """Export…: the chosen map over every snapshot, as an animation or a grid, to `path` (None: ask with a
+        file dialog). The snapshots run in a worker (app/export/snapshot_export.py); returns it, or None."""
+        from scratchformer.errors import UserError
+
+        from ..export.snapshot_export import start_export
+
+        try:
+            job = start_export(self, path)
+        except UserError as exc:
+            self.main.show_error(str(exc))
+            return None
+        if job is not None:
+            self._jobs.append(job)  # shutdown() waits for it like for the snapshot runs
+            job.finished.connect(lambda j=job: self._forget(j))
+            job.start()
+        return job
 
     # --- model and selectors -------------------------------------------------------------------------------
 

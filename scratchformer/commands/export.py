@@ -3,6 +3,9 @@
 Goes through the same plan and writer as the window (scratchformer.exporting); PNG/SVG/PDF are drawn by
 app/export/render.py on an offscreen Qt surface, imported only when an image format is asked for, so npz and
 csv export need no Qt at all.
+
+With --snapshots it follows one attention map over a trained model's snapshots instead
+(exporting/snapshots.py): an animation (gif, apng) and a grid of small multiples (png, svg, pdf).
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..batching import read_text_file
+from ..bundle import default_model_name
 from ..errors import UserError
 from ..explain import explainer
 from ..exporting.files import prepare_folder
 from ..exporting.job import FORMATS, IMAGE_FORMATS, ExportRun, parse_formats, plan_export
+from ..exporting.snapshots import ATTENTION_NAMES
 from .common import add_input_args, add_model_args, open_model, read_inputs
 
 
@@ -27,21 +33,36 @@ def add_parser(sub) -> None:
     add_model_args(p)
     add_input_args(p)
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
-    p.add_argument("--format", default="png", help=f"comma-separated, from {','.join(FORMATS)} (default png)")
+    p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); with --snapshots "
+                   "from gif,apng,png,svg,pdf (default gif,png)")
     p.add_argument(
-        "--steps", nargs="+", default=["attention"], metavar="STEPS",
+        "--steps", nargs="+", default=None, metavar="STEPS",
         help="attention (every layer × head × attention type, one file each), all (every step), "
         "or step names / shell patterns such as 'decoder.*.cross_attn.weights'",
     )  # fmt: skip
     p.add_argument("--item", type=int, default=1, help="batch item to draw, counted from 1 (default 1)")
-    p.add_argument("--scale", type=float, default=2.0, help="PNG pixels per point (default 2 = 144 dpi)")
+    p.add_argument("--scale", type=float, default=2.0, help="PNG (and GIF/APNG) pixels per point (default 2 = 144 dpi)")
     p.add_argument("--overwrite", action="store_true", help="replace files that already exist")
+    g = p.add_argument_group("training snapshots", "follow one attention map over a trained model's snapshots")
+    g.add_argument("--snapshots", action="store_true",
+                   help="write the map of every snapshot and the final model as an animation (gif, apng) and a "
+                   "grid of small multiples (png, svg, pdf)")
+    g.add_argument("--attention", choices=list(ATTENTION_NAMES),
+                   help="which attention to follow (default cross, else the model's last kind)")
+    g.add_argument("--layer", type=int, help="layer, counted from 1 (default the last)")
+    g.add_argument("--head", type=int, help="head, counted from 1 (default the most peaked head of the last snapshot)")
 
 
 def run(args: argparse.Namespace) -> int:
-    formats = parse_formats(args.format)
     if not 0.25 <= args.scale <= 8:
         raise UserError("--scale must be between 0.25 and 8.")
+    if args.snapshots:
+        return run_snapshots(args)
+    for name in ("attention", "layer", "head"):
+        if getattr(args, name) is not None:
+            raise UserError(f"--{name} chooses the map that --snapshots follows; add --snapshots or leave it out.")
+    formats = parse_formats(args.format or "png")
+    args.steps = args.steps or ["attention"]
     folder = prepare_folder(args.out, create=True)
     bundle = open_model(args)
     inputs = read_inputs(bundle, args)
@@ -62,6 +83,44 @@ def run(args: argparse.Namespace) -> int:
         ensure_gui_app()
         renderer = qt_renderer(args.scale)
     result = ExportRun(tasks, folder, renderer, overwrite=args.overwrite).run()
+    print(result.summary())
+    print(folder.resolve())
+    return 0
+
+
+def run_snapshots(args: argparse.Namespace) -> int:
+    """`export --snapshots`: one attention map over training, as an animation and a grid of small multiples."""
+    from ..exporting.animation import parse_snapshot_formats, plan_snapshot_export
+    from ..exporting.snapshots import attention_choice, snapshot_series
+
+    formats = parse_snapshot_formats(args.format or "gif,png")
+    if args.steps is not None:
+        raise UserError("--steps does not apply to --snapshots; choose the map with --attention, --layer and --head.")
+    if args.seq_len or args.batch or args.item != 1:
+        raise UserError("--snapshots follows one sentence; leave out --seq-len, --batch and --item.")
+    for name in ("layer", "head"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name} counts from 1, as the window shows it; {value} is not a {name}.")
+    if args.source is not None and args.text_file:
+        raise UserError("Give either --source or --text-file, not both.")
+    if args.start_only and args.target:
+        raise UserError("--start-only and --target exclude each other: a typed target is the decoder input.")
+    source = read_text_file(args.text_file) if args.text_file else args.source
+    if source is None:
+        raise UserError("Give a sentence with --source or a file with --text-file.")
+    folder = prepare_folder(args.out, create=True)
+    series = snapshot_series(
+        args.model or default_model_name(), source, args.target, attention_choice(args.attention),
+        None if args.layer is None else args.layer - 1, None if args.head is None else args.head - 1,
+        start_only=args.start_only, device=args.device,
+    )  # fmt: skip
+    from app.export.render import ensure_gui_app, frames_renderer, renderer  # Qt draws the frames and the grid
+
+    ensure_gui_app()
+    tasks = plan_snapshot_export(series, folder, formats, frames_renderer(args.scale))
+    result = ExportRun(tasks, folder, renderer(args.scale), overwrite=args.overwrite).run()
+    print(f"{series.title}: {len(series.frames)} frames (steps {', '.join(str(f.step) for f in series.frames)}).")
     print(result.summary())
     print(folder.resolve())
     return 0

@@ -1,0 +1,113 @@
+"""The Training tab's Export…: the map chosen there (attention type, layer, head) over every snapshot and the
+final model, saved as an animation (GIF, APNG) or one grid of small multiples (PNG, SVG, PDF).
+
+The file is chosen first (the extension decides what is written); then a worker thread runs the input through
+every snapshot (scratchformer.exporting.snapshots, the same data as `scratchformer export --snapshots`). When it
+finishes, the frames or the grid are drawn and the one file is written atomically on the UI thread, and the
+window's status line says what was written (or, in one sentence, why not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QThread, Signal
+
+from scratchformer.errors import UserError
+from scratchformer.exporting.animation import ANIMATION_FORMATS, SNAPSHOT_FORMATS, plan_snapshot_export
+from scratchformer.exporting.job import ExportRun
+from scratchformer.exporting.snapshots import SnapshotSeries, snapshot_series
+
+from ..gc_guard import no_collection_in_this_thread
+from ..worker import friendly_error
+from . import actions
+from .render import frames_renderer, renderer
+
+FILTERS = {
+    "gif": "Animated GIF (*.gif)",
+    "apng": "Animated PNG (*.apng)",
+    "png": "Grid of small multiples, PNG image (*.png)",
+    "svg": "Grid of small multiples, SVG vector image (*.svg)",
+    "pdf": "Grid of small multiples, PDF document (*.pdf)",
+}
+
+
+class SnapshotExportJob(QThread):
+    """Computes the series off the UI thread, then (on the UI thread, when the thread has finished) writes
+    the chosen file. `written` carries the path, `failed` one sentence."""
+
+    written = Signal(object)  # Path
+    failed = Signal(str)
+
+    def __init__(self, window, path: Path, choice: dict) -> None:
+        super().__init__()
+        self.setObjectName("scratchformer-snapshot-export")
+        self.window, self.path, self.choice = window, path, choice
+        self.series: SnapshotSeries | None = None
+        self.error: str | None = None
+        self.finished.connect(self._write)  # this object lives on the UI thread: _write runs there
+
+    def run(self) -> None:
+        with no_collection_in_this_thread():  # see app/gc_guard.py
+            try:
+                self.series = snapshot_series(**self.choice, truncate=True)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
+                self.error = friendly_error(exc)
+
+    def _write(self) -> None:
+        if self.error is None and self.series is not None:
+            try:
+                fmt = self.path.suffix.lower().lstrip(".")
+                task = plan_snapshot_export(self.series, self.path.parent, [fmt],
+                                            frames_renderer(actions.PNG_SCALE))[0]  # fmt: skip
+                task.path = self.path  # the name chosen in the dialog
+                result = ExportRun([task], self.path.parent, renderer(actions.PNG_SCALE), overwrite=True,
+                                   index=False).run()  # fmt: skip
+            except UserError as exc:
+                self.error = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a failed export reaches the status line, not a traceback
+                self.error = f"The export failed: {exc}"
+            else:
+                what = "animation" if fmt in ANIMATION_FORMATS else "grid"
+                actions._tell(self.window, f"{result.summary()[:-1]} — the {what} of {self.series.where}, "
+                                           f"{len(self.series.frames)} frames.")  # fmt: skip
+                self.written.emit(self.path)
+                return
+        actions._tell(self.window, self.error or "The export failed.", error=True)
+        self.failed.emit(self.error or "")
+
+
+def choice_of(view) -> dict:
+    """What the Training tab shows now, as snapshot_series' arguments (layer and head from 0)."""
+    base = getattr(view, "_base", None)
+    snapshot_input = getattr(view, "_input", None)
+    if not base or not view.current_snapshot() or snapshot_input is None or view.empty.isVisible():
+        raise UserError("Run a model that has training snapshots first; there is nothing to export yet.")
+    source, target = snapshot_input
+    return {"spec": base, "source": source, "target": target, "attention_type": view.type_box.currentData(),
+            "layer": max(0, view.layer_box.currentIndex()), "head": max(0, view.head_box.currentIndex())}
+
+
+def start_export(view, path: str | Path | None = None) -> SnapshotExportJob | None:
+    """Ask for the file (unless `path` is given), then return the job, not yet started; None if cancelled.
+    Raises UserError (one sentence) when there is nothing to export or the name cannot be used."""
+    window = view.main
+    choice = choice_of(view)
+    if path is None:
+        stem = SnapshotSeries(Path(choice["spec"]).name, "", "", choice["attention_type"] or "", choice["layer"],
+                              choice["head"]).stem()  # fmt: skip
+        suggested = str(Path(actions.last_folder()) / f"{stem}.gif")
+        raw = actions.ask_save_path(window, "Export the snapshots", suggested, ";;".join(FILTERS.values()))
+        if not raw:
+            return None
+        path = actions._checked_target(window, raw, SNAPSHOT_FORMATS, "gif")
+        if not actions._confirm_replace(window, [path]):
+            return None
+        actions.remember_folder(path.parent)
+    else:
+        path = Path(path)
+        if path.suffix.lower().lstrip(".") not in SNAPSHOT_FORMATS:
+            raise UserError(f"{path.name} cannot be saved here; use one of: "
+                            f"{', '.join('.' + f for f in SNAPSHOT_FORMATS)}.")  # fmt: skip
+    actions._tell(window, f"Running the input through every snapshot for {path.name}…")
+    return SnapshotExportJob(window, path, choice)
