@@ -36,7 +36,7 @@ def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, he
         "formula",
         f"  {step.formula}",
         "",
-        "statistics (whole tensor)",
+        f"statistics ({stats.scope})",
         *[f"  {line}" for line in stats.lines()],
     ]
     if params:

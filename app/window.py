@@ -555,7 +555,7 @@ class MainWindow(QMainWindow):
 
     def _update_inspector(self) -> None:
         step = self.current_step()
-        stats = self._result.stats[step.index] if step is not None else None
+        stats = self._result.stats_for(step, self._batch) if step is not None else None
         n_steps = len(self._result.trace) if self._result is not None else 0
         params = teaching.parameter_lines(self._result.parameters, step) if step is not None else []
         self.inspector_panel.show_step(step, stats, n_steps, self._batch, self._head, params)

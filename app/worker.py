@@ -8,16 +8,15 @@ the window ignores a stale result), and shutdown() stops the thread cleanly even
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from scratchformer.bundle import Inputs, ModelBundle, load_model
 from scratchformer.errors import UserError
 from scratchformer.parameters import parameter_counts
 from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
-from scratchformer.trace import Trace
+from scratchformer.trace import Step, Trace
 
 from .gc_guard import no_collection_in_this_thread
 
@@ -41,13 +40,25 @@ class RunResult:
     request: RunRequest
     bundle: ModelBundle
     inputs: Inputs
-    output: torch.Tensor
     trace: Trace
-    stats: list[TensorStats]
     heatmap_cache: dict = field(default_factory=dict)  # (step index, batch, head) → Heatmap, prefilled for vocab
     parameters: dict = field(default_factory=dict)  # block key → scratchformer.parameters.ParamCount
     explanations: dict = field(default_factory=dict)  # (step index, batch) → scratchformer.explain.Explanation
     seconds: float = 0.0
+    stats: dict = field(default_factory=dict)  # (step index, batch or None) → TensorStats, filled when shown
+
+    def stats_for(self, step: Step, batch: int) -> TensorStats:
+        """The inspector's numbers: over the batch item shown when there are several (each is one sentence or
+        window, and a lazy trace recomputes one item, not B), else over the whole tensor."""
+        whole = "batch" not in step.dims or step.shape[0] == 1
+        key = (step.index, None if whole else batch)
+        if key not in self.stats:
+            if whole:
+                self.stats[key] = tensor_stats(step.tensor)
+            else:
+                b = min(batch, step.shape[0] - 1)
+                self.stats[key] = replace(tensor_stats(step.item(b)), scope=f"batch item {b + 1}")
+        return self.stats[key]
 
     @property
     def notes(self) -> list[str]:
@@ -94,12 +105,10 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     else:
         # An empty target on an encoder-decoder: greedy-decode first, then trace with that output as decoder input.
         inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True)
-    output, trace = bundle.run(inputs)
+    _, trace = bundle.run(inputs, keep_output=False)
     if is_stale():
         return None
-    stats = [tensor_stats(s.tensor) for s in trace]
-    result = RunResult(request, bundle, inputs, output, trace, stats, seconds=0.0,
-                       parameters=parameter_counts(bundle.model))
+    result = RunResult(request, bundle, inputs, trace, seconds=0.0, parameters=parameter_counts(bundle.model))
     for step in trace:  # vocab-wide steps are slow to reduce to their top columns: do it here, not on redraw
         if "vocab" in step.dims:
             result.heatmap_cache[(step.index, 0, 0)] = step_heatmap(trace, step, 0, 0, result.vocab_labels)

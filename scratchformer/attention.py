@@ -154,6 +154,62 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, h·d_k) → (B, h, T, d_k)
 
+    def project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None = None) -> dict:
+        """Q, K, V for every head: {"q_heads", "k_heads", "v_heads"} (B, h, T, d_k), plus the projections a trace
+        shows ("qkv" (B, T, 3d) for self-attention; "q_proj" (B, Tq, d) and "kv_proj" (B, Tk, 2d) for cross).
+
+        `cache` (a dict per layer, used when decoding one token at a time) keeps K and V of earlier positions
+        for self-attention, and the encoder's K and V for cross-attention, so each is computed once."""
+        d = self.d_attn
+        if self.cross:
+            q = self.q_proj(x)  # (B, Tq, d)
+            parts = {"q_proj": q}
+            if cache is not None and "k" in cache:
+                k_heads, v_heads = cache["k"], cache["v"]
+            else:
+                kv = self.kv_proj(memory)  # (B, Tk, 2d)
+                k, v = kv.split(d, dim=-1)  # (B, Tk, d) each
+                k_heads, v_heads = self.split_heads(k), self.split_heads(v)  # (B, h, Tk, d_k)
+                parts["kv_proj"] = kv
+            if cache is not None:
+                cache["k"], cache["v"] = k_heads, v_heads
+        else:
+            qkv = self.qkv(x)  # (B, T, 3d)
+            q, k, v = qkv.split(d, dim=-1)  # (B, T, d) each
+            parts = {"qkv": qkv}
+            k_heads, v_heads = self.split_heads(k), self.split_heads(v)  # (B, h, T, d_k)
+            if cache is not None:
+                if "k" in cache:
+                    k_heads = torch.cat([cache["k"], k_heads], dim=2)  # (B, h, T_past + T, d_k)
+                    v_heads = torch.cat([cache["v"], v_heads], dim=2)
+                cache["k"], cache["v"] = k_heads, v_heads
+        parts.update(q_heads=self.split_heads(q), k_heads=k_heads, v_heads=v_heads)  # q: (B, h, Tq, d_k)
+        return parts
+
+    def combine(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, h, Tq, d_k) heads → (concat (B, Tq, h·d_k), output projection (B, Tq, d_model))."""
+        b, _, tq, _ = context.shape
+        concat = context.transpose(1, 2).reshape(b, tq, self.d_attn)  # (B, h, Tq, d_k) → (B, Tq, d)
+        return concat, self.out_proj(concat)  # (B, Tq, d_model)
+
+    def interior(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
+                 position_bias: torch.Tensor | None, cache: dict | None = None) -> dict:
+        """Every intermediate of the written-out attention, keyed by the last part of its step name: what a
+        traced forward pass records, and what a lazy trace reruns on the same inputs to get them back."""
+        parts = self.project(x, memory, cache)
+        q_heads, k_heads = parts["q_heads"], parts["k_heads"]
+        context, maps = attention(q_heads, k_heads, parts["v_heads"], mask, self.scale, position_bias)
+        concat, out = self.combine(context)
+        b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
+        named = {k: parts[k] for k in ("qkv", "q_proj", "kv_proj") if k in parts}
+        named.update(q=q_heads, k=k_heads, v=parts["v_heads"], scores=maps["scores"],
+                     scaled_scores=maps["scaled_scores"], mask=additive(mask, (b, tq, tk)).expand(b, tq, tk),
+                     masked_scores=maps["masked_scores"], weights=maps["weights"], context=context, concat=concat,
+                     out=out)  # fmt: skip
+        if position_bias is not None:
+            named["position_bias"] = position_bias
+        return named
+
     def forward(
         self,
         x: torch.Tensor,
@@ -165,81 +221,63 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor:
         """x: (B, Tq, d_model); memory: (B, Tk, d_model) for cross-attention; mask: (B, Tq, Tk) bool;
         position_bias: (h, Tq, Tk), T5's relative position bias, added to the scores before the mask.
-
-        `cache` (a dict per layer, used when decoding one token at a time) keeps K and V of earlier positions
-        for self-attention, and the encoder's K and V for cross-attention, so each is computed once.
-        """
+        `cache`: see project()."""
         tracer = active_tracer()
-        d = self.d_attn
-        qkv = kv = None
-        if self.cross:
-            q = self.q_proj(x)  # (B, Tq, d)
-            if cache is not None and "k" in cache:
-                k_heads, v_heads, kv = cache["k"], cache["v"], None
-            else:
-                kv = self.kv_proj(memory)  # (B, Tk, 2d)
-                k, v = kv.split(d, dim=-1)  # (B, Tk, d) each
-                k_heads, v_heads = self.split_heads(k), self.split_heads(v)  # (B, h, Tk, d_k)
-            if cache is not None:
-                cache["k"], cache["v"] = k_heads, v_heads
-        else:
-            qkv = self.qkv(x)  # (B, T, 3d)
-            q, k, v = qkv.split(d, dim=-1)  # (B, T, d) each
-            k_heads, v_heads = self.split_heads(k), self.split_heads(v)  # (B, h, T, d_k)
-            if cache is not None:
-                if "k" in cache:
-                    k_heads = torch.cat([cache["k"], k_heads], dim=2)  # (B, h, T_past + T, d_k)
-                    v_heads = torch.cat([cache["v"], v_heads], dim=2)
-                cache["k"], cache["v"] = k_heads, v_heads
-        q_heads = self.split_heads(q)  # (B, h, Tq, d_k)
-
         if tracer is None:
-            context = fast_attention(q_heads, k_heads, v_heads, mask, is_causal, self.scale,
-                                     position_bias)  # (B, h, Tq, d_k)
-            parts = None
+            parts = self.project(x, memory, cache)
+            context = fast_attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, is_causal,
+                                     self.scale, position_bias)  # (B, h, Tq, d_k)
+            return self.combine(context)[1]  # (B, Tq, d_model)
+        named = self.interior(x, memory, mask, position_bias, cache)
+        if cache is None:  # the interior can be rerun from x, memory and the mask alone
+            n = self.trace_name
+
+            kept = [None if t is None else t.detach().cpu() for t in (x, memory, mask)]
+
+            def rerun() -> dict[str, torch.Tensor]:
+                with torch.inference_mode():
+                    dev = self.out_proj.weight.device
+                    again = self.interior(*(None if t is None else t.to(dev) for t in kept), position_bias)
+                return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}
+
+            inputs = tuple(t for t in kept if t is not None)
+            with tracer.recompute_from(n, rerun, inputs):
+                self._record(tracer, named, position_bias)
         else:
-            context, parts = attention(q_heads, k_heads, v_heads, mask, self.scale, position_bias)
+            self._record(tracer, named, position_bias)
+        return named["out"]
 
-        b, _, tq, _ = context.shape
-        concat = context.transpose(1, 2).reshape(b, tq, d)  # (B, h, Tq, d_k) → (B, Tq, d)
-        out = self.out_proj(concat)  # (B, Tq, d_model)
-        if tracer is not None:
-            self._record(tracer, x, memory, q, qkv, kv, q_heads, k_heads, v_heads, mask, parts, context, concat, out,
-                         position_bias)  # fmt: skip
-        return out
-
-    def _record(self, tracer: Tracer, x, memory, q, qkv, kv, q_heads, k_heads, v_heads, mask, parts,
-                context, concat, out, position_bias=None) -> None:
+    def _record(self, tracer: Tracer, named: dict, position_bias: torch.Tensor | None) -> None:
         n, sub, qd, kd = self.trace_name, self.trace_name, self.q_dim, self.k_dim
         h = self.n_heads
         b_term = " + b" if self.out_proj.bias is not None else ""
         width = "d_model" if self.d_attn == self.d_model else "d_attn"  # h·d_k: T5 may differ from d_model
         if self.cross:
-            tracer.add(f"{n}.q_proj", "qkv", q, ("batch", qd, width), "Queries from the decoder",
+            tracer.add(f"{n}.q_proj", "qkv", named["q_proj"], ("batch", qd, width), "Queries from the decoder",
                        "Q = X_dec W^Q", sub)
-            if kv is not None:
-                tracer.add(f"{n}.kv_proj", "qkv", kv, ("batch", kd, "d_kv"),
+            if "kv_proj" in named:
+                tracer.add(f"{n}.kv_proj", "qkv", named["kv_proj"], ("batch", kd, "d_kv"),
                            "Keys and values from the encoder output", "[K V] = X_enc [W^K W^V]", sub)
         else:
-            tracer.add(f"{n}.qkv", "qkv", qkv, ("batch", qd, "d_qkv"), "Fused Q, K, V projection",
+            tracer.add(f"{n}.qkv", "qkv", named["qkv"], ("batch", qd, "d_qkv"), "Fused Q, K, V projection",
                        f"[Q K V] = X [W^Q W^K W^V]{b_term}", sub)
         heads = ("batch", "head", qd, "d_head")
         kheads = ("batch", "head", kd, "d_head")
-        tracer.add(f"{n}.q", "heads", q_heads, heads, f"Queries split into {h} heads",
+        tracer.add(f"{n}.q", "heads", named["q"], heads, f"Queries split into {h} heads",
                    f"Q → h={h} heads of d_k={self.d_head}", sub)
-        tracer.add(f"{n}.k", "heads", k_heads, kheads, f"Keys split into {h} heads",
+        tracer.add(f"{n}.k", "heads", named["k"], kheads, f"Keys split into {h} heads",
                    f"K → h={h} heads of d_k={self.d_head}", sub)
-        tracer.add(f"{n}.v", "heads", v_heads, kheads, f"Values split into {h} heads",
+        tracer.add(f"{n}.v", "heads", named["v"], kheads, f"Values split into {h} heads",
                    f"V → h={h} heads of d_v={self.d_head}", sub)
         att = ("batch", "head", qd, kd)
-        tracer.add(f"{n}.scores", "scores", parts["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub)
+        tracer.add(f"{n}.scores", "scores", named["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub)
         if self.scale:
-            tracer.add(f"{n}.scaled_scores", "scaled_scores", parts["scaled_scores"], att, "Scaled by √d_k",
+            tracer.add(f"{n}.scaled_scores", "scaled_scores", named["scaled_scores"], att, "Scaled by √d_k",
                        f"S / √d_k  (√{self.d_head} = {math.sqrt(self.d_head):.3f})", sub)
             s_term, qk_term = "S / √d_k", "QKᵀ/√d_k"
         else:
-            tracer.add(f"{n}.scaled_scores", "scaled_scores", parts["scaled_scores"], att, "Not scaled (no ÷√d_k)",
-                       "S  — no scaling (T5 folds it into the initialisation)", sub)
+            tracer.add(f"{n}.scaled_scores", "scaled_scores", named["scaled_scores"], att,
+                       "Not scaled (no ÷√d_k)", "S  — no scaling (T5 folds it into the initialisation)", sub)
             s_term, qk_term = "S", "QKᵀ"
         if position_bias is not None:
             if self.relative_bias is not None:
@@ -248,19 +286,21 @@ class MultiHeadAttention(nn.Module):
             else:
                 title = "Relative position bias (shared, from layer 1)"
                 how = "the first layer's map, reused"
-            tracer.add(f"{n}.position_bias", "position_bias", position_bias, ("head", qd, kd), title,
-                       f"B[h, i, j] = b_h[bucket(j − i)]  ({how})", sub)
+            with tracer.stored():  # rerun() reads this very tensor: keeping it costs nothing more
+                tracer.add(f"{n}.position_bias", "position_bias", position_bias, ("head", qd, kd), title,
+                           f"B[h, i, j] = b_h[bucket(j − i)]  ({how})", sub)
             s_term, qk_term = f"{s_term} + B", f"{qk_term} + B"
-        b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
-        tracer.add(f"{n}.mask", "mask", additive(mask, (b, tq, tk)).expand(b, tq, tk), ("batch", qd, kd),
-                   "Mask (0 = allowed, −∞ = blocked)", "M", sub)
+        tracer.add(f"{n}.mask", "mask", named["mask"], ("batch", qd, kd), "Mask (0 = allowed, −∞ = blocked)", "M",
+                   sub)
         masked_title = "Relative position bias and mask added" if position_bias is not None else "Mask added"
-        tracer.add(f"{n}.masked_scores", "masked_scores", parts["masked_scores"], att, masked_title,
+        tracer.add(f"{n}.masked_scores", "masked_scores", named["masked_scores"], att, masked_title,
                    f"{s_term} + M", sub)
-        tracer.add(f"{n}.weights", "attention_weights", parts["weights"], att, "Attention weights (softmax)",
+        tracer.add(f"{n}.weights", "attention_weights", named["weights"], att, "Attention weights (softmax)",
                    f"A = softmax({qk_term} + M)", sub, major=True)
-        tracer.add(f"{n}.context", "context", context, heads, "Weighted sum of values", "head_i = A_i V_i", sub)
-        tracer.add(f"{n}.concat", "concat", concat, ("batch", qd, width), "Heads concatenated",
+        tracer.add(f"{n}.context", "context", named["context"], heads, "Weighted sum of values", "head_i = A_i V_i",
+                   sub)
+        tracer.add(f"{n}.concat", "concat", named["concat"], ("batch", qd, width), "Heads concatenated",
                    "Concat(head_1, …, head_h)", sub)
-        tracer.add(f"{n}.out", "projection", out, ("batch", qd, "d_model"), "Output projection",
-                   "MultiHead = Concat(head_1, …, head_h) W^O", sub, major=True)
+        with tracer.stored():
+            tracer.add(f"{n}.out", "projection", named["out"], ("batch", qd, "d_model"), "Output projection",
+                       "MultiHead = Concat(head_1, …, head_h) W^O", sub, major=True)

@@ -229,8 +229,9 @@ class ModelBundle:
             return Inputs(src, None, None, None, src_tokens, [], decoder_input="none")
         return Inputs(src, tgt, None, None, src_tokens, tgt_tokens, decoder_input="windows")
 
-    def run(self, inputs: Inputs) -> tuple[torch.Tensor, Trace]:
-        """One traced forward pass on the model's device."""
+    def run(self, inputs: Inputs, keep_output: bool = True) -> tuple[torch.Tensor | None, Trace]:
+        """One traced forward pass on the model's device. keep_output=False returns no output (the logits of a
+        long batch are the largest tensor of all; the trace keeps what it shows of them)."""
         dev = self.device
         to = (lambda t: None if t is None else t.to(dev))  # noqa: E731
         c = self.config
@@ -238,10 +239,12 @@ class ModelBundle:
         tgt_pad = inputs.tgt_pad if inputs.tgt_pad is not None else pad_from_ids(inputs.tgt, c.pad_id, start=True)
         if c.has_encoder:
             return self.model.run_with_trace(
-                to(inputs.src), to(inputs.tgt), to(src_pad), to(tgt_pad), inputs.source_tokens, inputs.target_tokens
+                to(inputs.src), to(inputs.tgt), to(src_pad), to(tgt_pad), inputs.source_tokens, inputs.target_tokens,
+                keep_output=keep_output,
             )
         return self.model.run_with_trace(
-            None, to(inputs.tgt), None, to(tgt_pad), inputs.source_tokens, inputs.target_tokens
+            None, to(inputs.tgt), None, to(tgt_pad), inputs.source_tokens, inputs.target_tokens,
+            keep_output=keep_output,
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -70,32 +71,55 @@ class PositionwiseFeedForward(nn.Module):
         self.activation_name = config.activation
         self.pos_dim, self.trace_name = pos_dim, trace_name
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def interior(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"gate", "linear" (gated FFNs only), "hidden", "out"}: every intermediate, keyed by step-name suffix."""
         gate = self.activation(self.w_1(x))  # (B, T, d_model) → (B, T, d_ff)
         linear = self.w_v(x) if self.w_v is not None else None  # (B, T, d_ff)
         hidden = gate * linear if linear is not None else gate  # (B, T, d_ff)
         out = self.w_2(self.dropout(hidden))  # (B, T, d_ff) → (B, T, d_model)
+        parts = {"gate": gate, "linear": linear, "hidden": hidden, "out": out}
+        return {k: v for k, v in parts.items() if v is not None}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         tracer = active_tracer()
-        if tracer is not None:
-            n, p = self.trace_name, self.pos_dim
-            act = "max(0, ·)" if self.activation_name == "relu" else self.activation_name.upper()
-            b1, b2 = (" + b_1", " + b_2") if self.w_1.bias is not None else ("", "")
-            dims = ("batch", p, "d_ff")
-            if linear is None:
-                tracer.add(f"{n}.hidden", "ffn_hidden", hidden, dims, "Feed-forward hidden layer",
-                           f"{act}(x W_1{b1})", n)
-                formula = f"FFN(x) = {act}(x W_1{b1}) W_2{b2}"
-            else:
-                bv = " + b_v" if self.w_v.bias is not None else ""
-                tracer.add(f"{n}.gate", "ffn_gate", gate, dims, f"Gate branch: {act}(x W_1)", f"{act}(x W_1{b1})", n)
-                tracer.add(f"{n}.linear", "ffn_gate", linear, dims, "Linear branch: x V (no activation)",
-                           f"x V{bv}", n)
-                tracer.add(f"{n}.hidden", "ffn_hidden", hidden, dims, "Gated hidden layer (gate ⊙ linear)",
-                           f"{act}(x W_1{b1}) ⊙ (x V{bv})", n)
-                formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ x V{bv}) W_2{b2}"
-            tracer.add(f"{n}.out", "ffn_out", out, ("batch", p, "d_model"), "Feed-forward output", formula, n,
-                       major=True)
-        return out
+        if tracer is None:
+            return self.interior(x)["out"]
+        parts = self.interior(x)
+        n = self.trace_name
+
+        kept = x.detach().cpu()
+
+        def rerun() -> dict[str, torch.Tensor]:
+            with torch.inference_mode():
+                again = self.interior(kept.to(self.w_2.weight.device))
+            return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}
+
+        lazy = not self.training  # dropout draws new masks: a training-mode trace keeps everything
+        with tracer.recompute_from(n, rerun, (kept,)) if lazy else nullcontext():
+            self._record(tracer, parts)
+        return parts["out"]
+
+    def _record(self, tracer, parts: dict[str, torch.Tensor]) -> None:
+        n, p = self.trace_name, self.pos_dim
+        act = "max(0, ·)" if self.activation_name == "relu" else self.activation_name.upper()
+        b1, b2 = (" + b_1", " + b_2") if self.w_1.bias is not None else ("", "")
+        dims = ("batch", p, "d_ff")
+        if "linear" not in parts:
+            tracer.add(f"{n}.hidden", "ffn_hidden", parts["hidden"], dims, "Feed-forward hidden layer",
+                       f"{act}(x W_1{b1})", n)
+            formula = f"FFN(x) = {act}(x W_1{b1}) W_2{b2}"
+        else:
+            bv = " + b_v" if self.w_v.bias is not None else ""
+            tracer.add(f"{n}.gate", "ffn_gate", parts["gate"], dims, f"Gate branch: {act}(x W_1)",
+                       f"{act}(x W_1{b1})", n)
+            tracer.add(f"{n}.linear", "ffn_gate", parts["linear"], dims, "Linear branch: x V (no activation)",
+                       f"x V{bv}", n)
+            tracer.add(f"{n}.hidden", "ffn_hidden", parts["hidden"], dims, "Gated hidden layer (gate ⊙ linear)",
+                       f"{act}(x W_1{b1}) ⊙ (x V{bv})", n)
+            formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ x V{bv}) W_2{b2}"
+        with tracer.stored():
+            tracer.add(f"{n}.out", "ffn_out", parts["out"], ("batch", p, "d_model"), "Feed-forward output", formula,
+                       n, major=True)
 
 
 class AddNorm(nn.Module):
@@ -127,7 +151,13 @@ class AddNorm(nn.Module):
             n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
             if self.training and self.dropout.p > 0:
                 tracer.add(f"{n}.dropout", "dropout", dropped, dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
-            tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
+            if self.training:
+                tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
+            else:  # the sum is cheap to redo from x and the sublayer's output, both kept
+                xs, ds = x.detach().cpu(), dropped.detach().cpu()
+                rerun = lambda: {f"{n}.residual": xs + ds}  # noqa: E731
+                with tracer.recompute_from(f"{n}.residual", rerun, (xs, ds)):
+                    tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
             formula = f"{self.norm_name}(x + Sublayer(x)) = {NORM_FORMULAS[self.norm_kind].format(z='z')}"
             tracer.add(f"{n}.out", "layer_norm", out, dims, self.norm_name, formula, n, major=True)
         return out

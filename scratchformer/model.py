@@ -10,7 +10,7 @@ from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
 from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
-from .trace import Trace, active_tracer, tracing
+from .trace import OutputSummary, RecomputeCache, Trace, active_tracer, merge_items, tracing
 
 
 def _final_norm(norm: nn.Module | None, x: torch.Tensor, stack: str, pos: str, kind: str = "layernorm"
@@ -46,6 +46,12 @@ class Generator(nn.Module):
         else:
             self.final_logits_bias = None
 
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.proj(x)  # (B, T, d_model) → (B, T, vocab)
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+        return logits
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tracer = active_tracer()
         if self.scale is not None:
@@ -54,15 +60,32 @@ class Generator(nn.Module):
                 tracer.add("generator.scaled", "output_scale", x, ("batch", "tgt_pos", "d_model"),
                            "Decoder output × d_model^-0.5", f"x · d_model^-0.5  (1/√{self.d_model} = {self.scale:.4f})",
                            "generator")
-        logits = self.proj(x)  # (B, T, d_model) → (B, T, vocab)
-        if self.final_logits_bias is not None:
-            logits = logits + self.final_logits_bias
+        logits = self.logits(x)  # (B, T, vocab)
         if tracer is not None:
-            tracer.add("generator.logits", "logits", logits, ("batch", "tgt_pos", "vocab"), "Logits",
-                       "logits = x W_vocab", "generator", major=True)
-            tracer.add("generator.probs", "probabilities", logits.softmax(-1), ("batch", "tgt_pos", "vocab"),
-                       "Output probabilities", "P(next token) = softmax(logits)", "generator", major=True)
+            self._record(tracer, x, logits)
         return logits
+
+    def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor) -> None:
+        """Logits and probabilities, plus the trace's output summary (each position's top tokens and the
+        probability of the token that follows it in the decoder input). A lazy trace that would not keep the
+        (B, T, vocab) probabilities never builds them whole: it takes the summary one batch item at a time."""
+        xs = x.detach().cpu()
+
+        def rerun() -> dict[str, torch.Tensor]:
+            with torch.inference_mode():
+                again = self.logits(xs.to(self.proj.weight.device)).cpu()  # (b, T, vocab)
+            return {"generator.logits": again, "generator.probs": again.softmax(-1)}
+
+        whole = not tracer.lazy or logits.numel() * logits.element_size() <= tracer.keep_bytes
+        probs = logits.softmax(-1) if whole else torch.empty(logits.shape, device="meta")
+        dims = ("batch", "tgt_pos", "vocab")
+        with tracer.recompute_from("generator", rerun, (xs,)):
+            tracer.add("generator.logits", "logits", logits, dims, "Logits", "logits = x W_vocab", "generator",
+                       major=True)
+            tracer.add("generator.probs", "probabilities", probs, dims, "Output probabilities",
+                       "P(next token) = softmax(logits)", "generator", major=True)
+        items = [probs] if whole else (logits[b : b + 1].softmax(-1) for b in range(logits.shape[0]))
+        tracer.output_summary = OutputSummary.of(items, tracer.target_ids)
 
 
 class Transformer(nn.Module):
@@ -190,12 +213,41 @@ class Transformer(nn.Module):
         source_tokens: list[list[str]] | None = None,
         target_tokens: list[list[str]] | None = None,
         token_type_ids: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, Trace]:
-        """Run forward() with every intermediate recorded; returns (output, Trace). No autograd graph is kept."""
-        with torch.inference_mode(), tracing() as tracer:
-            out = self.forward(src, tgt, src_pad, tgt_pad, token_type_ids)
+        lazy: bool = True,
+        keep_bytes: int = 256 * 1024,
+        cache: RecomputeCache | None = None,
+        keep_output: bool = True,
+    ) -> tuple[torch.Tensor | None, Trace]:
+        """Run forward() with every intermediate recorded; returns (output, Trace). No autograd graph is kept.
+
+        Each batch item goes through the model on its own, so that any one item's sublayer can be rerun alone
+        later and give the same bits (a matrix product's rounding can depend on how many rows it is given).
+        `lazy` (the default; eval mode only) keeps tensors larger than `keep_bytes` inside sublayers as recipes
+        (see scratchformer.trace), so long inputs fit in memory; lazy=False holds every tensor. With
+        keep_output=False the output is None (the trace has what it shows of it)."""
+        lazy = lazy and not self.training
+        cache = cache if cache is not None else RecomputeCache()
+        ids = src if src is not None else tgt
+        n_items = ids.shape[0] if ids is not None and ids.dim() == 2 else 1
+        pick = (lambda t, b: None if t is None else t[b : b + 1])  # noqa: E731
+        out, per_item, summaries = None, [], []
+        for b in range(n_items):
+            with torch.inference_mode(), tracing(lazy, keep_bytes, cache) as tracer:
+                tracer.key_prefix = f"{b}:"
+                tracer.target_ids = pick(tgt, b)
+                item = self.forward(pick(src, b), pick(tgt, b), pick(src_pad, b), pick(tgt_pad, b),
+                                    pick(token_type_ids, b))  # (1, T, vocab), or (1, S, d_model) with no decoder
+                if keep_output and out is None:  # filled item by item, never held twice (B × T × vocab is large)
+                    out = item if n_items == 1 else item.new_empty((n_items, *item.shape[1:]))
+                if keep_output and n_items > 1:
+                    out[b : b + 1] = item
+                del item
+            per_item.append(tracer.steps)
+            summaries.append(tracer.output_summary)
         cpu = (lambda t: None if t is None else t.detach().cpu())  # noqa: E731
-        trace = Trace(tracer.steps, source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad))
+        summary = OutputSummary.join(summaries) if summaries[0] is not None else None
+        trace = Trace(merge_items(per_item), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
+                      cache, summary)  # fmt: skip
         return out, trace
 
     def new_cache(self) -> list[dict]:

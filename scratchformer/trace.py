@@ -2,12 +2,23 @@
 
 Modules call `active_tracer()` once per forward; when it returns None (the normal case) they record nothing
 and build no titles, so a forward pass without tracing pays one context-variable read per module.
+
+Bounded memory (a lazy trace, what `Transformer.run_with_trace` records). A sublayer's interior — Q/K/V, the
+four B × h × T × T attention maps, the feed-forward hidden layer, each residual sum, the logits and the output
+probabilities — is far larger than the residual stream that flows between sublayers. A lazy tracer keeps every
+tensor up to `keep_bytes` and every tensor outside those interiors (embeddings, each sublayer's output, each
+LayerNorm), and for the rest keeps only a `Recompute`: the sublayer's inputs and the function that computed
+them. `step.tensor` (the whole batch) and `step.item(b)` (one batch item) rerun that same function, so the values
+are the ones the forward pass produced, bit for bit on CPU (the tests compare every step with an eager trace).
+Recomputed interiors go into a `RecomputeCache` with a byte limit that evicts the least recently used.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -25,23 +36,165 @@ KINDS = (
 ATTENTION_TYPES = ("self_attn", "cross_attn")
 
 
+def storage_bytes(tensors) -> int:
+    """Bytes held by these tensors, each underlying storage counted once (views share their base's)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            storage = t.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+class RecomputeCache:
+    """Recomputed interiors, least recently used evicted first once their bytes pass `limit_bytes`.
+
+    Shared by the UI thread and the model worker, so every access holds a lock. An entry larger than the whole
+    limit is returned but not kept."""
+
+    def __init__(self, limit_bytes: int = 256 * 2**20) -> None:
+        self.limit_bytes = limit_bytes
+        self._entries: OrderedDict[tuple, tuple[dict[str, torch.Tensor], int]] = OrderedDict()
+        self._lock = threading.RLock()
+        self.hits = self.misses = self.evictions = 0
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return sum(size for _, size in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get_or_compute(self, key: tuple, compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key][0]
+            self.misses += 1
+            parts = compute()
+            size = storage_bytes(parts.values())
+            if size <= self.limit_bytes:
+                self._entries[key] = (parts, size)
+                while self.bytes > self.limit_bytes:
+                    self._entries.popitem(last=False)
+                    self.evictions += 1
+            return parts
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+TOP_K = 24  # tokens kept per position by the output summary (plotdata's VOCAB_COLUMNS)
+
+
 @dataclass
+class OutputSummary:
+    """What the Output tab and the walkthrough read from the output probabilities, kept so that the
+    (B, T, vocab) tensor need not be: each position's most likely tokens, and the probability the model gave
+    the token that actually comes next in the decoder input."""
+
+    top_ids: torch.Tensor  # (B, T, k) int64, most likely first
+    top_probs: torch.Tensor  # (B, T, k)
+    next_probs: torch.Tensor | None  # (B, T − 1): P(decoder input[t + 1]) at position t; None without ids
+
+    @staticmethod
+    def of(items, target_ids: torch.Tensor | None, k: int = TOP_K) -> OutputSummary:
+        """From probability tensors (b, T, vocab) covering the batch in order, one or several items at a time."""
+        ids, probs, nexts = [], [], []
+        row = 0
+        for p in items:
+            top = p.topk(min(k, p.shape[-1]), dim=-1)
+            ids.append(top.indices.cpu())
+            probs.append(top.values.cpu())
+            if target_ids is not None and target_ids.shape[1] > 1:
+                following = target_ids[row : row + p.shape[0], 1:, None].to(p.device)  # (b, T − 1, 1)
+                nexts.append(p[:, :-1].gather(-1, following)[..., 0].cpu())
+            row += p.shape[0]
+        return OutputSummary(torch.cat(ids), torch.cat(probs), torch.cat(nexts) if nexts else None)
+
+    @staticmethod
+    def join(parts: list[OutputSummary]) -> OutputSummary:
+        """Summaries of consecutive batch items → one."""
+        nexts = [p.next_probs for p in parts]
+        return OutputSummary(torch.cat([p.top_ids for p in parts]), torch.cat([p.top_probs for p in parts]),
+                             None if any(n is None for n in nexts) else torch.cat(nexts))  # fmt: skip
+
+
+class Recompute:
+    """How to get one batch item's sublayer interior back: `fn()` reruns the code the forward pass ran, on the
+    stored inputs, and returns every interior tensor by step name (on CPU, batch axis of size 1)."""
+
+    def __init__(self, key: str, fn: Callable[[], dict[str, torch.Tensor]], cache: RecomputeCache,
+                 inputs: tuple = ()) -> None:  # fmt: skip
+        self.key, self.fn, self.cache = key, fn, cache
+        self.inputs = inputs  # the tensors fn reads (counted in Trace.stored_bytes)
+
+    def get(self) -> dict[str, torch.Tensor]:
+        return self.cache.get_or_compute((self.key,), self.fn)
+
+
+@dataclass(eq=False)
 class Step:
-    """One intermediate tensor of the forward pass, with everything needed to show it to a person."""
+    """One intermediate tensor of the forward pass, with everything needed to show it to a person.
+
+    The tensor is held whole (`data`), or per batch item (`parts`, each with a batch axis of size 1), or not at
+    all: then `sources` rerun each item's sublayer on demand (a lazy trace's large interiors). `tensor`,
+    `item(b)` and `shape` read the same in every case."""
 
     index: int
     name: str  # stable dotted name from the module path, e.g. "decoder.1.cross_attn.weights"
     kind: str  # one of KINDS
     title: str  # for people: "Decoder 2 › Cross-attention › softmax"
     formula: str  # plain text, e.g. "softmax(QKᵀ/√d_k + M)"
-    tensor: torch.Tensor  # detached, on CPU
+    data: torch.Tensor | None  # detached, on CPU
     dims: tuple[str, ...]  # one name per axis: batch, src_pos, tgt_pos, d_model, head, d_head, ...
     sublayer: str  # the diagram block this belongs to, e.g. "decoder.1.cross_attn"
     major: bool = False  # shown when the detail switch is on "sublayers only"
+    size: tuple[int, ...] = ()  # the tensor's shape (known even when the tensor is not held)
+    parts: list[torch.Tensor] | None = None  # per batch item, each (1, …)
+    sources: list[Recompute] | None = None  # per batch item, when nothing is held
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The whole tensor (every batch item); put together or recomputed when it is not held whole."""
+        if self.data is not None:
+            return self.data
+        if self.parts is not None:
+            return torch.cat(self.parts) if len(self.parts) > 1 else self.parts[0]
+        items = [src.get()[self.name] for src in self.sources]
+        return torch.cat(items) if len(items) > 1 else items[0]
+
+    @tensor.setter
+    def tensor(self, value: torch.Tensor) -> None:
+        self.data, self.size, self.parts, self.sources = value, tuple(value.shape), None, None
+
+    @property
+    def stored(self) -> bool:
+        return self.sources is None
+
+    def held(self) -> list[torch.Tensor]:
+        """The tensors this step keeps in memory (none for a recomputed step)."""
+        return [self.data] if self.data is not None else list(self.parts or [])
+
+    def item(self, batch: int) -> torch.Tensor:
+        """One batch item's tensor without its batch axis (the whole tensor for steps with no batch axis). A
+        recomputed step reruns just that item's sublayer: the trace ran every item on its own, so this gives the
+        very numbers of `tensor[b]`."""
+        if "batch" not in self.dims:
+            return self.tensor
+        b = min(max(batch, 0), self.size[0] - 1)
+        if self.data is not None:
+            return self.data[b]
+        if self.parts is not None:
+            return self.parts[b][0]
+        return self.sources[b].get()[self.name][0]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.tensor.shape)
+        return self.size
 
     @property
     def stack(self) -> str:
@@ -75,6 +228,11 @@ class Trace:
     target_tokens: list[list[str]] = field(default_factory=list)
     source_pad: torch.Tensor | None = None  # (B, S) bool, True at padding: what the masks were built from
     target_pad: torch.Tensor | None = None  # (B, T)
+    cache: RecomputeCache | None = None  # recomputed interiors of a lazy trace
+    output_summary: OutputSummary | None = None  # top tokens per position (models with an output layer)
+
+    def __post_init__(self) -> None:
+        self._by_name = {s.name: s for s in self.steps}
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -85,10 +243,9 @@ class Trace:
     def __getitem__(self, key: int | str) -> Step:
         if isinstance(key, int):
             return self.steps[key]
-        for step in self.steps:
-            if step.name == key:
-                return step
-        raise KeyError(key)
+        if len(self._by_name) != len(self.steps):
+            self._by_name = {s.name: s for s in self.steps}
+        return self._by_name[key]
 
     def names(self) -> list[str]:
         return [s.name for s in self.steps]
@@ -112,12 +269,52 @@ class Trace:
     def attention_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "attention_weights"]
 
+    def stored_bytes(self) -> int:
+        """Bytes the trace holds between requests: stored tensors and the inputs its recomputes keep, each
+        storage once (the recompute cache is counted separately, in `cache.bytes`)."""
+        tensors = [t for s in self.steps for t in s.held()]
+        tensors += [t for s in self.steps for src in s.sources or [] for t in src.inputs]
+        tensors += [t for t in (self.source_pad, self.target_pad) if t is not None]
+        return storage_bytes(tensors)
+
+    def recomputed_steps(self) -> list[Step]:
+        return [s for s in self.steps if not s.stored]
+
 
 class Tracer:
-    """Collects steps; modules reach it through `active_tracer()` while `tracing()` is open."""
+    """Collects steps; modules reach it through `active_tracer()` while `tracing()` is open.
 
-    def __init__(self) -> None:
+    Eager (the default) stores every tensor. Lazy (`lazy=True`) keeps a step's tensor only if it is no bigger
+    than `keep_bytes` or no `Recompute` is open (`recompute_from`); otherwise the step records its shape and
+    the open Recompute, which can produce it again."""
+
+    def __init__(self, lazy: bool = False, keep_bytes: int = 256 * 1024, cache: RecomputeCache | None = None) -> None:
         self.steps: list[Step] = []
+        self.lazy, self.keep_bytes = lazy, keep_bytes
+        self.cache = cache if cache is not None else RecomputeCache()
+        self._source: Recompute | None = None
+        self.key_prefix = ""  # tells apart the recomputes of batch items traced one at a time
+        self.target_ids: torch.Tensor | None = None  # the decoder input, for the output summary
+        self.output_summary: OutputSummary | None = None
+
+    @contextmanager
+    def recompute_from(self, key: str, fn: Callable[[], dict[str, torch.Tensor]], inputs: tuple = ()):
+        """Steps added inside may be dropped and recomputed later by fn (a lazy tracer only)."""
+        previous = self._source
+        self._source = Recompute(self.key_prefix + key, fn, self.cache, inputs) if self.lazy else None
+        try:
+            yield
+        finally:
+            self._source = previous
+
+    @contextmanager
+    def stored(self):
+        """Steps added inside are stored even within a recompute (a sublayer's output, which the next reads)."""
+        previous, self._source = self._source, None
+        try:
+            yield
+        finally:
+            self._source = previous
 
     def add(
         self,
@@ -134,9 +331,13 @@ class Tracer:
             raise ValueError(f"unknown step kind {kind!r}")
         if tensor.dim() != len(dims):
             raise ValueError(f"{name}: {tensor.dim()} axes but dims {dims}")
-        self.steps.append(
-            Step(len(self.steps), name, kind, title, formula, tensor.detach().cpu(), tuple(dims), sublayer, major)
-        )
+        source = self._source
+        keep = source is None or tensor.numel() * tensor.element_size() <= self.keep_bytes
+        data = tensor.detach().cpu() if keep else None
+        if keep and source is not None and data.untyped_storage().nbytes() > self.keep_bytes:
+            data = data.clone()  # a small view of a large interior (one head of Q) must not keep it all alive
+        self.steps.append(Step(len(self.steps), name, kind, title, formula, data, tuple(dims), sublayer, major,
+                               tuple(tensor.shape), None, None if keep else [source]))  # fmt: skip
 
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("scratchformer_tracer", default=None)
@@ -147,14 +348,46 @@ def active_tracer() -> Tracer | None:
 
 
 @contextmanager
-def tracing() -> Iterator[Tracer]:
+def tracing(lazy: bool = False, keep_bytes: int = 256 * 1024, cache: RecomputeCache | None = None
+            ) -> Iterator[Tracer]:  # fmt: skip
     """Record every step of the forward passes run inside; always switched off again, even on error."""
-    tracer = Tracer()
+    tracer = Tracer(lazy, keep_bytes, cache)
     token = _ACTIVE.set(tracer)
     try:
         yield tracer
     finally:
         _ACTIVE.reset(token)
+
+
+def merge_items(per_item: list[list[Step]]) -> list[Step]:
+    """The steps of B batch items traced one at a time → one list of steps over the whole batch. Nothing is
+    copied: each step keeps its items' tensors (`parts`) or recomputes (`sources`)."""
+    merged = []
+    for steps in zip(*per_item):
+        first = steps[0]
+        if len(steps) == 1 or "batch" not in first.dims:
+            merged.append(first)
+            continue
+        size = (sum(s.size[0] for s in steps), *first.size[1:])
+        if all(s.stored for s in steps):
+            held = [s.data for s in steps]
+            merged.append(Step(first.index, first.name, first.kind, first.title, first.formula, None, first.dims,
+                               first.sublayer, first.major, size, parts=held))  # fmt: skip
+        else:
+            sources = [s.sources[0] if s.sources else _Held(s) for s in steps]
+            merged.append(Step(first.index, first.name, first.kind, first.title, first.formula, None, first.dims,
+                               first.sublayer, first.major, size, sources=sources))  # fmt: skip
+    return merged
+
+
+class _Held(Recompute):
+    """A batch item that kept a step another item recomputes (sizes may differ by padding): it just returns it."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__(step.name, lambda: {step.name: step.data}, RecomputeCache(0), (step.data,))
+
+    def get(self) -> dict[str, torch.Tensor]:
+        return self.fn()
 
 
 # Human names for the blocks, used in titles and breadcrumbs.

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = read_inputs(bundle, args)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs)
+    _, trace = bundle.run(inputs, keep_output=False)
     n_items = len(trace.source_tokens or trace.target_tokens) or 1
     if not 1 <= args.item <= n_items:
         raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = read_inputs(bundle, args)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs)
+    _, trace = bundle.run(inputs, keep_output=False)
     explanations = None
     if args.explain:
         from ..explain import explain_step

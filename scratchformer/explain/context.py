@@ -62,10 +62,9 @@ class Ctx:
     def item(self, step: Step | None = None) -> torch.Tensor:
         """The step's tensor for the chosen batch item (the batch axis dropped), in float64."""
         step = step or self.step
-        t = step.tensor
-        if step.dims and step.dims[0] == "batch" and t.shape[0] > 0:
-            t = t[min(max(self.batch, 0), t.shape[0] - 1)]
-        return t.double()
+        if step.dims and step.dims[0] == "batch" and step.shape[0] > 0:
+            return step.item(self.batch).double()  # one item: a lazy trace recomputes just that one
+        return step.tensor.double()
 
     def pos_dims(self, step: Step | None = None) -> list[str]:
         return [d for d in (step or self.step).dims if d in POSITION_DIMS]

@@ -75,7 +75,7 @@ def step_matrices(
 ) -> list[Matrix]:
     """The full 2-D slices of a step (every head; one batch item, or every item with `all_items`).
     Unlike the heatmap, a vocabulary axis keeps all its columns."""
-    n_items = step.tensor.shape[step.dims.index("batch")] if "batch" in step.dims else 1
+    n_items = step.shape[step.dims.index("batch")] if "batch" in step.dims else 1
     items = range(n_items) if all_items else [min(batch, n_items - 1)]
     heads = head_count(step)
     out = []

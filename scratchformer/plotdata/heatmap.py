@@ -85,13 +85,11 @@ def levels_for(values: np.ndarray, kind: str) -> tuple[tuple[float, float], str]
 
 def matrix_of(step: Step, batch: int = 0, head: int = 0) -> tuple[np.ndarray, str, str]:
     """The 2-D slice of a step's tensor that the heatmap shows, and the names of its two axes."""
-    t = step.tensor
-    dims = list(step.dims)
+    t = step.item(batch) if "batch" in step.dims else step.tensor  # a lazy trace recomputes this item only
+    dims = [d for d in step.dims if d != "batch"]
     index: list[int | slice] = []
     for d, n in zip(dims, t.shape):
-        if d == "batch":
-            index.append(min(batch, n - 1))
-        elif d == "head":
+        if d == "head":
             index.append(min(head, n - 1))
         else:
             index.append(slice(None))
@@ -172,7 +170,7 @@ def top_columns(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def head_count(step: Step) -> int:
-    return step.tensor.shape[step.dims.index("head")] if "head" in step.dims else 1
+    return step.shape[step.dims.index("head")] if "head" in step.dims else 1
 
 
 def heads_grid(trace: Trace, step: Step | str | int, batch: int = 0) -> list[Heatmap]:

@@ -41,7 +41,7 @@ def _pad_of(trace: Trace, stack: str, batch: int, pad_id: int | None) -> np.ndar
     given = trace.source_pad if stack == "src_embed" else trace.target_pad
     if given is not None and given.shape[1] == step.shape[1]:  # the padding the run was given: exactly what it used
         return given[min(batch, given.shape[0] - 1)].numpy().astype(bool)
-    ids = step.tensor[min(batch, step.shape[0] - 1)][None]  # (1, T)
+    ids = step.item(batch)[None]  # (1, T)
     # the model's own rule: the decoder's start token is never padding, even where it is the pad token (Marian)
     pad = pad_from_ids(ids, pad_id, start=stack == "tgt_embed")
     return np.zeros(ids.shape[1], dtype=bool) if pad is None else pad[0].numpy()
@@ -56,7 +56,7 @@ def mask_heatmaps(trace: Trace, attention_type: str, layer: int = 0, batch: int 
     if combined_step is None:
         return []
     b = min(batch, combined_step.shape[0] - 1)
-    combined = np.isfinite(combined_step.tensor[b].to(torch.float32).numpy())
+    combined = np.isfinite(combined_step.item(b).to(torch.float32).numpy())
     n_q, n_k = combined.shape
     row_dim, col_dim = combined_step.dims[1], combined_step.dims[2]
     rows = axis_labels(trace, row_dim, n_q, batch)

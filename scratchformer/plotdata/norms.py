@@ -83,7 +83,7 @@ def norm_comparison(trace: Trace, step: Step | str | int, batch: int = 0, eps: f
     """
     step = step if isinstance(step, Step) else trace[step]
     source = layer_norm_input(trace, step)
-    if source is None or "batch" not in step.dims or step.tensor.dim() != 3:
+    if source is None or "batch" not in step.dims or len(step.shape) != 3:
         return None
     x = source.tensor.to(torch.float64)  # (B, T, d_model)
     y = step.tensor.to(torch.float64)

@@ -26,14 +26,19 @@ def top_k_table(
     step = trace.find("generator.probs")
     if step is None:
         return []
-    probs = step.tensor[min(batch, step.shape[0] - 1)].to(torch.float32)  # (T, vocab)
-    k = min(k, probs.shape[-1])
-    top = torch.topk(probs, k, dim=-1)
+    summary = trace.output_summary
+    if summary is not None and k <= summary.top_ids.shape[-1]:  # kept by the trace: no recompute of the vocab
+        b = min(batch, summary.top_ids.shape[0] - 1)
+        top_ids, top_probs = summary.top_ids[b, :, :k], summary.top_probs[b, :, :k]  # (T, k)
+    else:
+        probs = step.item(batch).to(torch.float32)  # (T, vocab)
+        top = torch.topk(probs, min(k, probs.shape[-1]), dim=-1)
+        top_ids, top_probs = top.indices, top.values
     inputs = trace.labels("tgt_pos", batch) or []
     rows = []
-    for pos in range(probs.shape[0]):
-        ids = top.indices[pos].tolist()
+    for pos in range(top_ids.shape[0]):
+        ids = top_ids[pos].tolist()
         tokens = vocab_labels(ids) if vocab_labels else [f"#{i}" for i in ids]
         tok = inputs[pos] if pos < len(inputs) else f"tgt_pos {pos}"
-        rows.append(TopKRow(pos, tok, tokens, ids, top.values[pos].tolist()))
+        rows.append(TopKRow(pos, tok, tokens, ids, top_probs[pos].tolist()))
     return rows

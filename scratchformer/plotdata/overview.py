@@ -38,7 +38,7 @@ def overview_mosaic(trace: Trace, attention_type: str, batch: int = 0, tile: int
     tiles = []
     for s in steps:
         b = min(batch, s.shape[0] - 1)
-        w = s.tensor[b].to(torch.float32).numpy()  # (h, Tq, Tk)
+        w = s.item(b).to(torch.float32).numpy()  # (h, Tq, Tk)
         tiles.append([_shrink(w[h], tile) for h in range(n_heads)])
     th = max(t.shape[0] for row in tiles for t in row)
     tw = max(t.shape[1] for row in tiles for t in row)

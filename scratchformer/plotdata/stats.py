@@ -19,6 +19,7 @@ class TensorStats:
     std: float
     n_masked: int  # cells that are −∞
     n_nan: int
+    scope: str = "whole tensor"  # what the numbers cover: the whole tensor, or one batch item
 
     def lines(self) -> list[str]:
         out = [

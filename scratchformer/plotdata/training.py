@@ -104,7 +104,7 @@ def peaked_head(trace: Trace, attention_type: str = CROSS, layer: int = -1) -> i
     step = trace.find(attention_step_name(attention_type, layer % n))
     if step is None:
         return 0
-    weights = step.tensor[0].float().numpy()  # (H, Q, K)
+    weights = step.item(0).float().numpy()  # (H, Q, K)
     scores = np.nan_to_num(weights, nan=0.0).max(axis=-1).mean(axis=-1)  # (H,)
     return int(np.argmax(scores))
 

@@ -1,0 +1,116 @@
+"""A lazy trace (bounded memory, issue 12) gives every consumer the values an eager trace stores, bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scratchformer import Transformer, TransformerConfig
+from scratchformer.trace import RecomputeCache
+
+SMALL = dict(src_vocab_size=40, tgt_vocab_size=45, share_embeddings=False, d_model=16, n_heads=4,
+             n_encoder_layers=2, n_decoder_layers=2, d_ff=32, max_len=64, dropout=0.0)
+VARIANTS = {
+    "paper": {},
+    "pre-LN, final norm, GELU": dict(norm_first=True, final_layer_norm=True, activation="gelu"),
+    "T5-shaped": dict(norm_first=True, final_layer_norm=True, norm="rmsnorm", linear_bias=False,
+                      scale_attention=False, relative_buckets=8, relative_max_distance=16, ffn_gated=True,
+                      activation="gelu_tanh", positional="none", d_kv=8, scale_decoder_output=True),
+    "decoder-only": dict(n_encoder_layers=0),
+}
+
+
+def _runs(overrides: dict, pad: bool = True):
+    torch.manual_seed(0)
+    config = TransformerConfig(**{**SMALL, **overrides})
+    model = Transformer(config).eval()
+    b, s, t = 3, 7, 6
+    src = torch.randint(4, 40, (b, s)) if config.has_encoder else None
+    tgt = torch.randint(4, 45, (b, t))
+    src_pad = torch.zeros(b, s, dtype=torch.bool) if src is not None else None
+    tgt_pad = torch.zeros(b, t, dtype=torch.bool)
+    if pad and src is not None:
+        src_pad[1, 5:] = True  # a padded source and target, so masks differ between batch items
+        tgt_pad[2, 4:] = True
+    eager_out, eager = model.run_with_trace(src, tgt, src_pad, tgt_pad, lazy=False)
+    lazy_out, lazy = model.run_with_trace(src, tgt, src_pad, tgt_pad, keep_bytes=0)
+    return eager_out, eager, lazy_out, lazy
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_recomputed_step_equals_the_stored_one_exactly(variant):
+    eager_out, eager, lazy_out, lazy = _runs(VARIANTS[variant])
+    assert torch.equal(eager_out, lazy_out)
+    assert lazy.names() == eager.names()
+    recomputed = lazy.recomputed_steps()
+    kinds = {s.kind for s in recomputed}
+    expected = {"scores", "attention_weights", "ffn_hidden", "probabilities", "logits"}
+    if not VARIANTS[variant].get("norm_first"):  # pre-LN: the residual sum is the stream itself, kept
+        expected.add("residual")
+    assert expected <= kinds
+    for e, s in zip(eager, lazy):
+        assert (s.kind, s.title, s.formula, s.dims, s.shape) == (e.kind, e.title, e.formula, e.dims, e.shape)
+        assert torch.equal(s.tensor, e.tensor), s.name  # the whole batch, recomputed in one go
+        if "batch" in s.dims:
+            for b in range(s.shape[0]):  # one item at a time, as the window asks
+                assert torch.equal(s.item(b), e.tensor[b]), (s.name, b)
+
+
+def test_the_output_summary_matches_the_probabilities():
+    _, eager, _, lazy = _runs({})
+    probs = eager["generator.probs"].tensor  # (B, T, vocab)
+    summary = lazy.output_summary
+    top = probs.topk(summary.top_ids.shape[-1], dim=-1)
+    assert torch.equal(summary.top_probs, top.values) and torch.equal(summary.top_ids, top.indices)
+    tgt = eager["tgt_embed.tokens"].tensor
+    expected = probs[:, :-1].gather(-1, tgt[:, 1:, None])[..., 0]
+    assert torch.equal(summary.next_probs, expected)
+    assert eager.output_summary is not None and torch.equal(eager.output_summary.top_ids, summary.top_ids)
+
+
+def test_a_lazy_trace_holds_the_residual_stream_not_the_attention_maps():
+    """The bound the design promises: per batch item, no step holds more than the larger of the residual stream
+    (T × d_model floats) and keep_bytes (256 KiB); each attention map (h × T × T per item) is recomputed."""
+    torch.manual_seed(0)
+    config = TransformerConfig(**{**SMALL, "max_len": 256})
+    model = Transformer(config).eval()
+    b, n = 2, 200
+    src, tgt = torch.randint(4, 40, (b, n)), torch.randint(4, 45, (b, n))
+    _, eager = model.run_with_trace(src, tgt, lazy=False)
+    _, lazy = model.run_with_trace(src, tgt)
+    stream = n * config.d_model * 4  # one item's residual-stream tensor, float32
+    stored = [s for s in lazy if s.stored]
+    assert all(t.numel() * t.element_size() <= max(stream, 256 * 1024) for s in stored for t in s.held())
+    assert lazy.stored_bytes() <= len(stored) * b * max(stream, 256 * 1024)
+    assert lazy.stored_bytes() < eager.stored_bytes() / 5
+    assert all(not lazy[f"encoder.{i}.self_attn.{k}"].stored for i in range(2) for k in ("scores", "weights"))
+
+
+def test_the_recompute_cache_has_a_limit_and_evicts_the_least_recently_used():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**{**SMALL, "max_len": 256})).eval()
+    src, tgt = torch.randint(4, 40, (1, 120)), torch.randint(4, 45, (1, 120))
+    cache = RecomputeCache(limit_bytes=2 * 2**20)
+    _, trace = model.run_with_trace(src, tgt, keep_bytes=0, cache=cache)
+    weights = [s for s in trace if s.kind == "attention_weights"]
+    for s in weights:
+        s.item(0)
+        assert cache.bytes <= cache.limit_bytes
+    assert cache.evictions > 0 and cache.misses == len(weights)
+    again = trace["decoder.1.cross_attn.scores"]  # same sublayer as the last map asked for: a hit
+    hits = cache.hits
+    again.item(0)
+    assert cache.hits == hits + 1
+    first = weights[0]
+    misses = cache.misses
+    first.item(0)  # evicted long ago: recomputed, and still the same numbers
+    assert cache.misses == misses + 1
+    _, eager = model.run_with_trace(src, tgt, lazy=False)
+    assert torch.equal(first.item(0), eager[first.name].tensor[0])
+
+
+def test_training_mode_traces_store_everything():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**{**SMALL, "dropout": 0.1})).train()
+    _, trace = model.run_with_trace(torch.randint(4, 40, (1, 5)), torch.randint(4, 45, (1, 5)), keep_bytes=0)
+    assert all(s.stored for s in trace)
