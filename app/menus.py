@@ -28,6 +28,13 @@ def add_action(window, menu, text: str, slot, shortcut=None) -> QAction:
     return action
 
 
+def open_train_dialog(window) -> None:
+    """File › Train…: the dialog that trains a model in a separate process (app/train_dialog.py)."""
+    from .train_dialog import open_train_dialog as show
+
+    show(window)
+
+
 def build_menus(window) -> dict[str, QAction]:
     """Fill the window's menu bar; returns the export actions by kind (enabled only once there is a run)."""
     w = window
@@ -35,6 +42,7 @@ def build_menus(window) -> dict[str, QAction]:
     file_menu = mb.addMenu("&File")
     add_action(w, file_menu, "Open &text…", lambda: w.open_text_dialog(), QKeySequence.StandardKey.Open)
     add_action(w, file_menu, "Open &model…", lambda: w.open_model_dialog(), "Ctrl+Shift+O")
+    add_action(w, file_menu, "&Train…", lambda: open_train_dialog(w), "Ctrl+Shift+T")
     export = file_menu.addMenu("&Export")
     export_actions: dict[str, QAction] = {}
     for text, kind, key in EXPORT_MENU:
@@ -97,6 +105,7 @@ def show_shortcuts(parent) -> None:
         ("Ctrl+Enter, F5", "run the model"),
         ("Ctrl+O", "open a text file"),
         ("Ctrl+Shift+O", "open a model folder"),
+        ("Ctrl+Shift+T", "train a model (File › Train…)"),
         ("Ctrl+1 … Ctrl+9", "switch view"),
         ("Ctrl+Q", "quit"),
     ]

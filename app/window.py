@@ -658,6 +658,11 @@ class MainWindow(QMainWindow):
         self.side.fit_window(self.width(), self.height())
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        from .training_close import window_may_close
+
+        if not self._closing and not window_may_close(self):  # a training run asks first (training_close.py)
+            event.ignore()
+            return
         if self.persist and not self._closing:
             self.save_settings()
         self.shutdown()

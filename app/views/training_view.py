@@ -473,6 +473,32 @@ class TrainingView(View):
         self.snapshot_output.setText(f"<b>output at step {snap.step}</b>: {html.escape(run.output)}")
         self._maps = [m for m in (shown, final) if m is not None]
 
+    # --- a run in progress (File › Train…) ------------------------------------------------------------------
+
+    def show_live_curve(self, train_points, valid_points=(), accuracy_points=()) -> None:
+        """Draw a training run in progress, as (step, value) pairs (training loss, validation loss, validation
+        token accuracy), in place of the model's own curves. The next refresh for another model shows that
+        model's curves again (the trained model's, once it opens)."""
+        live = getattr(self, "_live", None)
+        if live is None or live[0] not in self.loss_plot.listDataItems():
+            self.loss_plot.clear()
+            self.accuracy_plot.clear()
+            dots = {"symbol": "o", "symbolSize": 6}
+            self._live = live = (
+                self.loss_plot.plot(pen=pg.mkPen("#1f77b4", width=2), name="train loss (training now)"),
+                self.loss_plot.plot(pen=pg.mkPen("#ff7f0e", width=2), symbolBrush="#ff7f0e", name="valid loss",
+                                    **dots),
+                self.accuracy_plot.plot(pen=pg.mkPen("#2ca02c", width=2), symbolBrush="#2ca02c", **dots),
+            )
+            self._base = None  # whatever model the window shows, its curves are drawn afresh on the next refresh
+        for item, points in zip(live, (train_points, valid_points, accuracy_points)):
+            if points:
+                x, y = zip(*points)
+                item.setData(list(x), list(y))
+        if self.empty.isVisible():
+            self.empty.setText("Training in progress: its curves grow below; the model opens when it is done.")
+        self.body.setVisible(True)
+
     # --- for tests ------------------------------------------------------------------------------------------
 
     def snapshot_output_text(self) -> str:

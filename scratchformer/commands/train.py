@@ -2,12 +2,22 @@
 
 Started by torchrun (`torchrun --nproc-per-node=N -m scratchformer train …`), every process runs this command
 as one rank of a DistributedDataParallel run; only rank 0 prints and writes.
+
+`--progress-json FILE` is the machine-readable channel the window's Train… dialog reads: one JSON object per line
+(see ProgressJson). With it, a single process also treats SIGTERM (CTRL_BREAK on Windows) as "stop and save": it
+finishes the update in progress, then saves like --max-steps, so whoever started it can cancel it cleanly.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import math
+import signal
 import sys
+import threading
+import time
 
 from ..errors import UserError
 from ..training import TrainOptions, resumed_options, session, train
@@ -66,6 +76,9 @@ def add_parser(sub) -> None:
                    help="the snapshots' stored weights (default float32; float16 halves their size and is read "
                    "back as float32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--progress-json", metavar="FILE",
+                   help="also write the progress as JSON lines to FILE ('-' for stdout): start, step (at most a few "
+                   "a second), epoch, snapshot, done or error; SIGTERM then stops the run and saves (one process)")
 
 
 _FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
@@ -106,21 +119,95 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
     return opts
 
 
+class ProgressJson:
+    """Writes training events as JSON lines, flushed at once, for a program that follows the run.
+
+    Every line is an object with "event": "start" (planned_steps, epochs, parameters, snapshot_steps, out),
+    "step" (step, epoch, loss: the mean training loss since the last step line, tokens_per_second; at most one
+    every `every_s` seconds, and always the first), "epoch" (the epoch's validation, as in training.json's
+    history), "snapshot" (step, path, losses; written after the snapshot is saved), then "done" (stopped, out,
+    steps, best_valid_loss, wall_seconds) or "error" (message: the one sentence the command also prints).
+    """
+
+    def __init__(self, target: str, every_s: float = 0.2) -> None:
+        try:
+            self.file = sys.stdout if target == "-" else open(target, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise UserError(f"Cannot write the progress file {target}: {exc.strerror or exc}.") from None
+        self.every_s = every_s
+        self._last = -math.inf
+        self._losses: list[float] = []
+
+    def __call__(self, event: dict) -> None:
+        if event.get("event") == "step":
+            self._losses.append(event["loss"])
+            now = time.monotonic()
+            if now - self._last < self.every_s:
+                return
+            self._last = now
+            event = {**event, "loss": sum(self._losses) / len(self._losses)}
+            self._losses = []
+        self.file.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        if self.file is not sys.stdout:
+            self.file.close()
+
+
+@contextlib.contextmanager
+def stop_on_terminate(enabled: bool):
+    """While inside, SIGTERM (and CTRL_BREAK on Windows) sets the event returned instead of killing the process;
+    the trainer asks it before every update. Outside, or when not `enabled`, the signals act as before."""
+    stop = threading.Event()
+    wanted = [getattr(signal, name) for name in ("SIGTERM", "SIGBREAK") if hasattr(signal, name)]
+    previous = {}
+    if enabled and threading.current_thread() is threading.main_thread():
+        for sig in wanted:
+            previous[sig] = signal.signal(sig, lambda _sig, _frame: stop.set())
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(args: argparse.Namespace) -> int:
+    channel = ProgressJson(args.progress_json) if getattr(args, "progress_json", None) else None
+    try:
+        return _run(args, channel)
+    except UserError as exc:
+        if channel is not None:
+            channel({"event": "error", "message": str(exc)})
+        raise
+    finally:
+        if channel is not None:
+            channel.close()
+
+
+def _run(args: argparse.Namespace, channel: ProgressJson | None) -> int:
     opts = options_from_args(args)
     timeout = getattr(args, "dist_timeout", 10.0)
     if timeout <= 0:
         raise UserError(f"--dist-timeout must be more than 0 minutes, not {timeout:g}.")
     # Without torchrun (no WORLD_SIZE in the environment) the session is the one plain process.
-    with session(opts.device, timeout) as dist:
+    with session(opts.device, timeout) as dist, stop_on_terminate(channel is not None and not dist.active) as stop:
         try:
-            result = train(opts, resume=args.resume, progress=not args.quiet, dist=dist)
+            result = train(opts, resume=args.resume, progress=not args.quiet, dist=dist, on_event=channel,
+                           should_stop=stop.is_set if channel is not None and not dist.active else None)
         except UserError:
             if not dist.is_main:
                 return 2  # every rank meets the same mistake: rank 0 alone says it
             raise
+        except KeyboardInterrupt:
+            if channel is not None and dist.is_main:  # train() saved where it stood before passing Ctrl-C on
+                channel({"event": "done", "stopped": "interrupted", "out": opts.out})
+            raise
         if not dist.is_main:
             return 0
+    if channel is not None:
+        channel({"event": "done", "stopped": result["stopped"], "out": opts.out, "steps": result["steps"],
+                 "best_valid_loss": result["best_valid_loss"], "wall_seconds": result["wall_seconds"]})
     last = result["history"][-1] if result["history"] else {}
     em = last.get("valid_exact_match")
     best = result["best_valid_loss"]

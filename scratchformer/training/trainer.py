@@ -248,11 +248,14 @@ class Trainer:
         late = (time.perf_counter() - start_time) / 60 >= self.opts.max_minutes
         return self.dist.sum([float(late)])[0] > 0
 
-    def run(self, progress: bool = True, on_epoch_end=None, on_snapshot=None) -> str:
+    def run(self, progress: bool = True, on_epoch_end=None, on_snapshot=None, on_step=None,
+            should_stop=None) -> str:
         """Train until the epochs are done or a limit is reached; returns why it stopped.
 
         on_epoch_end(trainer, EpochResult) after each epoch's validation; on_snapshot(trainer, entry) at each step
         of snapshot_steps, after validation (every rank calls both; the driver's callbacks write on rank 0 only).
+        on_step(trainer, loss, tokens_per_second) after every update. should_stop() is asked before every update:
+        True stops the run there as "cancelled" (a single process only: the ranks of a group would not agree).
         """
         opts = self.opts
         from tqdm import tqdm
@@ -271,6 +274,9 @@ class Trainer:
                 if opts.max_steps is not None and self.step >= opts.max_steps:
                     stop = "max_steps"
                     break
+                if should_stop is not None and should_stop():
+                    stop = "cancelled"
+                    break
                 if self.out_of_time(start_time):
                     stop = "max_minutes"
                     break
@@ -279,6 +285,8 @@ class Trainer:
                 self.batch_in_epoch += 1
                 self.record(losses[-1], on_snapshot)
                 rate = tokens / max(time.perf_counter() - epoch_start, 1e-9)
+                if on_step is not None:
+                    on_step(self, losses[-1], rate)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{rate:,.0f}", lr=f"{self.lr():.2e}", refresh=False)
                 bar.update(1)
             bar.close()
@@ -467,11 +475,13 @@ def resumed_options(resume: str | Path, overrides: dict) -> TrainOptions:
 
 
 def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool = True,
-          dist: Distributed | None = None) -> dict:
+          dist: Distributed | None = None, on_event=None, should_stop=None) -> dict:
     """Run training and write the best checkpoint (by validation loss) to opts.out; returns the summary.
 
     In a process group (`dist` from distributed.session) every rank trains; only rank 0 checks and writes --out
-    (on several machines, the folder is rank 0's).
+    (on several machines, the folder is rank 0's). `on_event(dict)` (rank 0) hears how the run goes: "start"
+    (planned steps, parameters), "step" (loss, tokens/s), "epoch" (validation) and "snapshot" (after it is
+    saved). `should_stop()`: see Trainer.run; a cancelled run saves like one stopped by --max-steps.
     """
     dist = dist or Distributed()
     out = Path(opts.out)
@@ -483,6 +493,10 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
     if dist.sum([problem is not None])[0]:  # every rank stops together, none waits for rank 0
         raise UserError(problem or "rank 0 cannot write --out.")
     trainer = prepare(opts, resume, dist)
+    tell = on_event if (on_event is not None and dist.is_main) else (lambda event: None)
+    tell({"event": "start", "planned_steps": trainer.planned_steps, "epochs": opts.epochs, "step": trainer.step,
+          "snapshot_steps": trainer.snapshot_steps, "out": str(out),
+          "parameters": sum(p.numel() for p in trainer.model.parameters())})
     command = " ".join(["scratchformer"] + sys.argv[1:]) if sys.argv and "scratchformer" in sys.argv[0] else ""
 
     def summary(stop: str) -> dict:
@@ -506,13 +520,19 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
                             extra_files={TRAINING_FILE: _json_text(summary("running"))}, keep=KEEP)
         if opts.resume_state:
             t.save_state(out / RESUME_DIR)
+        tell({"event": "epoch", **dataclasses.asdict(result)})
 
     def on_snapshot(t: Trainer, entry: dict) -> None:
         if dist.is_main:
             _save_snapshot(t, out, entry, summary("running"))
+            tell({"event": "snapshot", **entry})
+
+    def on_step(t: Trainer, loss: float, rate: float) -> None:
+        tell({"event": "step", "step": t.step, "epoch": t.epoch + 1, "loss": loss, "tokens_per_second": rate})
 
     try:
-        stop = trainer.run(progress, on_epoch_end, on_snapshot)
+        stop = trainer.run(progress, on_epoch_end, on_snapshot, on_step if on_event is not None else None,
+                           should_stop)
     except KeyboardInterrupt:
         stop = "interrupted"
     if not dist.is_main:  # rank 0 writes; the weights and the state are the same on every rank
