@@ -58,6 +58,8 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, run_menu, "&First step", w.first_step, "Alt+Home")
     add_action(w, run_menu, "&Last step", w.last_step, "Alt+End")
     add_action(w, run_menu, "Play / &pause", w.toggle_play, "Ctrl+Space")
+    run_menu.addSeparator()
+    add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)
     view_menu = mb.addMenu("&View")
     add_action(w, view_menu, "&Sublayers only", lambda: w.set_detail("major"), "Ctrl+Shift+S")
     add_action(w, view_menu, "&Every operation", lambda: w.set_detail("all"), "Ctrl+Shift+A")

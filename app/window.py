@@ -28,6 +28,7 @@ from scratchformer.bundle import default_model_name, examples_of
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.examples import Example
+from scratchformer.memory import size_text
 from scratchformer.plotdata import Heatmap, block_key, block_steps, step_heatmap
 from scratchformer.trace import Step
 
@@ -36,6 +37,7 @@ from .diagram import ArchitectureDiagram
 from .explain_panel import ExplainPanel, explanation_html
 from .input_bar import InputBar
 from .inspector import Inspector
+from .memory_status import MemoryStatus, ask_budget, budget_bytes
 from .run_banner import RunBanner
 from .settings import AppSettings
 from .side_panel import SidePanel
@@ -159,6 +161,9 @@ class MainWindow(QMainWindow):
         self.model_info = QLabel()
         self.model_info.setStyleSheet("color: #555;")
         self.statusBar().addPermanentWidget(self.model_info)
+        self.memory_status = MemoryStatus()
+        self.memory_status.show_trace(None, budget_bytes(self.settings))
+        self.statusBar().addPermanentWidget(self.memory_status)
 
     # --- settings --------------------------------------------------------------------------------------------
 
@@ -272,6 +277,7 @@ class MainWindow(QMainWindow):
             windows=self.input_bar.windows,
             start_only=self.input_bar.start_only.isChecked(),
             padded=padded and self.input_bar.windows is None,
+            memory_budget=budget_bytes(self.settings),
         )
         self._remember(source, self.target_edit.text())
         self.busy.setVisible(True)
@@ -335,6 +341,13 @@ class MainWindow(QMainWindow):
         self.busy.setVisible(False)
         self.show_error(message)
 
+    def ask_memory_budget(self) -> None:
+        """Run › Memory budget…"""
+        budget = ask_budget(self, self.settings)
+        if budget is not None:
+            self.memory_status.show_trace(self.current_trace(), budget)
+            self.show_message(f"Memory budget: {size_text(budget)}; a run that would need more is refused.")
+
     def is_busy(self) -> bool:
         return self.busy.isVisible()
 
@@ -360,6 +373,7 @@ class MainWindow(QMainWindow):
         self.notes_label.setVisible(bool(notes))
         self._show_banner(result)
         self.model_info.setText(result.bundle.describe())
+        self.memory_status.show_trace(trace, budget_bytes(self.settings))
         n_src = len(trace.source_tokens[0]) if trace.source_tokens else 0
         n_tgt = len(trace.target_tokens[0]) if trace.target_tokens else 0
         self.show_message(
@@ -500,6 +514,7 @@ class MainWindow(QMainWindow):
         self._update_inspector()
         self._update_controls()
         self._refresh_views()
+        self.memory_status.refresh()  # the views may have recomputed a sublayer
 
     def set_batch(self, batch: int) -> None:
         if batch != self._batch:

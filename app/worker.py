@@ -31,6 +31,7 @@ class RunRequest:
     windows: tuple[int, int] | None = None  # (S, B): the walkthrough's batching of a long text
     start_only: bool = False  # an empty target means the start token alone, not the model's own output
     padded: bool = False  # a small padded batch built from the sentence (for the Masks tab)
+    memory_budget: int | None = None  # bytes; a run that would need more is refused with one sentence
 
 
 @dataclass
@@ -45,6 +46,7 @@ class RunResult:
     parameters: dict = field(default_factory=dict)  # block key → scratchformer.parameters.ParamCount
     explanations: dict = field(default_factory=dict)  # (step index, batch) → scratchformer.explain.Explanation
     seconds: float = 0.0
+    forward_end: float = 0.0  # time.perf_counter() when the traced forward pass ended (benchmarks/bench_trace.py)
     stats: dict = field(default_factory=dict)  # (step index, batch or None) → TensorStats, filled when shown
 
     def stats_for(self, step: Step, batch: int) -> TensorStats:
@@ -105,10 +107,12 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     else:
         # An empty target on an encoder-decoder: greedy-decode first, then trace with that output as decoder input.
         inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True)
-    _, trace = bundle.run(inputs, keep_output=False)
+    _, trace = bundle.run(inputs, keep_output=False, budget=request.memory_budget)
+    forward_end = time.perf_counter()
     if is_stale():
         return None
-    result = RunResult(request, bundle, inputs, trace, seconds=0.0, parameters=parameter_counts(bundle.model))
+    result = RunResult(request, bundle, inputs, trace, seconds=0.0, parameters=parameter_counts(bundle.model),
+                       forward_end=forward_end)
     for step in trace:  # vocab-wide steps are slow to reduce to their top columns: do it here, not on redraw
         if "vocab" in step.dims:
             result.heatmap_cache[(step.index, 0, 0)] = step_heatmap(trace, step, 0, 0, result.vocab_labels)

@@ -22,6 +22,7 @@ from .device import resolve_device
 from .errors import UserError
 from .examples import Example, examples_for
 from .masks import pad_from_ids
+from .memory import MemoryEstimate, check_budget, estimate_run
 from .model import Transformer
 from .tokenizers import TextTokenizer, gpt2_tokenizer
 from .trace import Trace
@@ -229,9 +230,24 @@ class ModelBundle:
             return Inputs(src, None, None, None, src_tokens, [], decoder_input="none")
         return Inputs(src, tgt, None, None, src_tokens, tgt_tokens, decoder_input="windows")
 
-    def run(self, inputs: Inputs, keep_output: bool = True) -> tuple[torch.Tensor | None, Trace]:
+    def memory_estimate(self, inputs: Inputs, keep_output: bool = False) -> MemoryEstimate:
+        """What tracing these inputs will need (scratchformer.memory)."""
+        ids = inputs.src if inputs.src is not None else inputs.tgt
+        n_items = ids.shape[0] if ids is not None else 1
+        n_src = inputs.src.shape[1] if inputs.src is not None else 0
+        n_tgt = inputs.tgt.shape[1] if inputs.tgt is not None else 0
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        return estimate_run(self.config, n_items, n_src, n_tgt, weights, keep_output=keep_output)
+
+    def run(self, inputs: Inputs, keep_output: bool = True, budget: int | None = None
+            ) -> tuple[torch.Tensor | None, Trace]:  # fmt: skip
         """One traced forward pass on the model's device. keep_output=False returns no output (the logits of a
-        long batch are the largest tensor of all; the trace keeps what it shows of them)."""
+        long batch are the largest tensor of all; the trace keeps what it shows of them). With a memory
+        `budget` (bytes), a run that would need more is refused with one sentence before it starts."""
+        if budget is not None:
+            ids = inputs.src if inputs.src is not None else inputs.tgt
+            n_items, length = (ids.shape[0], ids.shape[1]) if ids is not None else (1, 0)
+            check_budget(self.memory_estimate(inputs, keep_output), budget, n_items, length)
         dev = self.device
         to = (lambda t: None if t is None else t.to(dev))  # noqa: E731
         c = self.config

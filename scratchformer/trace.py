@@ -271,11 +271,15 @@ class Trace:
 
     def stored_bytes(self) -> int:
         """Bytes the trace holds between requests: stored tensors and the inputs its recomputes keep, each
-        storage once (the recompute cache is counted separately, in `cache.bytes`)."""
+        storage once (the recompute cache is counted separately, in `cache.bytes`). Counted once: a trace
+        does not change."""
+        if getattr(self, "_stored_bytes", None) is not None and self._counted_steps == len(self.steps):
+            return self._stored_bytes
         tensors = [t for s in self.steps for t in s.held()]
         tensors += [t for s in self.steps for src in s.sources or [] for t in src.inputs]
         tensors += [t for t in (self.source_pad, self.target_pad) if t is not None]
-        return storage_bytes(tensors)
+        self._stored_bytes, self._counted_steps = storage_bytes(tensors), len(self.steps)
+        return self._stored_bytes
 
     def recomputed_steps(self) -> list[Step]:
         return [s for s in self.steps if not s.stored]

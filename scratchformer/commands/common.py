@@ -7,6 +7,7 @@ import argparse
 from ..batching import read_text_file
 from ..bundle import Inputs, ModelBundle, default_model_name, load_model
 from ..errors import UserError
+from ..memory import default_budget
 
 
 def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:
@@ -25,6 +26,18 @@ def add_input_args(parser: argparse.ArgumentParser) -> None:
                         help="without --target: the decoder reads the start token alone")
     parser.add_argument("--seq-len", type=int, help="with --text-file: window length S")
     parser.add_argument("--batch", type=int, help="with --text-file: number of windows B (stride 1)")
+    parser.add_argument("--memory-budget", type=float, metavar="GB",
+                        help="refuse a run that would need more memory than this, in GiB (default: half of this "
+                        "machine's memory)")
+
+
+def memory_budget(args: argparse.Namespace) -> int:
+    """--memory-budget in bytes (the default: half the machine's memory)."""
+    if args.memory_budget is None:
+        return default_budget()
+    if not args.memory_budget > 0:
+        raise UserError(f"--memory-budget must be a positive number of GB, not {args.memory_budget}.")
+    return int(args.memory_budget * 2**30)
 
 
 def open_model(args: argparse.Namespace) -> ModelBundle:

@@ -20,7 +20,7 @@ from ..explain import explainer
 from ..exporting.files import prepare_folder
 from ..exporting.job import FORMATS, IMAGE_FORMATS, ExportRun, parse_formats, plan_export
 from ..exporting.snapshots import ATTENTION_NAMES
-from .common import add_input_args, add_model_args, open_model, read_inputs
+from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
 
 
 def add_parser(sub) -> None:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = read_inputs(bundle, args)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False)
+    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
     n_items = len(trace.source_tokens or trace.target_tokens) or 1
     if not 1 <= args.item <= n_items:
         raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")

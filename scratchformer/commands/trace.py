@@ -8,7 +8,7 @@ import sys
 
 from ..departures import departures
 from ..trace import Trace
-from .common import add_input_args, add_model_args, open_model, read_inputs
+from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
 
 
 def add_parser(sub) -> None:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = read_inputs(bundle, args)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False)
+    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
     explanations = None
     if args.explain:
         from ..explain import explain_step

@@ -59,12 +59,12 @@ class Ctx:
         return steps[-1] if steps else None
 
     # ---------------------------------------------------------------- tensors and labels
-    def item(self, step: Step | None = None) -> torch.Tensor:
-        """The step's tensor for the chosen batch item (the batch axis dropped), in float64."""
+    def item(self, step: Step | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """The step's tensor for the chosen batch item (the batch axis dropped), in float64 (or `dtype`)."""
         step = step or self.step
         if step.dims and step.dims[0] == "batch" and step.shape[0] > 0:
-            return step.item(self.batch).double()  # one item: a lazy trace recomputes just that one
-        return step.tensor.double()
+            return step.item(self.batch).to(dtype)  # one item: a lazy trace recomputes just that one
+        return step.tensor.to(dtype)
 
     def pos_dims(self, step: Step | None = None) -> list[str]:
         return [d for d in (step or self.step).dims if d in POSITION_DIMS]
@@ -126,7 +126,7 @@ class Ctx:
         )  # fmt: skip
         if self._n_batch() > 1:
             values["b_note"] = PHRASES["b_note"].format(n=values["batch_no"], total=self._n_batch())
-        values.update(stats(self.item()))
+        values.update(stats(self.item(dtype=torch.float32)))  # 3 significant figures: float32 is plenty
         return values
 
     def _n_batch(self) -> int:

@@ -53,6 +53,11 @@ class FileTask:
     row: dict  # the index row (see index.COLUMNS)
     figure: Figure | None = None
     write: Callable[[BinaryIO], None] | None = None
+    make_figure: Callable[[], Figure] | None = None  # a figure built only when its file is written
+
+    @property
+    def is_image(self) -> bool:
+        return self.figure is not None or self.make_figure is not None
 
 
 Explain = Callable[[str], str]  # step name → plain-text explanation
@@ -88,24 +93,29 @@ def plan_attention_maps(
     folder = Path(folder)
     tasks: list[FileTask] = []
     items = attention_maps(trace, batch)
-    for item in items:
-        hm = item.heatmap
+    for item in items:  # each map is built when its file is written: the export streams, map by map
         row = {"step": item.step, "kind": "attention_weights", "attention_type": item.attention_type,
-               "layer": item.layer, "head": item.head, "batch_item": batch + 1, "rows": hm.shape[0],
-               "cols": hm.shape[1], "row_dim": hm.row_dim, "col_dim": hm.col_dim,
+               "layer": item.layer, "head": item.head, "batch_item": batch + 1, "rows": item.shape[0],
+               "cols": item.shape[1], "row_dim": item.row_dim, "col_dim": item.col_dim,
                "explanation": explain(item.step) if explain else ""}  # fmt: skip
         for fmt in formats:
             path = folder / f"{item.filename}.{fmt}"
             if fmt in IMAGE_FORMATS:
-                tasks.append(FileTask(path, fmt, {**row, "format": fmt}, figure=single_figure(hm)))
+                make = lambda item=item: single_figure(item.heatmap)  # noqa: E731
+                tasks.append(FileTask(path, fmt, {**row, "format": fmt}, make_figure=make))
             elif fmt == "csv":
-                m = Matrix("", hm.values, hm.row_labels or [], hm.col_labels or [], hm.row_dim, hm.col_dim,
-                           item.head, batch)  # fmt: skip
-                write = lambda f, m=m: write_csv(f, m)  # noqa: E731
-                tasks.append(FileTask(path, fmt, {**row, "format": fmt}, write=write))
+                tasks.append(FileTask(path, fmt, {**row, "format": fmt},
+                                      write=lambda f, item=item: write_csv(f, _map_matrix(item))))  # fmt: skip
     if "npz" in formats:
         tasks.append(_npz_task(folder / "attention.npz", trace, trace.attention_steps()))
     return tasks
+
+
+def _map_matrix(item) -> Matrix:
+    hm = item.heatmap
+    rows = hm.row_labels or [f"{hm.row_dim} {i}" for i in range(hm.shape[0])]  # a run without token labels
+    cols = hm.col_labels or [f"{hm.col_dim} {i}" for i in range(hm.shape[1])]
+    return Matrix("", hm.values, rows, cols, hm.row_dim, hm.col_dim, item.head, item.batch)
 
 
 def plan_export(
@@ -130,9 +140,9 @@ def plan_export(
         said = {"explanation": explain(step.name)} if explain else {}
         for fmt in formats:
             if fmt in IMAGE_FORMATS:
-                fig = step_figure(trace, step, batch, vocab_labels)
+                make = lambda step=step: step_figure(trace, step, batch, vocab_labels)  # noqa: E731
                 row = {**_step_row(step, fmt), "batch_item": batch + 1, **said}
-                tasks.append(FileTask(folder / f"{step.name}.{fmt}", fmt, row, figure=fig))
+                tasks.append(FileTask(folder / f"{step.name}.{fmt}", fmt, row, make_figure=make))
             elif fmt == "csv":
                 for m in step_matrices(trace, step, batch, vocab_labels):
                     task = _csv_task(folder / f"{step.name}{m.suffix}.csv", step, m)
@@ -204,7 +214,7 @@ class ExportRun:
     ) -> None:
         self.tasks, self.folder = tasks, Path(folder)
         self.renderer, self.overwrite, self.with_index = renderer, overwrite, index
-        if renderer is None and any(t.figure is not None for t in tasks):
+        if renderer is None and any(t.is_image for t in tasks):
             raise UserError("Image formats need the Qt renderer (app.export.render); it was not given.")
         targets = [t.path for t in tasks] + (index_paths(self.folder) if index else [])
         if len(set(targets)) != len(targets):
@@ -228,8 +238,9 @@ class ExportRun:
         if self._next >= len(self.tasks):
             return False
         task = self.tasks[self._next]
-        if task.figure is not None:
-            data = self.renderer(task.figure, task.fmt)  # type: ignore[misc]
+        if task.is_image:
+            figure = task.figure if task.figure is not None else task.make_figure()
+            data = self.renderer(figure, task.fmt)  # type: ignore[misc]
             size = atomic_write_bytes(task.path, data, self.overwrite)
         else:
             size = atomic_write(task.path, task.write, self.overwrite)  # type: ignore[arg-type]

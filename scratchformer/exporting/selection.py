@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -18,13 +19,21 @@ class ExportItem:
     """One attention map to write: file stem, what to draw, where it sits in the model (counted from 1)."""
 
     filename: str  # stem without extension, e.g. "decoder_cross_attn_layer02_head05"
-    heatmap: Heatmap
+    make: Callable[[], Heatmap]  # builds what to draw when the file is written (see `heatmap`)
     step: str  # the trace step's name, e.g. "decoder.1.cross_attn.weights" (layers from 0 there)
     layer: int  # 1-based, as in titles ("Decoder 2")
     head: int  # 1-based, as in titles ("Head 5")
     attention_type: str  # "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"
     shape: tuple[int, int]  # (query positions, key positions)
     batch: int = 0  # 0-based batch item
+    row_dim: str = ""
+    col_dim: str = ""
+
+    @property
+    def heatmap(self) -> Heatmap:
+        """Built on each access, never kept: an export of every map of a long run streams map by map (a lazy
+        trace recomputes each sublayer as it comes), so at most one map is in memory at a time."""
+        return self.make()
 
 
 def _width(n: int) -> int:
@@ -41,12 +50,13 @@ def attention_maps(trace: Trace, batch: int = 0) -> list[ExportItem]:
         head_w = _width(n_heads)
         kind = (step.attention_type or step.sublayer).replace(".", "_")
         layer = (step.layer or 0) + 1
+        row_dim, col_dim = [d for d in step.dims if d not in ("batch", "head")]
+        shape = (step.shape[-2], step.shape[-1])
         for h in range(n_heads):
-            hm = step_heatmap(trace, step, batch, h)
+            make = lambda step=step, h=h: step_heatmap(trace, step, batch, h)  # noqa: E731
             stem = f"{kind}_layer{layer:0{layer_w}d}_head{h + 1:0{head_w}d}"
-            items.append(
-                ExportItem(stem, hm, step.name, layer, h + 1, step.attention_type or "", hm.shape, batch)
-            )
+            items.append(ExportItem(stem, make, step.name, layer, h + 1, step.attention_type or "", shape, batch,
+                                    row_dim, col_dim))  # fmt: skip
     return items
 
 

@@ -38,11 +38,14 @@ class TensorStats:
 def tensor_stats(tensor: torch.Tensor) -> TensorStats:
     t = tensor.detach().to(torch.float32)
     finite = torch.isfinite(t)
-    n_masked = int(torch.isneginf(t).sum())
-    n_nan = int(torch.isnan(t).sum())
-    vals = t[finite] if not bool(finite.all()) else t.reshape(-1)
+    if bool(finite.all()):  # the usual case: two passes over the data, no copies
+        vals, n_masked, n_nan = t.reshape(-1), 0, 0
+    else:
+        n_masked, n_nan = int(torch.isneginf(t).sum()), int(torch.isnan(t).sum())
+        vals = t[finite]
     if vals.numel() == 0:
         nan = float("nan")
         return TensorStats(nan, nan, nan, nan, n_masked, n_nan)
-    std = float(vals.std()) if vals.numel() > 1 else 0.0
-    return TensorStats(float(vals.min()), float(vals.max()), float(vals.mean()), std, n_masked, n_nan)
+    lo, hi = torch.aminmax(vals)
+    std, mean = torch.std_mean(vals) if vals.numel() > 1 else (torch.zeros(()), vals.mean())
+    return TensorStats(float(lo), float(hi), float(mean), float(std), n_masked, n_nan)

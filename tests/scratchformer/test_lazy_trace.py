@@ -114,3 +114,25 @@ def test_training_mode_traces_store_everything():
     model = Transformer(TransformerConfig(**{**SMALL, "dropout": 0.1})).train()
     _, trace = model.run_with_trace(torch.randint(4, 40, (1, 5)), torch.randint(4, 45, (1, 5)), keep_bytes=0)
     assert all(s.stored for s in trace)
+
+
+def test_exporting_every_attention_map_streams_map_by_map(tmp_path):
+    from scratchformer.exporting import ExportRun, plan_attention_maps
+    from scratchformer.exporting.tensors import read_csv
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**{**SMALL, "max_len": 256})).eval()
+    src, tgt = torch.randint(4, 40, (2, 100)), torch.randint(4, 45, (2, 100))
+    cache = RecomputeCache(limit_bytes=1 * 2**20)  # room for about two sublayers of one item
+    _, trace = model.run_with_trace(src, tgt, keep_bytes=0, cache=cache)
+    tasks = plan_attention_maps(trace, tmp_path, ["csv"], batch=1)
+    assert cache.misses == 0  # planning computes nothing: each map is built when its file is written
+    run = ExportRun(tasks, tmp_path)
+    while run.step():
+        assert cache.bytes <= cache.limit_bytes
+    result = run.finish()
+    n_maps = sum(s.shape[1] for s in trace.attention_steps())  # every head of every attention
+    assert len(result.files) == n_maps == len(list(tmp_path.glob("*_head*.csv")))  # (and index.csv)
+    _, eager = model.run_with_trace(src, tgt, lazy=False)
+    _, _, values = read_csv(tasks[0].path)  # encoder layer 1, head 1, of batch item 2
+    assert torch.allclose(torch.from_numpy(values), eager["encoder.0.self_attn.weights"].tensor[1, 0], atol=1e-6)
