@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .interventions import active_interventions, applying
 from .masks import additive, causal_mask
 from .trace import Tracer, active_tracer
 
@@ -31,7 +32,9 @@ def attention(
     if mask is not None:
         masked = biased.masked_fill(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk)
         weights = masked.softmax(dim=-1)
-        weights = weights.masked_fill(~mask.any(-1)[:, None, :, None], 0.0)  # fully masked rows → 0
+        open_rows = mask.any(-1)  # (B, Tq): a query with at least one key it may see
+        if not bool(open_rows.all()):  # fully masked rows → 0 (softmax over only −∞ gives NaN); else skip a pass
+            weights = weights.masked_fill(~open_rows[:, None, :, None], 0.0)
     else:
         masked = biased
         weights = biased.softmax(dim=-1)
@@ -197,8 +200,13 @@ class MultiHeadAttention(nn.Module):
         """Every intermediate of the written-out attention, keyed by the last part of its step name: what a
         traced forward pass records, and what a lazy trace reruns on the same inputs to get them back."""
         parts = self.project(x, memory, cache)
+        changes = active_interventions()
+        if changes is not None and changes.touches(self.trace_name):  # ablated heads, knocked-out keys, patches
+            context, maps, mask = changes.attend(self, parts, mask, position_bias, cache)
+        else:
+            context, maps = attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, self.scale,
+                                      position_bias)  # fmt: skip
         q_heads, k_heads = parts["q_heads"], parts["k_heads"]
-        context, maps = attention(q_heads, k_heads, parts["v_heads"], mask, self.scale, position_bias)
         concat, out = self.combine(context)
         b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
         named = {k: parts[k] for k in ("qkv", "q_proj", "kv_proj") if k in parts}
@@ -222,20 +230,22 @@ class MultiHeadAttention(nn.Module):
         """x: (B, Tq, d_model); memory: (B, Tk, d_model) for cross-attention; mask: (B, Tq, Tk) bool;
         position_bias: (h, Tq, Tk), T5's relative position bias, added to the scores before the mask.
         `cache`: see project()."""
-        tracer = active_tracer()
-        if tracer is None:
+        tracer, changes = active_tracer(), active_interventions()
+        if tracer is None and (changes is None or not changes.touches(self.trace_name)):
             parts = self.project(x, memory, cache)
             context = fast_attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, is_causal,
                                      self.scale, position_bias)  # (B, h, Tq, d_k)
             return self.combine(context)[1]  # (B, Tq, d_model)
         named = self.interior(x, memory, mask, position_bias, cache)
+        if tracer is None:  # changed by an intervention, not traced
+            return named["out"]
         if cache is None:  # the interior can be rerun from x, memory and the mask alone
             n = self.trace_name
 
             kept = [None if t is None else t.detach().cpu() for t in (x, memory, mask)]
 
             def rerun() -> dict[str, torch.Tensor]:
-                with torch.inference_mode():
+                with torch.inference_mode(), applying(changes):  # the same interventions as the pass itself
                     dev = self.out_proj.weight.device
                     again = self.interior(*(None if t is None else t.to(dev) for t in kept), position_bias)
                 return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}

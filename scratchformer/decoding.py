@@ -159,6 +159,9 @@ def _reorder(kv: list[dict], index: torch.Tensor) -> None:
         for name in ("k", "v"):
             if name in cross and cross[name].shape[0] != len(index):
                 cross[name] = cross[name][:1].expand(len(index), -1, -1, -1)  # one source for all beams
+        for part in (self_cache, cross):  # a mean-ablated head's running sum (scratchformer.interventions)
+            for name in [n for n in part if n.startswith("mean_sum")]:
+                part[name] = part[name].index_select(0, index)  # (n, d_k)
 
 
 def beam_search(

@@ -9,6 +9,7 @@ from . import masks
 from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
+from .interventions import active_interventions
 from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
 from .trace import OutputSummary, RecomputeCache, Trace, active_tracer, merge_items, tracing
 
@@ -248,6 +249,8 @@ class Transformer(nn.Module):
         summary = OutputSummary.join(summaries) if summaries[0] is not None else None
         trace = Trace(merge_items(per_item), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
                       cache, summary)  # fmt: skip
+        changes = active_interventions()
+        trace.interventions = list(changes.items) if changes is not None else []
         return out, trace
 
     def new_cache(self) -> list[dict]:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .interventions import active_interventions
+
 KINDS = (
     "tokens", "embedding", "positional_encoding", "input", "mask", "qkv", "heads", "scores",
     "scaled_scores", "masked_scores", "attention_weights", "context", "concat", "projection", "dropout",
@@ -230,6 +232,7 @@ class Trace:
     target_pad: torch.Tensor | None = None  # (B, T)
     cache: RecomputeCache | None = None  # recomputed interiors of a lazy trace
     output_summary: OutputSummary | None = None  # top tokens per position (models with an output layer)
+    interventions: list = field(default_factory=list)  # what the run changed on purpose (scratchformer.interventions)
 
     def __post_init__(self) -> None:
         self._by_name = {s.name: s for s in self.steps}
@@ -335,6 +338,9 @@ class Tracer:
             raise ValueError(f"unknown step kind {kind!r}")
         if tensor.dim() != len(dims):
             raise ValueError(f"{name}: {tensor.dim()} axes but dims {dims}")
+        changes = active_interventions()
+        if changes is not None:  # a step an intervention changed says so in its title
+            title = changes.title(name, title)
         source = self._source
         keep = source is None or tensor.numel() * tensor.element_size() <= self.keep_bytes
         data = tensor.detach().cpu() if keep else None

@@ -9,6 +9,8 @@ import sys
 from ..bundle import default_model_name, load_model
 from ..errors import UserError
 from ..evaluation import evaluate, format_table
+from ..interventions import intervene
+from .intervening import ablations, add_ablate_arg
 
 
 def add_parser(sub) -> None:
@@ -21,6 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--limit", type=int, help="only the first N pairs")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_ablate_arg(p)
+    p.add_argument("--head-importance", action="store_true",
+                   help="also zero each head in turn and print how much the gold tokens' probability drops")
 
 
 def _pairs(bundle, args):
@@ -43,17 +48,36 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, not {args.limit}.")
     bundle = load_model(args.model or default_model_name(), args.device)
+    changes = ablations(bundle, args)  # a bad spec is refused before the split is built
     pairs, split = _pairs(bundle, args)
     if args.limit:
         pairs = pairs[: args.limit]
-    result = evaluate(bundle, pairs, split, layer=args.layer)
+    with intervene(bundle.model, changes):  # greedy decoding and the alignment pass both see the changes
+        result = evaluate(bundle, pairs, split, layer=args.layer)
+    specs = [c.spec() for c in changes]
+    importance = None
+    if args.head_importance:
+        from ..head_importance import format_importance, head_importance_on_pairs
+
+        with intervene(bundle.model, changes):
+            importance = head_importance_on_pairs(bundle, pairs)
     if args.json:
-        json.dump({"model": bundle.name, **result.to_dict()}, sys.stdout, ensure_ascii=False)
+        out = {"model": bundle.name, **result.to_dict()}
+        if specs:
+            out["interventions"] = specs
+        if importance is not None:
+            out["head_importance"] = {"base": importance.base, "n_tokens": importance.n_tokens,
+                                      "drops": {k: v.tolist() for k, v in importance.drops.items()}}
+        json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
-    else:
-        print(format_table(result, bundle.name))
-        guided = bundle.config.extra.get("guided_alignment")
-        if guided:
-            print(f"note: head {guided['head']} of decoder layer {guided['layer']} was trained with guided "
-                  f"alignment (weight {guided['weight']}); the other heads learnt to attend on their own.")
+        return 0
+    print(format_table(result, bundle.name))
+    if specs:
+        print(f"interventions (every figure above is with them): {'; '.join(specs)}")
+    guided = bundle.config.extra.get("guided_alignment")
+    if guided:
+        print(f"note: head {guided['head']} of decoder layer {guided['layer']} was trained with guided "
+              f"alignment (weight {guided['weight']}); the other heads learnt to attend on their own.")
+    if importance is not None:
+        print(format_importance(importance))
     return 0

@@ -7,14 +7,17 @@ import json
 import sys
 
 from ..departures import departures
+from ..interventions import intervene
 from ..trace import Trace
 from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
+from .intervening import ablations, add_intervention_args, patches
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("trace", help="print every step of the forward pass (table or JSON)")
     add_model_args(p)
     add_input_args(p)
+    add_intervention_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--values", action="store_true", help="with --json: include every tensor's values")
     p.add_argument("--explain", action="store_true",
@@ -50,6 +53,8 @@ def trace_to_dict(trace: Trace, config: dict, values: bool = False, explanations
         out["decoder_input"] = decoder_input
         if decoder_input == "generated":
             out["translation"] = translation
+    if trace.interventions:
+        out["interventions"] = [i.spec() for i in trace.interventions]
     out["steps"] = steps
     return out
 
@@ -81,10 +86,14 @@ def run(args: argparse.Namespace) -> int:
         print("scratchformer: --values only goes with --json.", file=sys.stderr)
         return 2
     bundle = open_model(args)
-    inputs = read_inputs(bundle, args)
+    ablate = ablations(bundle, args)
+    with intervene(bundle.model, ablate):  # a generated decoder input is the changed model's own output
+        inputs = read_inputs(bundle, args)
+    changes = ablate + patches(bundle, args, inputs)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
+    with intervene(bundle.model, changes):
+        _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
     explanations = None
     if args.explain:
         from ..explain import explain_step
@@ -105,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"source: {' | '.join(trace.source_tokens[0]) if trace.source_tokens else '-'}")
     print(f"target: {' | '.join(trace.target_tokens[0]) if trace.target_tokens else '-'}")
     print(f"decoder input: {DECODER_INPUT_TEXT[inputs.decoder_input]}")
+    if trace.interventions:
+        print(f"interventions: {'; '.join(i.spec() for i in trace.interventions)}")
     if inputs.decoder_input == "generated":
         print(f"the model's output: {inputs.translation}")
     width = max(len(s.name) for s in trace)
