@@ -65,7 +65,10 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, view_menu, "&Every operation", lambda: w.set_detail("all"), "Ctrl+Shift+A")
     view_menu.addSeparator()
     for i, view in enumerate(w.views):  # one entry per tab, in tab order
-        add_action(w, view_menu, type(view).title, lambda i=i: w.tabs.setCurrentIndex(i), f"Ctrl+{i + 1}")
+        add_action(w, view_menu, type(view).title, lambda i=i: w.tabs.setCurrentIndex(i),
+                   f"Ctrl+{i + 1}" if i < 9 else None)
+    view_menu.addSeparator()
+    view_menu.addAction(w.interventions_panel.toggleViewAction())  # the dock of active interventions
     help_menu = mb.addMenu("&Help")
     add_action(w, help_menu, "&Keyboard shortcuts", w.show_shortcuts, QKeySequence.StandardKey.HelpContents)
     add_action(w, help_menu, "&About scratchformer", w.show_about)

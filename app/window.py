@@ -37,14 +37,17 @@ from .diagram import ArchitectureDiagram
 from .explain_panel import ExplainPanel, explanation_html
 from .input_bar import InputBar
 from .inspector import Inspector
+from .interventions_panel import InterventionsPanel, add_head_actions
 from .memory_status import MemoryStatus, ask_budget, budget_bytes
 from .run_banner import RunBanner
 from .settings import AppSettings
 from .side_panel import SidePanel
 from .stepper import StepKeys, StepperBar
 from .views.base import View
+from .views.compare_view import CompareView
 from .views.decoding_view import DecodingView
 from .views.heads_view import HeadsView
+from .views.importance_view import ImportanceView
 from .views.masks_view import MasksView
 from .views.norm_view import NormView
 from .views.output_view import OutputView
@@ -57,6 +60,7 @@ from .worker import RunResult, WorkerThread
 # The centre tabs, in order. A new view is one more entry here (e.g. the decoding timeline's DecodingView).
 VIEWS: list[type[View]] = [
     StepView, HeadsView, PositionalView, MasksView, NormView, OverviewView, OutputView, DecodingView, TrainingView,
+    CompareView, ImportanceView,
 ]
 
 
@@ -109,6 +113,10 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stepper)
         self.setCentralWidget(central)
         self._build_status()
+        self.interventions_panel = InterventionsPanel(self)  # a dock, shown once a head is changed
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.interventions_panel)
+        self.interventions_panel.hide()
+        self.interventions_panel.changed.connect(self._interventions_changed)
         self.export_actions = menus.build_menus(self)
         self._restore()
         self.keys = StepKeys(self)
@@ -269,6 +277,8 @@ class MainWindow(QMainWindow):
             self.show_error("No model is selected; pick one from the list or open a model folder.")
             return
         self.stop_play()
+        if self._result is not None and model != self._result.request.model:
+            self.interventions_panel.clear(quietly=True)  # another model: the heads changed were the old one's
         self._pending_generation = self.worker.submit(
             model=model,
             device=self.device_combo.currentText(),
@@ -278,10 +288,24 @@ class MainWindow(QMainWindow):
             start_only=self.input_bar.start_only.isChecked(),
             padded=padded and self.input_bar.windows is None,
             memory_budget=budget_bytes(self.settings),
+            interventions=tuple(self.interventions_panel.enabled()),
         )
         self._remember(source, self.target_edit.text())
         self.busy.setVisible(True)
         self.show_message(f"Running {model} on {self.device_combo.currentText()}…")
+
+    def add_head_menu(self, menu, attention: str, head: int) -> None:
+        """A view's right-click on a head (attention 'decoder.1.cross_attn', head from 0): the what-if actions."""
+        add_head_actions(menu, self.interventions_panel, attention, head)
+
+    def _interventions_changed(self) -> None:
+        """The interventions list changed: run the current input again with the enabled ones."""
+        if self._result is not None:
+            self.run()
+            specs = self.interventions_panel.enabled()
+            if specs:
+                self.show_message(f"Running again with {len(specs)} intervention(s); the Compare tab shows before "
+                                  "and after.")
 
     # --- examples and history --------------------------------------------------------------------------------
 
@@ -666,6 +690,9 @@ class MainWindow(QMainWindow):
         app = QApplication.instance()
         if app is not None:
             app.removeEventFilter(self.keys)
+        for view in self.views:  # a view's own background work (head importance)
+            if hasattr(view, "shutdown"):
+                view.shutdown()
         self.worker.shutdown()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)

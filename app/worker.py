@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from scratchformer.bundle import Inputs, ModelBundle, load_model
 from scratchformer.errors import UserError
+from scratchformer.interventions import intervene
 from scratchformer.parameters import parameter_counts
 from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
 from scratchformer.trace import Step, Trace
@@ -32,6 +33,7 @@ class RunRequest:
     start_only: bool = False  # an empty target means the start token alone, not the model's own output
     padded: bool = False  # a small padded batch built from the sentence (for the Masks tab)
     memory_budget: int | None = None  # bytes; a run that would need more is refused with one sentence
+    interventions: tuple = ()  # scratchformer.interventions items applied to this run (heads from 0)
 
 
 @dataclass
@@ -48,6 +50,10 @@ class RunResult:
     seconds: float = 0.0
     forward_end: float = 0.0  # time.perf_counter() when the traced forward pass ended (benchmarks/bench_trace.py)
     stats: dict = field(default_factory=dict)  # (step index, batch or None) → TensorStats, filled when shown
+    # With interventions: the same inputs run without them (see compute), and both models' own greedy outputs
+    before: Trace | None = None
+    before_output: str = ""
+    after_output: str = ""
 
     def stats_for(self, step: Step, batch: int) -> TensorStats:
         """The inspector's numbers: over the batch item shown when there are several (each is one sentence or
@@ -99,25 +105,48 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
             cache[key] = bundle
     if is_stale():
         return None
-    if request.windows:
-        s, b = request.windows
-        inputs = bundle.prepare_windows(request.source, s, b)
-    elif request.padded:
-        inputs = bundle.prepare_padded(request.source, request.target, request.start_only)
-    else:
-        # An empty target on an encoder-decoder: greedy-decode first, then trace with that output as decoder input.
-        inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True)
-    _, trace = bundle.run(inputs, keep_output=False, budget=request.memory_budget)
+    changes = list(request.interventions)
+    with intervene(bundle.model, changes):  # a generated decoder input is the changed model's own output
+        if request.windows:
+            s, b = request.windows
+            inputs = bundle.prepare_windows(request.source, s, b)
+        elif request.padded:
+            inputs = bundle.prepare_padded(request.source, request.target, request.start_only)
+        else:
+            # An empty target on an encoder-decoder: greedy-decode first, then trace with that output as decoder
+            # input.
+            inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True)
+        _, trace = bundle.run(inputs, keep_output=False, budget=request.memory_budget)
     forward_end = time.perf_counter()
     if is_stale():
         return None
     result = RunResult(request, bundle, inputs, trace, seconds=0.0, parameters=parameter_counts(bundle.model),
                        forward_end=forward_end)
+    if changes:
+        _compare(result, changes)
+        if is_stale():
+            return None
     for step in trace:  # vocab-wide steps are slow to reduce to their top columns: do it here, not on redraw
         if "vocab" in step.dims:
             result.heatmap_cache[(step.index, 0, 0)] = step_heatmap(trace, step, 0, 0, result.vocab_labels)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _compare(result: RunResult, changes: list) -> None:
+    """The run without the interventions, for the Compare tab: the same inputs, so both runs read the same decoder
+    input (for a generated one, the changed model's own output). And each model's own greedy output for one
+    sentence, so the Output tab can say what the change does to the translation."""
+    bundle, inputs, request = result.bundle, result.inputs, result.request
+    _, result.before = bundle.run(inputs, keep_output=False, budget=request.memory_budget)
+    c = bundle.config
+    if c.has_encoder and c.has_decoder and request.windows is None and inputs.src is not None:
+        result.before_output = bundle.prepare_run(request.source, "", truncate=True).translation
+        if inputs.decoder_input == "generated":
+            result.after_output = inputs.translation
+        else:
+            with intervene(bundle.model, changes):
+                result.after_output = bundle.prepare_run(request.source, "", truncate=True).translation
 
 
 class ModelWorker(QObject):

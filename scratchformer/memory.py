@@ -105,10 +105,14 @@ def estimate_run(config: TransformerConfig, n_items: int, n_source: int, n_targe
 
 
 def size_text(n_bytes: float) -> str:
-    """'812 MB', '2.4 GB' (powers of 1024, as system monitors show them)."""
+    """'84 KB', '3.2 MB', '812 MB', '2.4 GB' (powers of 1024, as system monitors show them)."""
     if n_bytes >= 2**30:
         return f"{n_bytes / 2**30:.1f} GB"
-    return f"{n_bytes / 2**20:.0f} MB"
+    if n_bytes >= 10 * 2**20:
+        return f"{n_bytes / 2**20:.0f} MB"
+    if n_bytes >= 2**20:
+        return f"{n_bytes / 2**20:.1f} MB"
+    return f"{n_bytes / 2**10:.0f} KB"
 
 
 def check_budget(estimate: MemoryEstimate, budget: int | None, n_items: int, length: int) -> None:

@@ -104,6 +104,7 @@ class HeadsView(View):
         self.splitter.addWidget(self.grid_host)
         self.large = HeatmapWidget()
         self.connect_heatmap(self.large)
+        self.large.menu_hook = lambda menu, _cell: self._head_menu(menu, self.main.current_head())
         self.splitter.addWidget(self.large)
         self.splitter.setSizes([480, 520])
         layout.addWidget(self.splitter, 1)
@@ -127,6 +128,7 @@ class HeadsView(View):
             w.clicked.connect(lambda _r, _c, h=h: self.main.set_head(h))
             w.hovered.connect(self.main.show_hover)
             w.export_requested.connect(self.main.request_export)
+            w.menu_hook = lambda menu, _cell, h=h: self._head_menu(menu, h)
             self.thumbs.append(w)
         self._arrange()
 
@@ -171,6 +173,12 @@ class HeadsView(View):
         self.large.set_heatmap(large)
         note = "" if step is self.main.current_step() else "  (nearest attention step to the current one)"
         self.caption.setText(f"{step.title} — {step.name}, {len(self._maps)} heads, shared colour scale{note}")
+
+    def _head_menu(self, menu, head: int) -> None:
+        """Right-click on a head: ablate it, keep it alone, or undo (app/interventions_panel.py)."""
+        step = self._step
+        if step is not None and step.attention_type and self._maps:
+            self.main.add_head_menu(menu, step.sublayer, min(head, len(self._maps) - 1))
 
     def current_heatmaps(self) -> list[Heatmap]:
         return list(self._maps)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout
 
-from scratchformer.plotdata import Heatmap, abbreviate, top_k_table
+from scratchformer.plotdata import Heatmap, abbreviate, top_k_changes, top_k_table
 
 from .base import View, placeholder
+from .compare_view import decoder_input_note
 
 
 class OutputView(View):
@@ -50,8 +53,11 @@ class OutputView(View):
             self.caption.setText("")
             return
         batch, k = self.main.current_batch(), self.k_spin.value()
-        rows = top_k_table(trace, k, batch, result.vocab_labels)
         self._map = self.main.heatmap_for(step, batch, 0)
+        if result.before is not None and result.before.find("generator.probs") is not None:
+            self._show_changes(result, batch, k)
+            return
+        rows = top_k_table(trace, k, batch, result.vocab_labels)
         self.caption.setText(
             "Row t: having read the decoder input up to and including token t, the model's most likely next "
             "tokens (bar = probability). Presets have random weights, so their guesses are near uniform."
@@ -67,6 +73,32 @@ class OutputView(View):
                 item = _item(f"{abbreviate(tok, 14)}   {p:.3g}", f"{tok!r} (id {tid}): p = {p:.6g}")
                 shade = int(255 - 120 * (p / top))
                 item.setBackground(QColor(shade, 255 - int(60 * (p / top)), 255))
+                self.table.setItem(i, 2 + j, item)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def _show_changes(self, result, batch: int, k: int) -> None:
+        """With interventions: each position's top tokens (of either run) with probability before → after, and
+        the decoded output of the model without and with the changes."""
+        rows = top_k_changes(result.before, result.trace, k, batch, result.vocab_labels)
+        specs = "; ".join(i.spec() for i in result.trace.interventions)
+        lines = [f"<b>Before → after</b> the interventions ({html.escape(specs)}). "
+                 f"{html.escape(decoder_input_note(result.inputs.decoder_input))}"]
+        if result.before_output or result.after_output:
+            lines.append(f"Decoded output before: <b>{html.escape(result.before_output or '(nothing)')}</b>")
+            lines.append(f"Decoded output after: <b>{html.escape(result.after_output or '(nothing)')}</b>")
+        self.caption.setText("<br>".join(lines))
+        self.table.setRowCount(len(rows))
+        self.table.setColumnCount(2 + k)
+        self.table.setHorizontalHeaderLabels(["pos", "after input token"] + [f"#{i + 1}" for i in range(k)])
+        for i, r in enumerate(rows):
+            self.table.setItem(i, 0, _item(str(r.position)))
+            self.table.setItem(i, 1, _item(abbreviate(r.input_token, 24), r.input_token))
+            for j, (tok, tid, pb, pa) in enumerate(zip(r.tokens, r.ids, r.before, r.after)):
+                item = _item(f"{abbreviate(tok, 14)}   {pb:.3g} → {pa:.3g}",
+                             f"{tok!r} (id {tid}): p = {pb:.6g} before, {pa:.6g} after")
+                change = max(-1.0, min(1.0, pa - pb))  # red: less likely after the change, blue: more
+                shade = int(255 - 150 * abs(change))
+                item.setBackground(QColor(255, shade, shade) if change < 0 else QColor(shade, shade, 255))
                 self.table.setItem(i, 2 + j, item)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 

@@ -52,6 +52,7 @@ class OverviewView(View):
             w.hovered.connect(self.main.show_hover)
             w.export_requested.connect(self.main.request_export)
             w.describe = lambda r, c, k=kind: self._describe(k, r, c)
+            w.menu_hook = lambda menu, cell, k=kind: self._head_menu(k, menu, cell)
             self.grid.addWidget(w, 0, 0)  # parented now (never a window of its own); _arrange places it
             self.widgets[kind] = w
             self.grid_dims = (0, 0)
@@ -79,6 +80,14 @@ class OverviewView(View):
             return ""
         li, head = cell
         return f"{mosaic.title.split(':')[0]}, layer {mosaic.extra['layers'][li] + 1}, head {head + 1}: click to open"
+
+    def _head_menu(self, kind: str, menu, cell) -> None:
+        """Right-click on a thumbnail: that layer's head can be ablated from here (app/interventions_panel.py)."""
+        mosaic = self._maps.get(kind)
+        found = overview_cell(mosaic, *cell) if mosaic is not None and cell is not None else None
+        if found is not None:
+            li, head = found
+            self.main.add_head_menu(menu, mosaic.extra["steps"][li].rpartition(".")[0], head)
 
     def _clicked(self, kind: str, row: int, col: int) -> None:
         mosaic = self._maps.get(kind)

@@ -59,6 +59,7 @@ class StepView(View):
         self._heatmaps: OrderedDict[tuple[int, int, int], Heatmap] = OrderedDict()
         self._cached_run = None
         self.connect_heatmap(self.heatmap)
+        self.heatmap.menu_hook = self._head_menu
         layout.addWidget(self.heatmap, 1)
         self.table_host = QWidget()
         table_layout = QVBoxLayout(self.table_host)
@@ -116,6 +117,13 @@ class StepView(View):
         self._show_table(False)
         same_place = previous is not None and previous.shape == self._shown.shape
         self.heatmap.set_heatmap(self._shown, reset_view=not same_place, key=key)
+
+    def _head_menu(self, menu, _cell) -> None:
+        """Right-click on an attention step with a head axis: the shown head's what-if actions."""
+        step = self.main.current_step()
+        if step is not None and step.attention_type and "head" in step.dims:
+            n = step.shape[step.dims.index("head")]
+            self.main.add_head_menu(menu, step.sublayer, min(self.main.current_head(), n - 1))
 
     def _show_table(self, on: bool) -> None:
         if self.table_host.isVisibleTo(self) != on:

@@ -169,6 +169,7 @@ class HeatmapWidget(QWidget):
         self.ticks = ticks
         self.custom_ticks: tuple[list, list] | None = None  # ([(y, label)], [(x, label)]) instead of per-cell
         self.describe = None  # optional (row, col) -> str for the hover text
+        self.menu_hook = None  # optional (QMenu, (row, col) or None) -> None: adds a view's own right-click actions
         self.heatmap: Heatmap | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -257,7 +258,7 @@ class HeatmapWidget(QWidget):
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._show_menu)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.view.customContextMenuRequested.connect(self._show_menu)
+        self.view.customContextMenuRequested.connect(lambda pos: self._show_menu(pos, self.view))
 
     # --- drawing ---------------------------------------------------------------------------------------------
 
@@ -599,8 +600,17 @@ class HeatmapWidget(QWidget):
         menu.addAction("Reset zoom", self.reset_zoom)
         return menu
 
-    def _show_menu(self, pos) -> None:
-        self.export_menu().exec(self.mapToGlobal(pos))
+    def context_menu(self, cell: tuple[int, int] | None = None) -> QMenu:
+        """The right-click menu at a cell (or off the map): the view's own actions first, then the exports."""
+        menu = self.export_menu()
+        if self.menu_hook is not None:
+            self.menu_hook(menu, cell)
+        return menu
+
+    def _show_menu(self, pos, source=None) -> None:
+        source = source or self
+        cell = self.cell_at(self.view.mapToScene(pos)) if source is self.view else None
+        self.context_menu(cell).exec(source.mapToGlobal(pos))
 
     def reset_zoom(self) -> None:
         if self.heatmap is not None:

@@ -8,9 +8,9 @@ its cells).
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QFontMetrics
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView
 
 from scratchformer.plotdata.heatmap import TokenColumn, abbreviate
 
@@ -26,7 +26,82 @@ def shown_token(token: str) -> str:
     return shown[:-1] + "␣" if shown.endswith(" ") else shown
 
 
-class TokenTable(QTableWidget):
+class _Cell:
+    """What `TokenTable.item(row, col)` returns: the text shown in that cell (QTableWidgetItem's reading API)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def text(self) -> str:
+        return self._text
+
+
+class TokenModel(QAbstractTableModel):
+    """The table's cells, produced when Qt asks for them: a batch of 8 windows of 512 tokens is 8 192 cells, and
+    building them all up front (QTableWidgetItem) stalled the window for a fifth of a second."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.columns: list[TokenColumn] = []
+        self.chosen = 0
+        self.pos_dim = "pos"
+        self.n_rows = 0
+        self.mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.bold = QFont()
+        self.bold.setBold(True)
+
+    def reset(self, pos_dim: str, columns: list[TokenColumn], chosen: int) -> None:
+        self.beginResetModel()
+        self.pos_dim, self.columns, self.chosen = pos_dim, columns, chosen
+        self.n_rows = max((len(c.ids) for c in columns), default=0)
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex | None = None) -> int:  # noqa: N802 (Qt name)
+        return 0 if parent is not None and parent.isValid() else self.n_rows
+
+    def columnCount(self, parent: QModelIndex | None = None) -> int:  # noqa: N802
+        if parent is not None and parent.isValid():
+            return 0
+        return 1 + 2 * len(self.columns) if self.columns else 0
+
+    def headerData(self, section: int, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation != Qt.Orientation.Horizontal or role != Qt.ItemDataRole.DisplayRole:
+            return None
+        if section == 0:
+            return "position"
+        c = self.columns[(section - 1) // 2]
+        if section % 2 == 0:
+            return "id"
+        return f"token (item {c.batch + 1})" if len(self.columns) > 1 else "token"
+
+    def text(self, row: int, col: int) -> str:
+        if col == 0:
+            return str(row)
+        c = self.columns[(col - 1) // 2]
+        if row >= len(c.ids):
+            return ""
+        return shown_token(c.tokens[row]) if col % 2 == 1 else str(c.ids[row])
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        row, col = index.row(), index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self.text(row, col)
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            side = Qt.AlignmentFlag.AlignLeft if col % 2 == 1 else Qt.AlignmentFlag.AlignRight
+            return side | Qt.AlignmentFlag.AlignVCenter
+        here = col > 0 and len(self.columns) > 1 and self.columns[(col - 1) // 2].batch == self.chosen
+        if role == Qt.ItemDataRole.FontRole:
+            return self.bold if here and col % 2 == 1 else (self.mono if col % 2 == 0 or col == 0 else None)
+        if role == Qt.ItemDataRole.BackgroundRole and here:
+            return CHOSEN_BRUSH
+        if role == Qt.ItemDataRole.ToolTipRole and col > 0:
+            c = self.columns[(col - 1) // 2]
+            if row < len(c.ids):
+                return f"{c.tokens[row]!r} ({self.pos_dim} {row}) = id {c.ids[row]}"
+        return None
+
+
+class TokenTable(QTableView):
     """position · token · id, one token/id column pair per batch item. Emits hovered(text) like a heatmap."""
 
     hovered = Signal(str)
@@ -34,6 +109,8 @@ class TokenTable(QTableWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
+        self.model_ = TokenModel(self)
+        self.setModel(self.model_)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ContiguousSelection)  # copy ids with Ctrl+C
         self.setAlternatingRowColors(False)
@@ -44,67 +121,60 @@ class TokenTable(QTableWidget):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.horizontalHeader().setStretchLastSection(False)
         self.setMouseTracking(True)
-        self.cellEntered.connect(self._entered)
+        self.entered.connect(self._entered)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._show_menu)
-        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        self.pos_dim = "pos"
-        self.columns: list[TokenColumn] = []
+
+    @property
+    def columns(self) -> list[TokenColumn]:
+        return self.model_.columns
+
+    @property
+    def pos_dim(self) -> str:
+        return self.model_.pos_dim
 
     def set_columns(self, pos_dim: str, columns: list[TokenColumn], chosen: int = 0) -> None:
         """Show these batch items' tokens and ids; highlight batch item `chosen`."""
-        self.pos_dim, self.columns = pos_dim, columns
-        n = max((len(c.ids) for c in columns), default=0)
-        many = len(columns) > 1
-        headers = ["position"]
-        for c in columns:
-            headers += [f"token (item {c.batch + 1})", "id"] if many else ["token", "id"]
-        self.clear()
-        self.setColumnCount(len(headers))
-        self.setRowCount(n)
-        self.setHorizontalHeaderLabels(headers)
-        bold = QFont(self.font())
-        bold.setBold(True)
-        for i in range(n):
-            self.setItem(i, 0, self._item(str(i), Qt.AlignmentFlag.AlignRight, self._mono))
-        for k, c in enumerate(columns):
-            here = c.batch == chosen and many
-            for i, (token, token_id) in enumerate(zip(c.tokens, c.ids)):
-                tok = self._item(shown_token(token), Qt.AlignmentFlag.AlignLeft, bold if here else None)
-                tok.setToolTip(f"{token!r} ({pos_dim} {i}) = id {token_id}")
-                num = self._item(str(token_id), Qt.AlignmentFlag.AlignRight, self._mono)
-                for item in (tok, num):
-                    if here:
-                        item.setBackground(CHOSEN_BRUSH)
-                self.setItem(i, 1 + 2 * k, tok)
-                self.setItem(i, 2 + 2 * k, num)
-        self.resizeColumnsToContents()
+        self.model_.reset(pos_dim, columns, chosen)
         header = self.horizontalHeader()
-        for j in range(self.columnCount()):  # a little air around the numbers
-            header.resizeSection(j, header.sectionSize(j) + 16)
+        bold = QFontMetrics(self.model_.bold)
+        mono = QFontMetrics(self.model_.mono)
+        plain = QFontMetrics(self.font())
+        for j in range(self.model_.columnCount()):  # widths from the longest text, not by visiting every cell
+            title = plain.horizontalAdvance(str(self.model_.headerData(j, Qt.Orientation.Horizontal)))
+            if j == 0:
+                body = mono.horizontalAdvance(str(max(self.model_.n_rows - 1, 0)))
+            else:
+                c = columns[(j - 1) // 2]
+                texts = [shown_token(t) for t in c.tokens] if j % 2 == 1 else [str(i) for i in c.ids]
+                metrics = mono if j % 2 == 0 else bold if c.batch == chosen else plain
+                longest = max(texts, key=len, default="")
+                body = max((metrics.horizontalAdvance(t) for t in texts), default=0) if len(texts) <= 64 else \
+                    metrics.horizontalAdvance(longest + "M")
+            header.resizeSection(j, max(title, body) + 28)  # a little air around the numbers
 
-    @staticmethod
-    def _item(text: str, align, font: QFont | None) -> QTableWidgetItem:
-        item = QTableWidgetItem(text)
-        item.setTextAlignment(align | Qt.AlignmentFlag.AlignVCenter)
-        if font is not None:
-            item.setFont(font)
-        return item
+    def columnCount(self) -> int:  # noqa: N802 (as QTableWidget's)
+        return self.model_.columnCount()
+
+    def item(self, row: int, col: int) -> _Cell:
+        """The text of a cell (what a reader sees and copies)."""
+        return _Cell(self.model_.text(row, col))
 
     def ids(self, batch: int = 0) -> list[int]:
         """The ids shown for a batch item, top to bottom (what a reader copies from the table)."""
         for k, c in enumerate(self.columns):
             if c.batch == batch:
-                return [int(self.item(i, 2 + 2 * k).text()) for i in range(len(c.ids))]
+                return [int(self.model_.text(i, 2 + 2 * k)) for i in range(len(c.ids))]
         return []
 
     def tokens(self, batch: int = 0) -> list[str]:
         for k, c in enumerate(self.columns):
             if c.batch == batch:
-                return [self.item(i, 1 + 2 * k).text() for i in range(len(c.tokens))]
+                return [self.model_.text(i, 1 + 2 * k) for i in range(len(c.tokens))]
         return []
 
-    def _entered(self, row: int, col: int) -> None:
+    def _entered(self, index: QModelIndex) -> None:
+        row, col = index.row(), index.column()
         if col == 0 or not self.columns:
             return
         c = self.columns[(col - 1) // 2]

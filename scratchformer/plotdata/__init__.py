@@ -15,6 +15,7 @@ from .blocks import (
     block_key,
     block_steps,
 )
+from .compare import ChangedRow, Comparison, compare_step, first_changed_step, top_k_changes  # noqa: F401
 from .decoding import timeline_heatmap
 from .heatmap import (
     DIVERGING,
@@ -34,6 +35,7 @@ from .heatmap import (
     step_heatmap,
     top_columns,
 )
+from .importance import importance_heatmaps, importance_step  # noqa: F401
 from .masks import (
     ATTENTION_TITLES,
     attention_types,
