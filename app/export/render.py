@@ -429,6 +429,12 @@ def render_image(fig: Figure, scale: float = 2.0) -> QImage:
     dpm = round(72.0 * scale / 0.0254)
     img.setDotsPerMeterX(dpm)
     img.setDotsPerMeterY(dpm)
+    _paint_raster(img, fig, scale)
+    return img
+
+
+def _paint_raster(img: QImage, fig: Figure, scale: float) -> None:
+    """White background, then the figure at `scale` pixels per point."""
     img.fill(Qt.white)
     painter = QPainter(img)
     try:
@@ -436,7 +442,6 @@ def render_image(fig: Figure, scale: float = 2.0) -> QImage:
         paint_figure(painter, fig, vector=False)
     finally:
         painter.end()
-    return img
 
 
 def _png(fig: Figure, scale: float) -> bytes:
@@ -538,13 +543,7 @@ def render_frames(figs: list[Figure], scale: float = 1.5) -> list[np.ndarray]:
     frames = []
     for fig in figs:
         img = QImage(QSize(w, h), QImage.Format_RGB888)
-        img.fill(Qt.white)
-        painter = QPainter(img)
-        try:
-            painter.scale(scale, scale)
-            paint_figure(painter, fig, vector=False)
-        finally:
-            painter.end()
+        _paint_raster(img, fig, scale)
         rows = np.frombuffer(img.constBits(), np.uint8).reshape(h, img.bytesPerLine())
         frames.append(rows[:, : w * 3].reshape(h, w, 3).copy())  # (H, W, 3): each row without its padding
     return frames

@@ -20,7 +20,7 @@ from .heatmap import (
     VOCAB_COLUMNS,
     Heatmap,
     VocabLabels,
-    axis_labels,
+    labelled_heatmap,
     levels_for,
     matrix_of,
     top_columns,
@@ -37,21 +37,9 @@ class Comparison:
 
 def _heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, title, subtitle, formula, cols=None,
              col_labels=None) -> Heatmap:  # fmt: skip
-    masked = np.isneginf(values)
-    return Heatmap(
-        values=np.ascontiguousarray(values, dtype=np.float32),
-        row_labels=axis_labels(trace, row_dim, values.shape[0], batch),
-        col_labels=col_labels if col_labels is not None else axis_labels(trace, col_dim, values.shape[1], batch),
-        row_dim=row_dim,
-        col_dim=col_dim,
-        levels=levels,
-        colormap=cmap,
-        title=title,
-        subtitle=subtitle,
-        formula=formula,
-        masked=masked if masked.any() else None,
-        extra={"vocab_ids": cols} if cols is not None else {},
-    )
+    extra = {"vocab_ids": cols} if cols is not None else {}
+    return labelled_heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, title, subtitle, formula,
+                            col_labels, extra)  # fmt: skip
 
 
 def compare_step(before: Trace, after: Trace, name: str, batch: int = 0, head: int = 0,

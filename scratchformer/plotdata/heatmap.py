@@ -128,26 +128,34 @@ def step_heatmap(
         values, cols = top_columns(values, VOCAB_COLUMNS)
         col_labels = vocab_labels(cols.tolist()) if vocab_labels else [f"#{i}" for i in cols]
         extra["vocab_ids"] = cols
-    masked = np.isneginf(values)
     levels, cmap = levels_for(values, step.kind)
     if step.kind == "mask":
         levels, cmap = (0.0, 1.0), MASK
-    title = step_path(step)
     heads = f", head {head + 1}" if "head" in step.dims else ""
     subtitle = f"{step.name}  ·  {step.shape_text()}  ·  batch item {batch + 1}{heads}"
+    return labelled_heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, step_path(step), subtitle,
+                            step.formula, col_labels, extra)  # fmt: skip
+
+
+def labelled_heatmap(values: np.ndarray, trace: Trace, row_dim: str, col_dim: str, batch: int,
+                     levels: tuple[float, float], cmap: str, title: str, subtitle: str, formula: str,
+                     col_labels: list[str] | None = None, extra: dict | None = None) -> Heatmap:  # fmt: skip
+    """A Heatmap of `values` with the run's token labels on its position axes and −∞ cells flagged; columns
+    take `col_labels` when given (a vocabulary axis's chosen tokens)."""
+    masked = np.isneginf(values)
     return Heatmap(
-        values=values,
+        values=np.ascontiguousarray(values, dtype=np.float32),
         row_labels=axis_labels(trace, row_dim, values.shape[0], batch),
-        col_labels=col_labels,
+        col_labels=col_labels if col_labels is not None else axis_labels(trace, col_dim, values.shape[1], batch),
         row_dim=row_dim,
         col_dim=col_dim,
         levels=levels,
         colormap=cmap,
         title=title,
         subtitle=subtitle,
-        formula=step.formula,
+        formula=formula,
         masked=masked if masked.any() else None,
-        extra=extra,
+        extra=extra or {},
     )
 
 
