@@ -16,7 +16,8 @@ def explanation_for(result, step: Step, batch: int):
     key = (step.index, batch)
     cache = result.explanations
     if key not in cache:
-        cache[key] = explain_step(result.trace, step, result.bundle.config, batch, result.vocab_labels)
+        shown = result.stats_for(step, batch)  # the inspector's numbers of the same batch item
+        cache[key] = explain_step(result.trace, step, result.bundle.config, batch, result.vocab_labels, shown)
     return cache[key]
 
 

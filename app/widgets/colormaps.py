@@ -55,7 +55,8 @@ def rgba_image(values: np.ndarray, levels: tuple[float, float], name: str) -> np
         idx = (v - np.float32(lo)) * np.float32(scale)
     np.nan_to_num(idx, copy=False, nan=0.0, posinf=255.0, neginf=0.0)
     np.clip(idx, 0.0, 255.0, out=idx)
-    rgba = _lut(name)[idx.astype(np.uint8)]
+    packed = np.ascontiguousarray(_lut(name)).view(np.uint32)[:, 0]  # (256,): one 4-byte RGBA word per level
+    rgba = packed[idx.astype(np.uint8)].view(np.uint8).reshape(*v.shape, 4)  # one gather of words, not of bytes
     finite = np.isfinite(v)
     if not finite.all():
         rgba[np.isneginf(v)] = MASKED_RGBA

@@ -34,12 +34,13 @@ class Explanation:
 
 
 def explain_step(trace: Trace, step: Step | int, config: TransformerConfig, batch: int = 0,
-                 vocab_labels=None) -> Explanation:
+                 vocab_labels=None, item_stats=None) -> Explanation:
     """Explain one step of `trace` (a Step or its index) for batch item `batch`. Never raises for a valid step.
     `vocab_labels` (ids → token strings, e.g. the target tokenizer's token_strings) names predicted tokens that
-    the run's own inputs do not show."""
+    the run's own inputs do not show; `item_stats` (plotdata.TensorStats of that batch item, when the caller
+    has them) saves computing them again."""
     step = step if isinstance(step, Step) else trace[step]  # a Step, its index or its name
-    ctx = Ctx(trace, step, config, batch, vocab_labels)
+    ctx = Ctx(trace, step, config, batch, vocab_labels, item_stats)
     try:
         found = facts(ctx)
         found_ok = True

@@ -11,7 +11,8 @@ from .heatmap import format_value
 
 @dataclass
 class TensorStats:
-    """Summary numbers of a whole step tensor (over every axis), ignoring −∞ and NaN cells."""
+    """Summary numbers of a whole step tensor (over every axis), ignoring −∞ and NaN cells; std is the
+    population standard deviation (divided by n, as LayerNorm's)."""
 
     minimum: float
     maximum: float
@@ -47,5 +48,5 @@ def tensor_stats(tensor: torch.Tensor) -> TensorStats:
         nan = float("nan")
         return TensorStats(nan, nan, nan, nan, n_masked, n_nan)
     lo, hi = torch.aminmax(vals)
-    std, mean = torch.std_mean(vals) if vals.numel() > 1 else (torch.zeros(()), vals.mean())
+    std, mean = torch.std_mean(vals, correction=0)  # the population std, as LayerNorm and the explanations use
     return TensorStats(float(lo), float(hi), float(mean), float(std), n_masked, n_nan)
