@@ -5,8 +5,9 @@ steps ("the V from step 17") move the stepper there."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
-from PySide6.QtCore import QUrl, Signal
+from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from scratchformer.trace import Step
@@ -43,8 +44,14 @@ def explanation_html(step: Step, explanation, params: list[tuple[str, str]] | No
     return "".join(parts)
 
 
+REST_MS = 40  # show_later waits this long after the last step change
+
+
 class ExplainPanel(QWidget):
-    """'Explanation' title above a read-only rich-text browser; `step_link(index)` when a link is clicked."""
+    """'Explanation' title above a read-only rich-text browser; `step_link(index)` when a link is clicked.
+
+    Stepping shows the heatmap at once and the explanation a moment later (`show_later`): laying out rich text
+    costs a few milliseconds a step, and while Next is held down only the step you stop at needs its text."""
 
     step_link = Signal(int)
 
@@ -60,11 +67,34 @@ class ExplainPanel(QWidget):
         self.browser.anchorClicked.connect(self._clicked)
         self.browser.setStyleSheet("QTextBrowser { background: #fcfcfd; }")
         layout.addWidget(self.browser, 1)
+        self._pending: Callable[[], str] | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(REST_MS)
+        self._timer.timeout.connect(self.flush)
 
     def show_html(self, text: str) -> None:
+        self.stop()
         self.browser.setHtml(text)
 
+    def show_later(self, make_html: Callable[[], str]) -> None:
+        """Show make_html() once REST_MS have passed without another request."""
+        self._pending = make_html
+        self._timer.start()
+
+    def flush(self) -> None:
+        """Show a pending explanation now."""
+        make, self._pending = self._pending, None
+        self._timer.stop()
+        if make is not None:
+            self.browser.setHtml(make())
+
+    def stop(self) -> None:
+        self._pending = None
+        self._timer.stop()
+
     def plain_text(self) -> str:
+        self.flush()
         return self.browser.toPlainText()
 
     def _clicked(self, url: QUrl) -> None:

@@ -601,12 +601,17 @@ class MainWindow(QMainWindow):
         if step is None:
             self.explain_panel.show_html("")
             return
-        try:
-            explanation = teaching.explanation_for(self._result, step, self._batch)
-        except Exception as exc:  # noqa: BLE001 - a missing text must not take the stepper down
-            self.show_error(f"No explanation for this step: {exc}")
-            explanation = None
-        self.explain_panel.show_html(explanation_html(step, explanation, params))
+        result, batch = self._result, self._batch
+
+        def html() -> str:
+            try:
+                explanation = teaching.explanation_for(result, step, batch)
+            except Exception as exc:  # noqa: BLE001 - a missing text must not take the stepper down
+                self.show_error(f"No explanation for this step: {exc}")
+                explanation = None
+            return explanation_html(step, explanation, params)
+
+        self.explain_panel.show_later(html)  # the heatmap first; the text once stepping pauses
 
     def show_hover(self, text: str) -> None:
         self.inspector_panel.show_hover(text)
@@ -687,6 +692,7 @@ class MainWindow(QMainWindow):
             return
         self._closing = True
         self.stop_play()
+        self.explain_panel.stop()
         app = QApplication.instance()
         if app is not None:
             app.removeEventFilter(self.keys)
