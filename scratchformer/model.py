@@ -11,7 +11,7 @@ from .embeddings import Embeddings
 from .errors import UserError
 from .interventions import active_interventions
 from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
-from .trace import OutputSummary, RecomputeCache, Trace, active_tracer, merge_items, tracing
+from .trace import OutputSummary, RecomputeCache, Trace, active_tracer, merge_chunks, tracing
 
 
 def _final_norm(norm: nn.Module | None, x: torch.Tensor, stack: str, pos: str, kind: str = "layernorm"
@@ -87,6 +87,16 @@ class Generator(nn.Module):
                        "P(next token) = softmax(logits)", "generator", major=True)
         items = [probs] if whole else (logits[b : b + 1].softmax(-1) for b in range(logits.shape[0]))
         tracer.output_summary = OutputSummary.of(items, tracer.target_ids)
+
+
+CHUNK_ROWS = 256  # a lazy trace runs the batch in chunks of about this many positions (see chunk_items)
+
+
+def chunk_items(length: int) -> int:
+    """How many batch items a lazy trace runs together: enough rows for the matrix products to run at speed on
+    short inputs (8 × 64 together, not 8 × 1), one item alone on long ones, so that showing a recomputed step of
+    one item reruns no more than about CHUNK_ROWS positions of work."""
+    return max(1, CHUNK_ROWS // max(length, 1))
 
 
 class Transformer(nn.Module):
@@ -221,8 +231,9 @@ class Transformer(nn.Module):
     ) -> tuple[torch.Tensor | None, Trace]:
         """Run forward() with every intermediate recorded; returns (output, Trace). No autograd graph is kept.
 
-        Each batch item goes through the model on its own, so that any one item's sublayer can be rerun alone
-        later and give the same bits (a matrix product's rounding can depend on how many rows it is given).
+        The batch goes through the model in chunks of items (one item each for long inputs, more for short ones:
+        `chunk_items`), so that a chunk's sublayer can be rerun alone later and give the same bits — a matrix
+        product's rounding can depend on how many rows it is given, so a rerun must see exactly the traced rows.
         `lazy` (the default; eval mode only) keeps tensors larger than `keep_bytes` inside sublayers as recipes
         (see scratchformer.trace), so long inputs fit in memory; lazy=False holds every tensor. With
         keep_output=False the output is None (the trace has what it shows of it)."""
@@ -230,24 +241,26 @@ class Transformer(nn.Module):
         cache = cache if cache is not None else RecomputeCache()
         ids = src if src is not None else tgt
         n_items = ids.shape[0] if ids is not None and ids.dim() == 2 else 1
-        pick = (lambda t, b: None if t is None else t[b : b + 1])  # noqa: E731
-        out, per_item, summaries = None, [], []
-        for b in range(n_items):
+        step = chunk_items(ids.shape[1] if ids is not None and ids.dim() == 2 else 1)  # eager or lazy: same numbers
+        pick = (lambda t, a, z: None if t is None else t[a:z])  # noqa: E731
+        out, per_chunk, summaries = None, [], []
+        for a in range(0, n_items, step):
+            z = min(a + step, n_items)
             with torch.inference_mode(), tracing(lazy, keep_bytes, cache) as tracer:
-                tracer.key_prefix = f"{b}:"
-                tracer.target_ids = pick(tgt, b)
-                item = self.forward(pick(src, b), pick(tgt, b), pick(src_pad, b), pick(tgt_pad, b),
-                                    pick(token_type_ids, b))  # (1, T, vocab), or (1, S, d_model) with no decoder
-                if keep_output and out is None:  # filled item by item, never held twice (B × T × vocab is large)
-                    out = item if n_items == 1 else item.new_empty((n_items, *item.shape[1:]))
-                if keep_output and n_items > 1:
-                    out[b : b + 1] = item
-                del item
-            per_item.append(tracer.steps)
+                tracer.key_prefix = f"{a}:"
+                tracer.target_ids = pick(tgt, a, z)
+                part = self.forward(pick(src, a, z), pick(tgt, a, z), pick(src_pad, a, z), pick(tgt_pad, a, z),
+                                    pick(token_type_ids, a, z))  # (b, T, vocab), or (b, S, d_model) with no decoder
+                if keep_output and out is None:  # filled chunk by chunk, never held twice (B × T × vocab is large)
+                    out = part if z - a == n_items else part.new_empty((n_items, *part.shape[1:]))
+                if keep_output and z - a < n_items:
+                    out[a:z] = part
+                del part
+            per_chunk.append(tracer.steps)
             summaries.append(tracer.output_summary)
         cpu = (lambda t: None if t is None else t.detach().cpu())  # noqa: E731
         summary = OutputSummary.join(summaries) if summaries[0] is not None else None
-        trace = Trace(merge_items(per_item), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
+        trace = Trace(merge_chunks(per_chunk), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
                       cache, summary)  # fmt: skip
         changes = active_interventions()
         trace.interventions = list(changes.items) if changes is not None else []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -142,9 +143,9 @@ class Recompute:
 class Step:
     """One intermediate tensor of the forward pass, with everything needed to show it to a person.
 
-    The tensor is held whole (`data`), or per batch item (`parts`, each with a batch axis of size 1), or not at
-    all: then `sources` rerun each item's sublayer on demand (a lazy trace's large interiors). `tensor`,
-    `item(b)` and `shape` read the same in every case."""
+    The tensor is held whole (`data`), or per chunk of batch items as they were traced (`parts`, the chunks
+    starting at batch items `offsets`), or not at all: then `sources` rerun each chunk's sublayer on demand (a
+    lazy trace's large interiors). `tensor`, `item(b)` and `shape` read the same in every case."""
 
     index: int
     name: str  # stable dotted name from the module path, e.g. "decoder.1.cross_attn.weights"
@@ -156,8 +157,9 @@ class Step:
     sublayer: str  # the diagram block this belongs to, e.g. "decoder.1.cross_attn"
     major: bool = False  # shown when the detail switch is on "sublayers only"
     size: tuple[int, ...] = ()  # the tensor's shape (known even when the tensor is not held)
-    parts: list[torch.Tensor] | None = None  # per batch item, each (1, …)
-    sources: list[Recompute] | None = None  # per batch item, when nothing is held
+    parts: list[torch.Tensor] | None = None  # per chunk of batch items, each (items in the chunk, …)
+    sources: list[Recompute] | None = None  # per chunk, when nothing is held
+    offsets: tuple[int, ...] = (0,)  # the first batch item of each chunk
 
     @property
     def tensor(self) -> torch.Tensor:
@@ -183,16 +185,17 @@ class Step:
 
     def item(self, batch: int) -> torch.Tensor:
         """One batch item's tensor without its batch axis (the whole tensor for steps with no batch axis). A
-        recomputed step reruns just that item's sublayer: the trace ran every item on its own, so this gives the
+        recomputed step reruns just the chunk of items traced with it, exactly as it was traced, so this gives the
         very numbers of `tensor[b]`."""
         if "batch" not in self.dims:
             return self.tensor
         b = min(max(batch, 0), self.size[0] - 1)
         if self.data is not None:
             return self.data[b]
+        k = bisect_right(self.offsets, b) - 1  # the chunk holding item b
         if self.parts is not None:
-            return self.parts[b][0]
-        return self.sources[b].get()[self.name][0]
+            return self.parts[k][b - self.offsets[k]]
+        return self.sources[k].get()[self.name][b - self.offsets[k]]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -369,29 +372,27 @@ def tracing(lazy: bool = False, keep_bytes: int = 256 * 1024, cache: RecomputeCa
         _ACTIVE.reset(token)
 
 
-def merge_items(per_item: list[list[Step]]) -> list[Step]:
-    """The steps of B batch items traced one at a time → one list of steps over the whole batch. Nothing is
-    copied: each step keeps its items' tensors (`parts`) or recomputes (`sources`)."""
+def merge_chunks(per_chunk: list[list[Step]]) -> list[Step]:
+    """The steps of chunks of batch items traced one chunk at a time → one list of steps over the whole batch.
+    Nothing is copied: each step keeps its chunks' tensors (`parts`) or recomputes (`sources`)."""
     merged = []
-    for steps in zip(*per_item):
+    for steps in zip(*per_chunk):
         first = steps[0]
         if len(steps) == 1 or "batch" not in first.dims:
             merged.append(first)
             continue
-        size = (sum(s.size[0] for s in steps), *first.size[1:])
-        if all(s.stored for s in steps):
-            held = [s.data for s in steps]
-            merged.append(Step(first.index, first.name, first.kind, first.title, first.formula, None, first.dims,
-                               first.sublayer, first.major, size, parts=held))  # fmt: skip
-        else:
-            sources = [s.sources[0] if s.sources else _Held(s) for s in steps]
-            merged.append(Step(first.index, first.name, first.kind, first.title, first.formula, None, first.dims,
-                               first.sublayer, first.major, size, sources=sources))  # fmt: skip
+        sizes = [s.size[0] for s in steps]
+        size = (sum(sizes), *first.size[1:])
+        offsets = tuple(sum(sizes[:k]) for k in range(len(sizes)))
+        held = [s.data for s in steps] if all(s.stored for s in steps) else None
+        sources = None if held is not None else [s.sources[0] if s.sources else _Held(s) for s in steps]
+        merged.append(Step(first.index, first.name, first.kind, first.title, first.formula, None, first.dims,
+                           first.sublayer, first.major, size, held, sources, offsets))  # fmt: skip
     return merged
 
 
 class _Held(Recompute):
-    """A batch item that kept a step another item recomputes (sizes may differ by padding): it just returns it."""
+    """A chunk that kept a step another chunk recomputes (a smaller last chunk): it just returns it."""
 
     def __init__(self, step: Step) -> None:
         super().__init__(step.name, lambda: {step.name: step.data}, RecomputeCache(0), (step.data,))

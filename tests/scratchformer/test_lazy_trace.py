@@ -37,8 +37,10 @@ def _runs(overrides: dict, pad: bool = True):
     return eager_out, eager, lazy_out, lazy
 
 
+@pytest.mark.parametrize("chunk_rows", [256, 1, 14], ids=["whole batch", "item by item", "chunks of 2 and 1"])
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_recomputed_step_equals_the_stored_one_exactly(variant):
+def test_every_recomputed_step_equals_the_stored_one_exactly(variant, chunk_rows, monkeypatch):
+    monkeypatch.setattr("scratchformer.model.CHUNK_ROWS", chunk_rows)  # how many items are traced together
     eager_out, eager, lazy_out, lazy = _runs(VARIANTS[variant])
     assert torch.equal(eager_out, lazy_out)
     assert lazy.names() == eager.names()
@@ -69,8 +71,8 @@ def test_the_output_summary_matches_the_probabilities():
 
 
 def test_a_lazy_trace_holds_the_residual_stream_not_the_attention_maps():
-    """The bound the design promises: per batch item, no step holds more than the larger of the residual stream
-    (T × d_model floats) and keep_bytes (256 KiB); each attention map (h × T × T per item) is recomputed."""
+    """The bound the design promises: no step holds more than the larger of the residual stream (T × d_model
+    floats) per batch item and keep_bytes (256 KiB) per traced chunk; each attention map is recomputed."""
     torch.manual_seed(0)
     config = TransformerConfig(**{**SMALL, "max_len": 256})
     model = Transformer(config).eval()
@@ -80,7 +82,8 @@ def test_a_lazy_trace_holds_the_residual_stream_not_the_attention_maps():
     _, lazy = model.run_with_trace(src, tgt)
     stream = n * config.d_model * 4  # one item's residual-stream tensor, float32
     stored = [s for s in lazy if s.stored]
-    assert all(t.numel() * t.element_size() <= max(stream, 256 * 1024) for s in stored for t in s.held())
+    assert all(t.numel() * t.element_size() <= max(t.shape[0] * stream, 256 * 1024)  # per item of a chunk
+               for s in stored for t in s.held() if "batch" in s.dims)  # fmt: skip
     assert lazy.stored_bytes() <= len(stored) * b * max(stream, 256 * 1024)
     assert lazy.stored_bytes() < eager.stored_bytes() / 5
     assert all(not lazy[f"encoder.{i}.self_attn.{k}"].stored for i in range(2) for k in ("scores", "weights"))
