@@ -41,6 +41,12 @@ class CompareView(View):
                                  "ablate it: this tab then shows each step before and after the change.")
         layout.addWidget(self.empty)
         self.maps_host = QWidget()
+        self.maps_host.setVisible(False)
+        layout.addWidget(self.maps_host, 1)
+        self.before = self.after = self.difference = None  # built with the first comparison (window start-up)
+        self.comparison: Comparison | None = None
+
+    def _build_maps(self) -> None:
         row = QHBoxLayout(self.maps_host)
         row.setContentsMargins(0, 0, 0, 0)
         self.before = HeatmapWidget(square=False)
@@ -49,8 +55,6 @@ class CompareView(View):
         for w in (self.before, self.after, self.difference):
             self.connect_heatmap(w)
             row.addWidget(w, 1)
-        layout.addWidget(self.maps_host, 1)
-        self.comparison: Comparison | None = None
 
     def refresh(self) -> None:
         result, step = self.main.current_result(), self.main.current_step()
@@ -78,6 +82,8 @@ class CompareView(View):
                              f"{verdict}. {decoder_input_note(result.inputs.decoder_input)}")
 
     def _show(self, on: bool) -> None:
+        if on and self.before is None:
+            self._build_maps()
         self.empty.setVisible(not on)
         self.maps_host.setVisible(on)
 
