@@ -4,8 +4,9 @@ Prints: forward + trace time at 64 source / 64 target tokens; the median time to
 step change at 64 and at 512 tokens, for first visits and for revisits (the step view keeps images per step,
 batch item and head), split into steps the trace holds (target ≤ 16 ms) and steps whose sublayer is recomputed
 when first shown (target p90 ≤ 60 ms, issue 12); the time from launch to the window shown (target ≤ 2.5 s,
-measured in a fresh process). The machine may be shared: with --rounds R each length is timed R times in fresh windows and
-the spread of the medians is printed. Run:  python benchmarks/bench_gui.py [--steps N] [--rounds R]
+measured in a fresh process). The machine may be shared: with --rounds R each length is timed R times in fresh
+windows and the spread of the medians is printed.
+Run:  python benchmarks/bench_gui.py [--steps N] [--rounds R] [--threads T]
 """
 
 from __future__ import annotations
