@@ -23,7 +23,7 @@ from .figure import Figure, single_figure, step_figure
 from .files import atomic_write, atomic_write_bytes, conflicts, overwrite_refusal
 from .index import index_paths, write_index
 from .selection import ATTENTION, attention_maps, steps_for
-from .tensors import Matrix, step_matrices, write_csv, write_npz
+from .tensors import Matrix, Slot, matrix_slots, slot_matrix, write_csv, write_npz
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
 TENSOR_FORMATS = ("npz", "csv")
@@ -69,15 +69,17 @@ def _step_row(step: Step, fmt: str) -> dict:
             "layer": "" if layer is None else layer + 1}  # fmt: skip
 
 
-def _matrix_row(step: Step, m: Matrix, fmt: str) -> dict:
+def _slot_row(step: Step, slot: Slot, fmt: str) -> dict:
     row = _step_row(step, fmt)
-    row.update(head=m.head or "", batch_item=m.batch + 1, rows=m.values.shape[0], cols=m.values.shape[1],
-               row_dim=m.row_dim, col_dim=m.col_dim)  # fmt: skip
+    row.update(head=slot.head + 1 if slot.heads > 1 else "", batch_item=slot.batch + 1, rows=slot.shape[0],
+               cols=slot.shape[1], row_dim=slot.row_dim, col_dim=slot.col_dim)  # fmt: skip
     return row
 
 
-def _csv_task(path: Path, step: Step, m: Matrix) -> FileTask:
-    return FileTask(path, "csv", _matrix_row(step, m, "csv"), write=lambda f, m=m: write_csv(f, m))
+def _csv_task(path: Path, trace: Trace, step: Step, slot: Slot, vocab_labels: VocabLabels | None) -> FileTask:
+    """One CSV of one slice, whose values are taken (recomputed if need be) only when the file is written."""
+    write = lambda f: write_csv(f, slot_matrix(trace, step, slot, vocab_labels))  # noqa: E731
+    return FileTask(path, "csv", _slot_row(step, slot, "csv"), write=write)
 
 
 def _npz_task(path: Path, trace: Trace, steps: list[Step]) -> FileTask:
@@ -144,8 +146,8 @@ def plan_export(
                 row = {**_step_row(step, fmt), "batch_item": batch + 1, **said}
                 tasks.append(FileTask(folder / f"{step.name}.{fmt}", fmt, row, make_figure=make))
             elif fmt == "csv":
-                for m in step_matrices(trace, step, batch, vocab_labels):
-                    task = _csv_task(folder / f"{step.name}{m.suffix}.csv", step, m)
+                for slot in matrix_slots(step, batch):
+                    task = _csv_task(folder / f"{step.name}{slot.suffix}.csv", trace, step, slot, vocab_labels)
                     task.row.update(said)
                     tasks.append(task)
     if "npz" in formats:
@@ -171,11 +173,10 @@ def plan_tensors(
         raise UserError(f"Tensors can be saved as .npz or .csv, not {given}; choose one of those.")
     tasks = []
     for step in steps:
-        matrices = step_matrices(trace, step, batch, vocab_labels)
-        for m in matrices:
-            middle = (f".{step.name}" if len(steps) > 1 else "") + m.suffix
+        for slot in matrix_slots(step, batch):
+            middle = (f".{step.name}" if len(steps) > 1 else "") + slot.suffix
             target = path if not middle else path.with_name(f"{path.stem}{middle}.csv")
-            tasks.append(_csv_task(target, step, m))
+            tasks.append(_csv_task(target, trace, step, slot, vocab_labels))
     return tasks
 
 

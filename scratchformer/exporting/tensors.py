@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -33,21 +34,26 @@ def _token_table(rows: list[list[str]]) -> np.ndarray:
     return table.astype(str) if table.size else np.zeros((len(rows), 0), dtype="<U1")
 
 
-def npz_arrays(trace: Trace, steps: Sequence[Step]) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {"steps": np.array([s.name for s in steps], dtype=str)}
+def npz_entries(trace: Trace, steps: Sequence[Step]) -> Iterator[tuple[str, np.ndarray]]:
+    """The arrays of an npz export, one at a time: a lazy trace recomputes each step's tensor as it comes."""
+    yield "steps", np.array([s.name for s in steps], dtype=str)
     for s in steps:
-        arrays[s.name] = s.tensor.numpy()
-        arrays[f"dims:{s.name}"] = np.array(s.dims, dtype=str)
-        arrays[f"kind:{s.name}"] = np.array(s.kind)
-        arrays[f"title:{s.name}"] = np.array(s.title)
-        arrays[f"formula:{s.name}"] = np.array(s.formula)
-    arrays["source_tokens"] = _token_table(trace.source_tokens)
-    arrays["target_tokens"] = _token_table(trace.target_tokens)
-    return arrays
+        yield s.name, s.tensor.numpy()
+        yield f"dims:{s.name}", np.array(s.dims, dtype=str)
+        yield f"kind:{s.name}", np.array(s.kind)
+        yield f"title:{s.name}", np.array(s.title)
+        yield f"formula:{s.name}", np.array(s.formula)
+    yield "source_tokens", _token_table(trace.source_tokens)
+    yield "target_tokens", _token_table(trace.target_tokens)
 
 
 def write_npz(f: BinaryIO, trace: Trace, steps: Sequence[Step]) -> None:
-    np.savez_compressed(f, **npz_arrays(trace, steps))
+    """What np.savez_compressed writes (a zip of .npy members, read back by np.load), but written array by
+    array, so exporting every step of a long run never holds all of them at once."""
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        for key, array in npz_entries(trace, steps):
+            with zf.open(f"{key}.npy", mode="w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 @dataclass
@@ -70,29 +76,56 @@ def _labels(trace: Trace, dim: str, n: int, batch: int, vocab_labels: VocabLabel
     return axis_labels(trace, dim, n, batch) or [f"{dim} {i}" for i in range(n)]
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One 2-D slice of a step, known before its values are: batch item, head, file-name suffix, shape."""
+
+    batch: int
+    head: int  # 0-based
+    suffix: str
+    heads: int
+    row_dim: str
+    col_dim: str
+    shape: tuple[int, int]
+
+
+def matrix_slots(step: Step, batch: int = 0, all_items: bool = False) -> list[Slot]:
+    """The 2-D slices `step_matrices` would give, from the step's shape alone (no tensor is computed)."""
+    n_items = step.shape[step.dims.index("batch")] if "batch" in step.dims else 1
+    items = range(n_items) if all_items else [min(batch, n_items - 1)]
+    heads = head_count(step)
+    kept = [(d, n) for d, n in zip(step.dims, step.shape) if d not in ("batch", "head")]
+    if len(kept) == 1:  # as matrix_of: a vector is one row
+        (row_dim, rows), (col_dim, cols) = ("row", 1), kept[0]
+    elif len(kept) == 2:
+        (row_dim, rows), (col_dim, cols) = kept
+    else:
+        row_dim, rows, (col_dim, cols) = "rows", int(np.prod([n for _, n in kept[:-1]])), kept[-1]
+    out = []
+    for b in items:
+        for h in range(heads):
+            suffix = (f".item{b + 1}" if all_items and n_items > 1 else "") + (f".head{h + 1}" if heads > 1 else "")
+            out.append(Slot(b, h, suffix, heads, row_dim, col_dim, (rows, cols)))
+    return out
+
+
+def slot_matrix(trace: Trace, step: Step, slot: Slot, vocab_labels: VocabLabels | None = None) -> Matrix:
+    """The labelled values of one slot (a lazy trace recomputes the slot's batch item here)."""
+    values, row_dim, col_dim = matrix_of(step, slot.batch, slot.head)
+    return Matrix(
+        slot.suffix, values,
+        _labels(trace, row_dim, values.shape[0], slot.batch, vocab_labels),
+        _labels(trace, col_dim, values.shape[1], slot.batch, vocab_labels),
+        row_dim, col_dim, slot.head + 1 if slot.heads > 1 else None, slot.batch,
+    )  # fmt: skip
+
+
 def step_matrices(
     trace: Trace, step: Step, batch: int = 0, vocab_labels: VocabLabels | None = None, all_items: bool = False
 ) -> list[Matrix]:
     """The full 2-D slices of a step (every head; one batch item, or every item with `all_items`).
     Unlike the heatmap, a vocabulary axis keeps all its columns."""
-    n_items = step.shape[step.dims.index("batch")] if "batch" in step.dims else 1
-    items = range(n_items) if all_items else [min(batch, n_items - 1)]
-    heads = head_count(step)
-    out = []
-    for b in items:
-        for h in range(heads):
-            values, row_dim, col_dim = matrix_of(step, b, h)
-            suffix = f".item{b + 1}" if all_items and n_items > 1 else ""
-            suffix += f".head{h + 1}" if heads > 1 else ""
-            out.append(
-                Matrix(
-                    suffix, values,
-                    _labels(trace, row_dim, values.shape[0], b, vocab_labels),
-                    _labels(trace, col_dim, values.shape[1], b, vocab_labels),
-                    row_dim, col_dim, h + 1 if heads > 1 else None, b,
-                )
-            )  # fmt: skip
-    return out
+    return [slot_matrix(trace, step, slot, vocab_labels) for slot in matrix_slots(step, batch, all_items)]
 
 
 def _cells(values: np.ndarray) -> list[list[str]]:

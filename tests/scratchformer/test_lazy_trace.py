@@ -139,3 +139,47 @@ def test_exporting_every_attention_map_streams_map_by_map(tmp_path):
     _, eager = model.run_with_trace(src, tgt, lazy=False)
     _, _, values = read_csv(tasks[0].path)  # encoder layer 1, head 1, of batch item 2
     assert torch.allclose(torch.from_numpy(values), eager["encoder.0.self_attn.weights"].tensor[1, 0], atol=1e-6)
+
+
+def test_an_npz_of_every_step_is_written_step_by_step_with_the_eager_values(tmp_path):
+    import numpy as np
+
+    from scratchformer.exporting.tensors import write_npz
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**{**SMALL, "max_len": 256})).eval()
+    src, tgt = torch.randint(4, 40, (2, 100)), torch.randint(4, 45, (2, 100))
+    cache = RecomputeCache(limit_bytes=2**20)
+    _, trace = model.run_with_trace(src, tgt, keep_bytes=0, cache=cache)
+    path = tmp_path / "all.npz"
+    with open(path, "wb") as f:
+        write_npz(f, trace, list(trace))
+    assert cache.bytes <= cache.limit_bytes  # never more recomputed interiors kept than the cache allows
+    _, eager = model.run_with_trace(src, tgt, lazy=False)
+    with np.load(path) as data:  # np.load reads it like np.savez_compressed's files
+        assert list(data["steps"]) == eager.names()
+        for s in eager:
+            assert np.array_equal(data[s.name], s.tensor.numpy()), s.name
+            assert list(data[f"dims:{s.name}"]) == list(s.dims)
+
+
+def test_csv_files_of_every_step_are_planned_from_shapes_and_filled_when_written(tmp_path):
+    from scratchformer.exporting import ExportRun, plan_export
+    from scratchformer.exporting.tensors import matrix_slots, step_matrices
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**{**SMALL, **VARIANTS["T5-shaped"], "max_len": 256})).eval()
+    src, tgt = torch.randint(4, 40, (2, 90)), torch.randint(4, 45, (2, 90))
+    cache = RecomputeCache(limit_bytes=2**20)
+    _, trace = model.run_with_trace(src, tgt, keep_bytes=0, cache=cache)
+    for step in trace:  # the index rows come from shapes: they must be what the files hold
+        slots = matrix_slots(step, batch=1)
+        assert [s.shape for s in slots] == [m.values.shape for m in step_matrices(trace, step, 1)], step.name
+    cache.clear()
+    misses = cache.misses
+    tasks = plan_export(trace, tmp_path, ["csv"], ["all"], batch=1)
+    assert cache.misses == misses  # planning computed nothing
+    run = ExportRun(tasks, tmp_path)
+    while run.step():
+        assert cache.bytes <= cache.limit_bytes
+    assert len(run.finish().files) == len(tasks) == sum(len(matrix_slots(s, 1)) for s in trace)
