@@ -138,7 +138,13 @@ def _compare(result: RunResult, changes: list) -> None:
     input (for a generated one, the changed model's own output). And each model's own greedy output for one
     sentence, so the Output tab can say what the change does to the translation."""
     bundle, inputs, request = result.bundle, result.inputs, result.request
-    _, result.before = bundle.run(inputs, keep_output=False, budget=request.memory_budget)
+    budget = request.memory_budget
+    if budget is not None:  # the changed run's trace stays in memory beside this one
+        budget = max(budget - result.trace.stored_bytes(), 0)
+    try:
+        _, result.before = bundle.run(inputs, keep_output=False, budget=budget)
+    except UserError as exc:
+        raise UserError(f"Comparing needs a second run without the interventions, which does not fit: {exc}") from None
     c = bundle.config
     if c.has_encoder and c.has_decoder and request.windows is None and inputs.src is not None:
         result.before_output = bundle.prepare_run(request.source, "", truncate=True).translation

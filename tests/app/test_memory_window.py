@@ -34,3 +34,25 @@ def test_a_run_over_the_budget_is_one_sentence_and_keeps_the_text(qtbot, make_wi
     assert budget_bytes(w.settings) == 8 * 2**30 and "budget 8.0 GB" in w.memory_status.text()
     run_and_wait(qtbot, w)
     assert w.current_trace() is not None, w.message_text()
+
+
+def test_comparing_counts_the_changed_runs_trace_against_the_budget():
+    import pytest
+
+    from app.worker import RunRequest, compute
+    from scratchformer.bundle import load_model
+    from scratchformer.errors import UserError
+    from scratchformer.interventions import HeadChange
+
+    bundle = load_model("en-hi", "cpu")
+    inputs = bundle.prepare("the girl eats an apple", "लड़की सेब खाती है")
+    _, trace = bundle.run(inputs, keep_output=False)
+    one_run = bundle.memory_estimate(inputs).total
+    change = (HeadChange("decoder.1.cross_attn", 0),)
+    ask = dict(model="en-hi", device="cpu", source="the girl eats an apple", target="लड़की सेब खाती है",
+               interventions=change)
+    fits_one = one_run + trace.stored_bytes() // 2  # room for one run, not for a second trace beside it
+    with pytest.raises(UserError, match="Comparing needs a second run"):
+        compute(RunRequest(1, memory_budget=fits_one, **ask), {})
+    result = compute(RunRequest(2, memory_budget=one_run + 4 * trace.stored_bytes(), **ask), {})
+    assert result.before is not None and result.trace.interventions
