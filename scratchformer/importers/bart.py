@@ -33,8 +33,17 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import first_eos, hf_config, model_name, read_hf_config, tokenizer_label
-from .seq2seq_layers import check_equal_stacks, put_layers
+from .hf import (
+    byte_level_bpe,
+    check_vocab_size,
+    first_eos,
+    hf_config,
+    model_name,
+    read_hf_config,
+    read_tokenizer,
+    tokenizer_label,
+)
+from .seq2seq_layers import put_layers, stack_sizes
 from .weights import Weights, build_model, put
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: "offset the embedding ids by 2"
@@ -44,17 +53,11 @@ PROBE = "scratchformer probe"  # any text: encoded with and without special toke
 def config_from_bart(hf, directory: Path, name: str, family: str, start_id: int, extra: dict) -> TransformerConfig:
     """transformers.BartConfig / MBartConfig → TransformerConfig with the family's departures turned on."""
     origin = str(directory / "config.json")
-    check_equal_stacks(hf, origin)
     tied = bool(getattr(hf, "tie_word_embeddings", True))
     eos = first_eos(hf)
     pre_ln = family == "mbart"
     return TransformerConfig(
-        d_model=hf.d_model,
-        n_heads=hf.encoder_attention_heads,
-        d_ff=hf.encoder_ffn_dim,
-        n_encoder_layers=hf.encoder_layers,
-        n_decoder_layers=hf.decoder_layers,
-        dropout=float(hf.dropout),
+        **stack_sizes(hf, origin),
         src_vocab_size=hf.vocab_size,
         tgt_vocab_size=hf.vocab_size,
         max_len=hf.max_position_embeddings,
@@ -119,15 +122,9 @@ def _tokenizer_class_name(directory: Path) -> str:
 
 def bart_tokenizer(directory: Path) -> TextTokenizer:
     """BART's byte-level BPE (GPT-2's, as RoBERTa uses it): tokenizer.json, or vocab.json + merges.txt."""
-    has_json = (directory / "tokenizer.json").is_file()
-    if not has_json and not ((directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()):
-        raise UserError(f"{directory} has no tokenizer (tokenizer.json, or vocab.json + merges.txt).")
     from transformers import BartTokenizerFast
 
-    try:
-        hf = BartTokenizerFast.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # a damaged tokenizer file: one sentence
-        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    hf = byte_level_bpe(BartTokenizerFast, directory)
     return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")  # byte-level BPE: 'Ġ' is shown as a space
 
 
@@ -140,10 +137,7 @@ def mbart_tokenizer(directory: Path) -> TextTokenizer:
     from transformers import MBart50TokenizerFast, MBartTokenizerFast
 
     cls = MBart50TokenizerFast if _tokenizer_class_name(directory).startswith("MBart50") else MBartTokenizerFast
-    try:
-        hf = cls.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # a damaged tokenizer file: one sentence
-        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    hf = read_tokenizer(cls, directory)
     return TextTokenizer(hf, tokenizer_label(hf), "sentencepiece")
 
 
@@ -204,11 +198,7 @@ def _load(directory: Path, device: str | torch.device, family: str) -> ModelBund
     if forced is not None:
         extra["tgt_prefix"] = [str(tokenizer.hf.convert_ids_to_tokens(int(forced)))]
     config = config_from_bart(hf, directory, name, family, start_id, extra)
-    if tokenizer.vocab_size > config.src_vocab_size:
-        raise UserError(
-            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
-            f"has {config.src_vocab_size}."
-        )
+    check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, bart_state, prefixes=("model.", ""))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))
 

@@ -10,6 +10,7 @@ layer over [CLS] used for next-sentence prediction) and any task head are not pa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -17,7 +18,7 @@ from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
-from .hf import fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import check_vocab_size, fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
 from .weights import Weights, build_model, put
 
 # transformers' ACT2FN names → our activations ("gelu" in BERT is the exact erf form)
@@ -33,6 +34,28 @@ def activation_for(name, origin: str) -> str:
     return HF_ACTIVATIONS[name]
 
 
+def encoder_only_config(hf, directory: Path, name: str, cls_token: str, sep_token: str, architecture: str,
+                        **fields) -> TransformerConfig:  # fmt: skip
+    """TransformerConfig of an encoder-only model with what the BERT family shares: one vocabulary, no tied
+    embeddings, a LayerNorm on the embedding sum and no √d_model scaling, text wrapped in cls … sep. `fields`
+    give the rest (sizes, dropout, activation, positions, LayerNorm ε), read from the family's own config names."""
+    return TransformerConfig(
+        n_decoder_layers=0,
+        src_vocab_size=hf.vocab_size,
+        tgt_vocab_size=hf.vocab_size,
+        max_len=hf.max_position_embeddings,
+        share_embeddings=False,
+        tie_output=False,
+        pad_id=hf.pad_token_id,
+        name=name,
+        scale_embedding=False,
+        embed_layer_norm=True,
+        extra={"architecture": architecture, "source": str(directory), "hf_name": str(hf.name_or_path or ""),
+               "src_prefix": [cls_token], "src_suffix": [sep_token]},
+        **fields,
+    )  # fmt: skip
+
+
 def config_from_bert(hf, directory: Path, name: str, cls_token: str, sep_token: str,
                      family: str = "BERT") -> TransformerConfig:  # fmt: skip
     """transformers.BertConfig (or RobertaConfig) → TransformerConfig of an encoder-only model with BERT's
@@ -43,29 +66,56 @@ def config_from_bert(hf, directory: Path, name: str, cls_token: str, sep_token: 
         raise UserError(f"{origin} uses {position_type!r} position embeddings; scratchformer supports 'absolute' only.")
     if getattr(hf, "is_decoder", False) or getattr(hf, "add_cross_attention", False):
         raise UserError(f"{origin} describes a {family} decoder; scratchformer opens {family} encoders only.")
-    return TransformerConfig(
+    return encoder_only_config(
+        hf, directory, name, cls_token, sep_token, "bert",
         d_model=hf.hidden_size,
         n_heads=hf.num_attention_heads,
         d_ff=hf.intermediate_size,
         n_encoder_layers=hf.num_hidden_layers,
-        n_decoder_layers=0,
         dropout=float(hf.hidden_dropout_prob),
-        src_vocab_size=hf.vocab_size,
-        tgt_vocab_size=hf.vocab_size,
-        max_len=hf.max_position_embeddings,
-        share_embeddings=False,
-        tie_output=False,
-        pad_id=hf.pad_token_id,
-        name=name,
         activation=activation_for(hf.hidden_act, origin),
         positional="learned",
-        scale_embedding=False,
-        embed_layer_norm=True,
         type_vocab_size=hf.type_vocab_size,
         layer_norm_eps=float(hf.layer_norm_eps),
-        extra={"architecture": "bert", "source": str(directory), "hf_name": str(hf.name_or_path or ""),
-               "src_prefix": [cls_token], "src_suffix": [sep_token]},
     )  # fmt: skip
+
+
+class EncoderLayerNames(NamedTuple):
+    """Where a post-LN encoder layer's tensors are stored, each relative to the layer's own prefix."""
+
+    layer: str  # the layer's prefix, with {i} for its index
+    qkv: tuple[str, str, str]  # the query, key and value projections, stacked into our fused qkv
+    out_proj: str  # the attention's output projection
+    norm1: str  # the LayerNorm after self-attention
+    ffn_in: str  # the feed-forward network's first linear layer (d → d_ff) …
+    ffn_out: str  # … and its second (d_ff → d)
+    norm2: str  # the LayerNorm after the feed-forward network
+
+
+BERT_LAYER = EncoderLayerNames(
+    layer="encoder.layer.{i}",
+    qkv=("attention.self.query", "attention.self.key", "attention.self.value"),
+    out_proj="attention.output.dense",
+    norm1="attention.output.LayerNorm",
+    ffn_in="intermediate.dense",
+    ffn_out="output.dense",
+    norm2="output.LayerNorm",
+)
+
+
+def put_encoder_layers(w: Weights, c: TransformerConfig, state: dict[str, torch.Tensor],
+                       names: EncoderLayerNames) -> None:  # fmt: skip
+    """Every encoder layer's weights into `state` under our names, read from where `names` says they are."""
+    d = c.d_model
+    for i in range(c.n_encoder_layers):
+        theirs, ours = names.layer.format(i=i), f"encoder.{i}"
+        qkv = w.fused_linear(d, d, [f"{theirs}.{p}" for p in names.qkv])  # (3d, d): [W^Q; W^K; W^V]
+        put(state, f"{ours}.self_attn.qkv", qkv)
+        put(state, f"{ours}.self_attn.out_proj", w.linear(d, d, f"{theirs}.{names.out_proj}"))
+        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.{names.norm1}"))
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.{names.ffn_in}"))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.{names.ffn_out}"))
+        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.{names.norm2}"))
 
 
 def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
@@ -78,15 +128,7 @@ def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
         types = w.take((c.type_vocab_size, d), "embeddings.token_type_embeddings.weight")
         state["src_embed.token_types.weight"] = types
     put(state, "src_embed.layer_norm", w.layer_norm(d, "embeddings.LayerNorm"))
-    for i in range(c.n_encoder_layers):
-        theirs, ours = f"encoder.layer.{i}", f"encoder.{i}"
-        names = [f"{theirs}.attention.self.{p}" for p in ("query", "key", "value")]
-        put(state, f"{ours}.self_attn.qkv", w.fused_linear(d, d, names))  # (3d, d): [W^Q; W^K; W^V]
-        put(state, f"{ours}.self_attn.out_proj", w.linear(d, d, f"{theirs}.attention.output.dense"))
-        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.attention.output.LayerNorm"))
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.intermediate.dense"))
-        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.output.dense"))
-        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.output.LayerNorm"))
+    put_encoder_layers(w, c, state, BERT_LAYER)
     return state
 
 
@@ -124,10 +166,6 @@ def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundl
     tokenizer = bert_tokenizer(directory)
     name = model_name(directory, data)
     config = config_from_bert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
-    if tokenizer.vocab_size > config.src_vocab_size:
-        raise UserError(
-            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
-            f"has {config.src_vocab_size}."
-        )
+    check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, bert_state, prefixes=("", "bert."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -17,8 +17,8 @@ from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
-from .bert import activation_for, bert_tokenizer
-from .hf import hf_config, model_name, read_hf_config
+from .bert import EncoderLayerNames, activation_for, bert_tokenizer, encoder_only_config, put_encoder_layers
+from .hf import check_vocab_size, hf_config, model_name, read_hf_config
 from .weights import Weights, build_model, put
 
 LAYER_NORM_EPS = 1e-12  # DistilBERT's nn.LayerNorm(dim, eps=1e-12), not a config.json field
@@ -27,28 +27,28 @@ LAYER_NORM_EPS = 1e-12  # DistilBERT's nn.LayerNorm(dim, eps=1e-12), not a confi
 def config_from_distilbert(hf, directory: Path, name: str, cls_token: str, sep_token: str) -> TransformerConfig:
     """transformers.DistilBertConfig → TransformerConfig of an encoder-only model."""
     origin = str(directory / "config.json")
-    return TransformerConfig(
+    return encoder_only_config(
+        hf, directory, name, cls_token, sep_token, "distilbert",
         d_model=hf.dim,
         n_heads=hf.n_heads,
         d_ff=hf.hidden_dim,
         n_encoder_layers=hf.n_layers,
-        n_decoder_layers=0,
         dropout=float(hf.dropout),
-        src_vocab_size=hf.vocab_size,
-        tgt_vocab_size=hf.vocab_size,
-        max_len=hf.max_position_embeddings,
-        share_embeddings=False,
-        tie_output=False,
-        pad_id=hf.pad_token_id,
-        name=name,
         activation=activation_for(hf.activation, origin),
         positional="sinusoidal" if hf.sinusoidal_pos_embds else "learned",
-        scale_embedding=False,
-        embed_layer_norm=True,
         layer_norm_eps=LAYER_NORM_EPS,
-        extra={"architecture": "distilbert", "source": str(directory), "hf_name": str(hf.name_or_path or ""),
-               "src_prefix": [cls_token], "src_suffix": [sep_token]},
     )  # fmt: skip
+
+
+DISTILBERT_LAYER = EncoderLayerNames(
+    layer="transformer.layer.{i}",
+    qkv=("attention.q_lin", "attention.k_lin", "attention.v_lin"),
+    out_proj="attention.out_lin",
+    norm1="sa_layer_norm",
+    ffn_in="ffn.lin1",
+    ffn_out="ffn.lin2",
+    norm2="output_layer_norm",
+)
 
 
 def distilbert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
@@ -62,15 +62,7 @@ def distilbert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor
         raise UserError(f"In {w.origin}, the position embeddings are not the sinusoids that config.json promises "
                         "(sinusoidal_pos_embds).")  # fmt: skip
     put(state, "src_embed.layer_norm", w.layer_norm(d, "embeddings.LayerNorm"))
-    for i in range(c.n_encoder_layers):
-        theirs, ours = f"transformer.layer.{i}", f"encoder.{i}"
-        names = [f"{theirs}.attention.{p}_lin" for p in ("q", "k", "v")]
-        put(state, f"{ours}.self_attn.qkv", w.fused_linear(d, d, names))  # (3d, d): [W^Q; W^K; W^V]
-        put(state, f"{ours}.self_attn.out_proj", w.linear(d, d, f"{theirs}.attention.out_lin"))
-        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.sa_layer_norm"))
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.ffn.lin1"))
-        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.ffn.lin2"))
-        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.output_layer_norm"))
+    put_encoder_layers(w, c, state, DISTILBERT_LAYER)
     return state
 
 
@@ -83,10 +75,6 @@ def load_distilbert(directory: Path, device: str | torch.device = "cpu") -> Mode
     tokenizer = bert_tokenizer(directory)  # the same WordPiece as BERT's: tokenizer.json or vocab.txt
     name = model_name(directory, data)
     config = config_from_distilbert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
-    if tokenizer.vocab_size > config.src_vocab_size:
-        raise UserError(
-            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
-            f"has {config.src_vocab_size}."
-        )
+    check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, distilbert_state, prefixes=("", "distilbert."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -21,7 +21,7 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, tokenizer_label
 from .weights import Weights, build_model, put
 
 
@@ -85,15 +85,9 @@ def gpt2_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
 
 def gpt2_tokenizer_from(directory: Path) -> TextTokenizer:
     """The folder's byte-level BPE: tokenizer.json, or vocab.json + merges.txt (transformers' GPT-2 class, offline)."""
-    has_json = (directory / "tokenizer.json").is_file()
-    if not has_json and not ((directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()):
-        raise UserError(f"{directory} has no tokenizer (tokenizer.json, or vocab.json + merges.txt).")
     from transformers import GPT2TokenizerFast
 
-    try:
-        hf = GPT2TokenizerFast.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # a damaged tokenizer file: one sentence
-        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    hf = byte_level_bpe(GPT2TokenizerFast, directory)
     hf.unk_token = None  # byte-level BPE reads every byte; <|endoftext|> is the start/end token, not "unknown"
     return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")
 
@@ -106,11 +100,7 @@ def load_gpt2(directory: Path, device: str | torch.device = "cpu") -> ModelBundl
     hf = hf_config(GPT2Config, directory)
     tokenizer = gpt2_tokenizer_from(directory)
     config = config_from_gpt2(hf, directory, model_name(directory, data))
-    if tokenizer.vocab_size > config.tgt_vocab_size:
-        raise UserError(
-            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
-            f"has {config.tgt_vocab_size}."
-        )
+    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
     if config.bos_id is None:  # the decoder needs a start token; GPT-2's is <|endoftext|>
         config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
     model = build_model(directory, config, gpt2_state, prefixes=("transformer.", ""))

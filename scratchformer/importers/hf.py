@@ -87,14 +87,36 @@ def model_name(directory: Path, data: dict) -> str:
     return str(hub_id) if hub_id else f"{data.get('model_type', 'model')} ({directory.resolve().parent.name})"
 
 
+def read_tokenizer(tokenizer_class, directory: Path):
+    """tokenizer_class (a transformers tokenizer) from the folder's files (offline), or one sentence saying why not."""
+    try:
+        return tokenizer_class.from_pretrained(str(directory), local_files_only=True)
+    except Exception as exc:  # a damaged tokenizer file: one sentence
+        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+
+
 def fast_tokenizer(directory: Path):
     """transformers.PreTrainedTokenizerFast from the folder's tokenizer.json (offline)."""
     from transformers import PreTrainedTokenizerFast
 
-    try:
-        return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # a damaged tokenizer.json: one sentence
-        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    return read_tokenizer(PreTrainedTokenizerFast, directory)
+
+
+def byte_level_bpe(tokenizer_class, directory: Path):
+    """GPT-2's byte-level BPE (as GPT-2, RoBERTa and BART use it) in tokenizer_class: from tokenizer.json, or
+    vocab.json + merges.txt."""
+    has_json = (directory / "tokenizer.json").is_file()
+    if not has_json and not ((directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()):
+        raise UserError(f"{directory} has no tokenizer (tokenizer.json, or vocab.json + merges.txt).")
+    return read_tokenizer(tokenizer_class, directory)
+
+
+def check_vocab_size(tokenizer, size: int, directory: Path, what: str = "tokenizer") -> None:
+    """UserError when the tokenizer has more tokens than the model's embedding (config.json's vocabulary) has rows."""
+    if tokenizer.vocab_size > size:
+        raise UserError(
+            f"The {what} in {directory} has {tokenizer.vocab_size} tokens but config.json says the model has {size}."
+        )
 
 
 def tokenizer_label(hf) -> str:

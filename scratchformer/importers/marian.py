@@ -20,25 +20,19 @@ from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
-from .seq2seq_layers import check_equal_stacks, put_layers
+from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
+from .seq2seq_layers import put_layers, stack_sizes
 from .weights import Weights, build_model
 
 
 def config_from_marian(hf, directory: Path, name: str, eos_token: str | None) -> TransformerConfig:
     """transformers.MarianConfig → TransformerConfig with Marian's departures turned on."""
     origin = str(directory / "config.json")
-    check_equal_stacks(hf, origin)
     share = bool(hf.share_encoder_decoder_embeddings)
     tgt_vocab = hf.vocab_size if share else (hf.decoder_vocab_size or hf.vocab_size)
     eos = first_eos(hf)
     return TransformerConfig(
-        d_model=hf.d_model,
-        n_heads=hf.encoder_attention_heads,
-        d_ff=hf.encoder_ffn_dim,
-        n_encoder_layers=hf.encoder_layers,
-        n_decoder_layers=hf.decoder_layers,
-        dropout=float(hf.dropout),
+        **stack_sizes(hf, origin),
         src_vocab_size=hf.vocab_size,
         tgt_vocab_size=tgt_vocab,
         max_len=hf.max_position_embeddings,
@@ -135,10 +129,6 @@ def load_marian(directory: Path, device: str | torch.device = "cpu") -> ModelBun
     eos_token = src_tok.hf.convert_ids_to_tokens(eos_id) if eos_id is not None else None
     config = config_from_marian(hf, directory, name, eos_token)
     for side, tok, size in (("source", src_tok, config.src_vocab_size), ("target", tgt_tok, config.tgt_vocab_size)):
-        if tok.vocab_size > size:
-            raise UserError(
-                f"The {side} tokenizer in {directory} has {tok.vocab_size} tokens but config.json says the model "
-                f"has {size}."
-            )
+        check_vocab_size(tok, size, directory, f"{side} tokenizer")
     model = build_model(directory, config, marian_state, prefixes=("model.", ""))
     return ModelBundle(model.to(device).eval(), src_tok, tgt_tok, name, str(directory))

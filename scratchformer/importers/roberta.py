@@ -19,21 +19,15 @@ from ..bundle import ModelBundle
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import bert_state, config_from_bert, require_cls_sep
-from .hf import hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, tokenizer_label
 from .weights import build_model
 
 
 def roberta_tokenizer(directory: Path) -> TextTokenizer:
     """The folder's byte-level BPE: tokenizer.json, or vocab.json + merges.txt (transformers' RoBERTa class)."""
-    has_json = (directory / "tokenizer.json").is_file()
-    if not has_json and not ((directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()):
-        raise UserError(f"{directory} has no tokenizer (tokenizer.json, or vocab.json + merges.txt).")
     from transformers import RobertaTokenizerFast
 
-    try:
-        hf = RobertaTokenizerFast.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # a damaged tokenizer file: one sentence
-        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    hf = byte_level_bpe(RobertaTokenizerFast, directory)
     require_cls_sep(hf, directory, "RoBERTa needs <s> and </s>")
     return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")  # byte-level BPE: 'Ġ' is shown as a space
 
@@ -56,10 +50,6 @@ def load_roberta(directory: Path, device: str | torch.device = "cpu") -> ModelBu
         )
     config = dataclasses.replace(config, max_len=hf.max_position_embeddings - offset, position_offset=offset,
                                  extra={**config.extra, "architecture": "roberta"})  # fmt: skip
-    if tokenizer.vocab_size > config.src_vocab_size:
-        raise UserError(
-            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
-            f"has {config.src_vocab_size}."
-        )
+    check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, bert_state, prefixes=("", "roberta."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -21,6 +21,20 @@ def check_equal_stacks(hf, origin: str) -> None:
         )
 
 
+def stack_sizes(hf, origin: str) -> dict:
+    """The sizes and dropout of a BartConfig / MarianConfig as TransformerConfig fields, after checking that the
+    encoder and decoder agree on what our layers share."""
+    check_equal_stacks(hf, origin)
+    return dict(
+        d_model=hf.d_model,
+        n_heads=hf.encoder_attention_heads,
+        d_ff=hf.encoder_ffn_dim,
+        n_encoder_layers=hf.encoder_layers,
+        n_decoder_layers=hf.decoder_layers,
+        dropout=float(hf.dropout),
+    )
+
+
 def attention_parts(w: Weights, d: int, theirs: str) -> dict[str, dict[str, torch.Tensor]]:
     """One attention's projections in our layouts: fused self-attention [W_q; W_k; W_v], or cross-attention's
     q_proj plus fused [W_k; W_v]."""
@@ -36,26 +50,22 @@ def put_layers(w: Weights, c: TransformerConfig, state: dict[str, torch.Tensor])
     """Every encoder and decoder layer's weights into `state` under our names. Pre-LN or post-LN does not change
     the names: each LayerNorm belongs to the Add & Norm of the sublayer it wraps."""
     d = c.d_model
-    for i in range(c.n_encoder_layers):
-        theirs, ours = f"encoder.layers.{i}", f"encoder.{i}"
-        att = attention_parts(w, d, f"{theirs}.self_attn")
-        put(state, f"{ours}.self_attn.qkv", att["qkv"])
-        put(state, f"{ours}.self_attn.out_proj", att["out_proj"])
-        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
-        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
-        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
-    for i in range(c.n_decoder_layers):
-        theirs, ours = f"decoder.layers.{i}", f"decoder.{i}"
-        self_att = attention_parts(w, d, f"{theirs}.self_attn")
-        put(state, f"{ours}.self_attn.qkv", self_att["qkv"])
-        put(state, f"{ours}.self_attn.out_proj", self_att["out_proj"])
-        put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
-        cross = attention_parts(w, d, f"{theirs}.encoder_attn")  # queries from the decoder, K and V from the encoder
-        put(state, f"{ours}.cross_attn.q_proj", cross["q_proj"])
-        put(state, f"{ours}.cross_attn.kv_proj", cross["kv_proj"])
-        put(state, f"{ours}.cross_attn.out_proj", cross["out_proj"])
-        put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.encoder_attn_layer_norm"))
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
-        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
-        put(state, f"{ours}.add_norm3.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))
+    for stack, n_layers in (("encoder", c.n_encoder_layers), ("decoder", c.n_decoder_layers)):
+        for i in range(n_layers):
+            theirs, ours = f"{stack}.layers.{i}", f"{stack}.{i}"
+            self_att = attention_parts(w, d, f"{theirs}.self_attn")
+            put(state, f"{ours}.self_attn.qkv", self_att["qkv"])
+            put(state, f"{ours}.self_attn.out_proj", self_att["out_proj"])
+            put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.self_attn_layer_norm"))
+            ffn_norm = "add_norm2"  # the encoder's second sublayer is the feed-forward network
+            if stack == "decoder":
+                # queries from the decoder, K and V from the encoder
+                cross = attention_parts(w, d, f"{theirs}.encoder_attn")
+                put(state, f"{ours}.cross_attn.q_proj", cross["q_proj"])
+                put(state, f"{ours}.cross_attn.kv_proj", cross["kv_proj"])
+                put(state, f"{ours}.cross_attn.out_proj", cross["out_proj"])
+                put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.encoder_attn_layer_norm"))
+                ffn_norm = "add_norm3"  # the decoder's second is cross-attention
+            put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.fc1"))
+            put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.fc2"))
+            put(state, f"{ours}.{ffn_norm}.norm", w.layer_norm(d, f"{theirs}.final_layer_norm"))

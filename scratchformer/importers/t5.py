@@ -27,7 +27,7 @@ from ..errors import UserError
 from ..model import Transformer
 from ..tokenizers import TextTokenizer
 from .bert import HF_ACTIVATIONS
-from .hf import fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
 from .weights import Weights, load_state, put, read_weights
 
 MAX_LEN = 512  # T5 has no position table; its pre-training inputs were 512 tokens long
@@ -176,11 +176,7 @@ def load_t5(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
     tensors, filename = read_weights(directory)
     weights = Weights(tensors, str(directory / filename), prefixes=("", "transformer."))
     config = config_from_t5(hf, data, directory, model_name(directory, data), _untied(weights))
-    if tokenizer.vocab_size > config.src_vocab_size:
-        raise UserError(
-            f"The tokenizer in {directory} has {tokenizer.vocab_size} tokens but config.json says the model "
-            f"has {config.src_vocab_size}."
-        )
+    check_vocab_size(tokenizer, config.src_vocab_size, directory)
     eos = tokenizer.hf.convert_ids_to_tokens(config.eos_id) if config.eos_id is not None else None
     config.extra["src_suffix"] = [eos] if eos else []  # T5's tokenizer ends every input with </s>
     model = Transformer(config)  # the weights were read once, to see whether the output layer is tied

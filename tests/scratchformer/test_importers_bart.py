@@ -22,6 +22,7 @@ from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.plotdata import architecture, block_steps
+from tests.scratchformer.hf_fixtures import attention_pairs, max_diffs, padded_batch
 
 SOURCES = ["the cat sat on the mat", "a dog ran in the park today while the cat slept"]
 TARGETS = ["a dog ran in the park", "the cat sat"]
@@ -104,19 +105,6 @@ def mbart_dir(tmp_path_factory):
     return directory, _save("mbart", directory)
 
 
-def _batch(bundle, sources, targets):
-    """Right-padded (B, S) source and (B, T) decoder input [start, target…] as scratchformer builds them."""
-    pad = bundle.config.pad_id
-    srcs = [bundle.encode_source(s) for s in sources]
-    tgts = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(t) for t in targets]
-    s_len, t_len = max(map(len, srcs)), max(map(len, tgts))
-    src = torch.tensor([r + [pad] * (s_len - len(r)) for r in srcs])
-    tgt = torch.tensor([r + [pad] * (t_len - len(r)) for r in tgts])
-    src_mask = torch.tensor([[1] * len(r) + [0] * (s_len - len(r)) for r in srcs])
-    tgt_mask = torch.tensor([[1] * len(r) + [0] * (t_len - len(r)) for r in tgts])
-    return src, tgt, src_mask, tgt_mask
-
-
 def _outputs(bundle, stack: str, n: int) -> list[str]:
     """Our steps that equal transformers' hidden_states of one stack: the embeddings (after their LayerNorm),
     then each layer's output — the last one after the final LayerNorm when the model has one (mBART)."""
@@ -130,7 +118,7 @@ def _outputs(bundle, stack: str, n: int) -> list[str]:
 
 def _compare(bundle, ref, sources, targets):
     """(max |ours − theirs| by what, our trace) on a padded batch."""
-    src, tgt, src_mask, tgt_mask = _batch(bundle, sources, targets)
+    src, tgt, src_mask, tgt_mask = padded_batch(bundle, sources, targets)
     assert (src_mask == 0).any() and (tgt_mask == 0).any(), "the batch must contain padding on both sides"
     with torch.no_grad():
         expected = ref(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask,
@@ -142,21 +130,10 @@ def _compare(bundle, ref, sources, targets):
         names = _outputs(bundle, stack, c.n_encoder_layers if stack == "encoder" else c.n_decoder_layers)
         for i, (name, hidden) in enumerate(zip(names, theirs, strict=True)):
             pairs[f"{stack} hidden {i}"] = (trace[name].tensor, hidden)
-    for i in range(c.n_encoder_layers):
-        pairs[f"encoder {i} self-attention"] = (trace[f"encoder.{i}.self_attn.weights"].tensor,
-                                                expected.encoder_attentions[i])
-    for i in range(c.n_decoder_layers):
-        pairs[f"decoder {i} self-attention"] = (trace[f"decoder.{i}.self_attn.weights"].tensor,
-                                                expected.decoder_attentions[i])
-        pairs[f"decoder {i} cross-attention"] = (trace[f"decoder.{i}.cross_attn.weights"].tensor,
-                                                 expected.cross_attentions[i])
     # Every row, padded ones included: padding only removes keys and no row is fully masked (the first source
     # token and the start token are never padding), so transformers' large negative mask and our −∞ agree.
-    diffs = {}
-    for what, (ours, theirs) in pairs.items():
-        assert ours.shape == theirs.shape, what
-        diffs[what] = (ours - theirs).abs().max().item()
-    return diffs, trace
+    pairs.update(attention_pairs(c, trace, expected))
+    return max_diffs(pairs), trace
 
 
 def _assert_peaked(bundle, trace):
@@ -196,7 +173,7 @@ def test_bart_variants_match_transformers(tmp_path):
 def test_fast_path_and_greedy_decoding_match(family, bart_dir, mbart_dir):
     directory, ref = bart_dir if family == "bart" else mbart_dir
     bundle = load_model(str(directory))
-    src, tgt, src_mask, tgt_mask = _batch(bundle, SOURCES, TARGETS)
+    src, tgt, src_mask, tgt_mask = padded_batch(bundle, SOURCES, TARGETS)
     with torch.no_grad():  # untraced: the fused attention kernel
         got = bundle.model(src, tgt, src_mask == 0, tgt_mask == 0)
         expected = ref(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,

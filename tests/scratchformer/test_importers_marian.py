@@ -16,6 +16,7 @@ from scratchformer.bundle import load_model  # noqa: E402
 from scratchformer.errors import UserError  # noqa: E402
 from scratchformer.importers import load_hf_directory  # noqa: E402
 from scratchformer.tokenizers import word_level_tokenizer  # noqa: E402
+from tests.scratchformer.hf_fixtures import attention_pairs, max_diffs, padded_batch  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park today", "the dog sat", "cat"]
 TARGETS = ["a cat sat", "the dog ran in the park", "dog", "the mat on the cat today"]
@@ -45,21 +46,8 @@ def marian_dir(tmp_path_factory):
     return directory, ref
 
 
-def _batch(bundle, sources, targets):
-    """Right-padded (B, S) source and (B, T) decoder input [start, target…] as scratchformer builds them."""
-    pad = bundle.config.pad_id
-    srcs = [bundle.encode_source(s) for s in sources]
-    tgts = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(t) for t in targets]
-    s_len, t_len = max(map(len, srcs)), max(map(len, tgts))
-    src = torch.tensor([r + [pad] * (s_len - len(r)) for r in srcs])
-    tgt = torch.tensor([r + [pad] * (t_len - len(r)) for r in tgts])
-    src_mask = torch.tensor([[1] * len(r) + [0] * (s_len - len(r)) for r in srcs])
-    tgt_mask = torch.tensor([[1] * len(r) + [0] * (t_len - len(r)) for r in tgts])
-    return src, tgt, src_mask, tgt_mask
-
-
 def _max_diffs(bundle, ref, sources, targets):
-    src, tgt, src_mask, tgt_mask = _batch(bundle, sources, targets)
+    src, tgt, src_mask, tgt_mask = padded_batch(bundle, sources, targets)
     with torch.no_grad():
         expected = ref(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask,
                        output_hidden_states=True, output_attentions=True)  # fmt: skip
@@ -73,22 +61,13 @@ def _max_diffs(bundle, ref, sources, targets):
     for i in range(n_enc):
         pairs[f"encoder hidden {i + 1}"] = (trace[f"encoder.{i}.add_norm2.out"].tensor,
                                             expected.encoder_hidden_states[i + 1])
-        pairs[f"encoder {i} self-attention"] = (trace[f"encoder.{i}.self_attn.weights"].tensor,
-                                                expected.encoder_attentions[i])
     for i in range(n_dec):
         pairs[f"decoder hidden {i + 1}"] = (trace[f"decoder.{i}.add_norm3.out"].tensor,
                                             expected.decoder_hidden_states[i + 1])
-        pairs[f"decoder {i} self-attention"] = (trace[f"decoder.{i}.self_attn.weights"].tensor,
-                                                expected.decoder_attentions[i])
-        pairs[f"decoder {i} cross-attention"] = (trace[f"decoder.{i}.cross_attn.weights"].tensor,
-                                                 expected.cross_attentions[i])
     # Every row, padded ones included: padding only removes keys (no row is fully masked, since the start
     # token and the first source token are never padding), so HF's large-negative mask and our −∞ agree.
-    diffs = {}
-    for what, (ours, theirs) in pairs.items():
-        assert ours.shape == theirs.shape, what
-        diffs[what] = (ours - theirs).abs().max().item()
-    return diffs
+    pairs.update(attention_pairs(bundle.config, trace, expected))
+    return max_diffs(pairs)
 
 
 def test_marian_single_sentences_match_transformers(marian_dir):
@@ -102,7 +81,7 @@ def test_marian_single_sentences_match_transformers(marian_dir):
 def test_marian_padded_batch_matches_transformers(marian_dir):
     directory, ref = marian_dir
     bundle = load_hf_directory(directory)
-    src, tgt, _, _ = _batch(bundle, SENTENCES, TARGETS)
+    src, tgt, _, _ = padded_batch(bundle, SENTENCES, TARGETS)
     assert (src == 0).any() and (tgt[:, 1:] == 0).any(), "the batch must contain padding on both sides"
     diffs = _max_diffs(bundle, ref, SENTENCES, TARGETS)
     assert max(diffs.values()) < ATOL, diffs
