@@ -30,7 +30,7 @@ from scratchformer.errors import UserError
 from scratchformer.examples import Example
 from scratchformer.memory import size_text
 from scratchformer.plotdata import Heatmap, block_key, block_steps, step_heatmap
-from scratchformer.trace import Step
+from scratchformer.trace import Step, step_path
 
 from . import menus, teaching
 from .diagram import ArchitectureDiagram
@@ -55,6 +55,7 @@ from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
 from .views.step_view import StepView
 from .views.training_view import TrainingView
+from .warmup import WarmUp, step_work
 from .worker import RunResult, WorkerThread
 
 # The centre tabs, in order. A new view is one more entry here (e.g. the decoding timeline's DecodingView).
@@ -83,6 +84,9 @@ class MainWindow(QMainWindow):
         self._pending_step: str | None = None
         self._pending_generation = 0
         self._dirty: set[int] = set()
+        self._warm_jobs: list = []  # WarmUp threads recomputing what the next drawing reads
+        self._after_warm = None  # the drawing to do once they are done
+        self._message_before_warm = ""
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
         self.worker = WorkerThread(self)
@@ -373,7 +377,11 @@ class MainWindow(QMainWindow):
             self.show_message(f"Memory budget: {size_text(budget)}; a run that would need more is refused.")
 
     def is_busy(self) -> bool:
-        return self.busy.isVisible()
+        """A run in flight, or a step being recomputed before it is drawn."""
+        return self.busy.isVisible() or self.is_recomputing()
+
+    def is_recomputing(self) -> bool:
+        return bool(self._warm_jobs) or self._after_warm is not None
 
     def set_result(self, result: RunResult) -> None:
         previous = self.current_step()
@@ -535,22 +543,67 @@ class MainWindow(QMainWindow):
         step = trace[index]
         self.stepper.show_step(self._position(), len(self._visible), step)
         self.diagram.set_current(block_key(step))
-        self._update_inspector()
         self._update_controls()
-        self._refresh_views()
-        self.memory_status.refresh()  # the views may have recomputed a sublayer
+        self._when_ready(self._show_current)
+
+    def _show_current(self, all_dirty: bool = True) -> None:
+        self._update_inspector()
+        self._refresh_views(all_dirty)
+        self.memory_status.refresh()  # a recompute may have filled the cache
+
+    # --- recomputed steps: rerun off the UI thread, drawn when ready -----------------------------------------------
+
+    def _pending_work(self) -> list:
+        """What must be recomputed before the current tab can draw: the current step's sublayer, and for a view
+        that prepares its own data off the UI thread (the Overview's mosaics), that preparation."""
+        step, trace = self.current_step(), self.current_trace()
+        if step is None or trace is None:
+            return []
+        work = step_work([step], self._batch)
+        prepare = getattr(self.tabs.currentWidget(), "preparation", None)
+        if prepare is not None:
+            work += prepare(trace, self._batch)
+        return work
+
+    def _when_ready(self, then) -> None:
+        """Run `then` (which draws) now if everything it reads is at hand; else once a WarmUp thread has
+        recomputed it. While one runs, only the latest request is kept: holding Next skips the steps in between."""
+        need = self._pending_work()
+        if not need:
+            self._after_warm = None
+            then()
+            return
+        self._after_warm = then
+        if any(job.isRunning() for job in self._warm_jobs):
+            return  # when it ends, the latest request is looked at again
+        what = f"{step_path(self.current_step())} for batch item {self._batch + 1}"
+        job = WarmUp(need, what, self)
+        job.ready.connect(self._warmed)
+        job.finished.connect(lambda job=job: self._warm_jobs.remove(job) if job in self._warm_jobs else None)
+        self._warm_jobs.append(job)
+        self._message_before_warm = self.message_text()
+        self.show_message(f"Recomputing {what}…")
+        job.start()
+
+    def _warmed(self, error: str) -> None:
+        if self._closing:
+            return
+        self.show_message(self._message_before_warm)
+        then, self._after_warm = self._after_warm, None
+        if error:
+            self.show_error(error)
+        elif then is not None:
+            self._when_ready(then)
 
     def set_batch(self, batch: int) -> None:
         if batch != self._batch:
             self._batch = max(0, batch)
-            self._update_inspector()
-            self._refresh_views(all_dirty=True)
+            self._when_ready(self._show_current)
 
     def set_head(self, head: int) -> None:
         if head != self._head:
             self._head = max(0, head)
-            self._update_inspector()
-            self._refresh_views(all_dirty=True)
+            self._when_ready(self._show_current)
 
     def toggle_play(self) -> None:
         if self.stepper.is_playing():
@@ -589,8 +642,7 @@ class MainWindow(QMainWindow):
 
     def _tab_changed(self, index: int) -> None:
         if index in self._dirty and self._result is not None:
-            self._dirty.discard(index)
-            self.views[index].refresh()
+            self._when_ready(lambda: self._refresh_views(all_dirty=False))
 
     def _update_inspector(self) -> None:
         step = self.current_step()
@@ -693,6 +745,8 @@ class MainWindow(QMainWindow):
         self._closing = True
         self.stop_play()
         self.explain_panel.stop()
+        for job in list(self._warm_jobs):  # a recompute in flight finishes (it cannot be interrupted midway)
+            job.wait()
         app = QApplication.instance()
         if app is not None:
             app.removeEventFilter(self.keys)

@@ -24,13 +24,15 @@ def storage_bytes(tensors) -> int:
 class RecomputeCache:
     """Recomputed interiors, least recently used evicted first once their bytes pass `limit_bytes`.
 
-    Shared by the UI thread and the model worker, so every access holds a lock. An entry larger than the whole
-    limit is returned but not kept."""
+    Shared by the window and the threads that recompute for it: the lock guards the bookkeeping only, never a
+    computation, so the window can always ask what is there (`contains`, `bytes`) without waiting. Two threads
+    asking for the same key compute it once. An entry larger than the whole limit is returned but not kept."""
 
     def __init__(self, limit_bytes: int = 256 * 2**20) -> None:
         self.limit_bytes = limit_bytes
         self._entries: OrderedDict[tuple, tuple[dict[str, torch.Tensor], int]] = OrderedDict()
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
+        self._running: dict[tuple, threading.Event] = {}  # keys being computed now, by some thread
         self.hits = self.misses = self.evictions = 0
 
     @property
@@ -41,21 +43,36 @@ class RecomputeCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get_or_compute(self, key: tuple, compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def contains(self, key: tuple) -> bool:
         with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return self._entries[key][0]
-            self.misses += 1
+            return key in self._entries
+
+    def get_or_compute(self, key: tuple, compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        while True:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return self._entries[key][0]
+                running = self._running.get(key)
+                if running is None:
+                    self._running[key] = threading.Event()
+                    self.misses += 1
+                    break
+            running.wait()  # another thread is computing it: take its result (or compute, if it was not kept)
+        try:
             parts = compute()
             size = storage_bytes(parts.values())
-            if size <= self.limit_bytes:
-                self._entries[key] = (parts, size)
-                while self.bytes > self.limit_bytes:
-                    self._entries.popitem(last=False)
-                    self.evictions += 1
+            with self._lock:
+                if size <= self.limit_bytes:
+                    self._entries[key] = (parts, size)
+                    while sum(s for _, s in self._entries.values()) > self.limit_bytes:
+                        self._entries.popitem(last=False)
+                        self.evictions += 1
             return parts
+        finally:
+            with self._lock:
+                self._running.pop(key).set()
 
     def clear(self) -> None:
         with self._lock:

@@ -96,6 +96,14 @@ class Step:
             return self.parts[k][b - self.offsets[k]]
         return self.sources[k].get()[self.name][b - self.offsets[k]]
 
+    def ready(self, batch: int) -> bool:
+        """Whether item(batch) can be read without rerunning a sublayer (held, or its rerun is in the cache)."""
+        if self.sources is None or "batch" not in self.dims:
+            return self.sources is None
+        k = bisect_right(self.offsets, min(max(batch, 0), self.size[0] - 1)) - 1
+        source = self.sources[k]
+        return source.cache.contains((source.key,))
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self.size

@@ -40,6 +40,7 @@ class OverviewView(View):
         self.widgets: dict[str, HeatmapWidget] = {}
         self._maps: dict[str, Heatmap] = {}
         self._key = None
+        self._prepared: dict = {}  # (id(trace), batch) → mosaics made by preparation(), taken by refresh()
         self.grid_dims: tuple[int, int] = (0, 0)  # (rows, columns) of the mosaics now
         self._placed: list[str] = []
         self._resize_watch = _OnResize(self.grid_host, self._arrange)
@@ -96,6 +97,19 @@ class OverviewView(View):
             li, head = cell
             self.main.go_to_step(mosaic.extra["steps"][li], head=head)
 
+    def preparation(self, trace, batch: int) -> list:
+        """The window runs this off the UI thread before refresh(): the mosaics of every attention map of one
+        batch item (a long run recomputes each sublayer for them; they keep only the shrunk maps)."""
+        key = (id(trace), batch)
+        if key == self._key or key in self._prepared or all(s.ready(batch) for s in trace.attention_steps()):
+            return []  # drawn already, prepared already, or nothing to recompute: refresh() reads held maps
+
+        def prepare() -> None:
+            maps = {k: m for k in attention_types(trace) if (m := overview_mosaic(trace, k, batch, TILE)) is not None}
+            self._prepared = {key: maps}
+
+        return [prepare]
+
     def refresh(self) -> None:
         trace = self.main.current_trace()
         batch = self.main.current_batch()
@@ -104,11 +118,10 @@ class OverviewView(View):
         key = (id(trace), batch)
         if key != self._key:
             self._key = key
-            self._maps = {}
-            for kind in kinds:
-                mosaic = overview_mosaic(trace, kind, batch, TILE)
-                if mosaic is not None:
-                    self._maps[kind] = mosaic
+            prepared = self._prepared.pop(key, None)
+            if prepared is None:  # the maps are all held (or the window did not ask for a preparation)
+                prepared = {k: m for k in kinds if (m := overview_mosaic(trace, k, batch, TILE)) is not None}
+            self._maps = prepared
             for kind, w in self.widgets.items():
                 w.setVisible(kind in self._maps)
             for kind, mosaic in self._maps.items():

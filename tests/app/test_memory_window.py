@@ -17,7 +17,8 @@ def test_status_bar_shows_the_trace_and_the_recomputed_interiors(qtbot, make_win
     lazy = [s for s in trace if not s.stored]  # paper at 70 tokens: Q/K/V, FFN hidden, logits are recomputed
     assert {"qkv", "ffn_hidden", "probabilities"} <= {s.kind for s in lazy}
     assert w.memory_status.text().startswith("Memory: trace ") and "budget" in w.memory_status.text()
-    w.go_to(lazy[0].index)  # shown: its sublayer is recomputed for batch item 1 and cached
+    w.go_to(lazy[0].index)  # shown: its sublayer is recomputed for batch item 1 (off the UI thread) and cached
+    qtbot.waitUntil(lambda: lazy[0].ready(0) and not w.is_busy(), timeout=30_000)
     assert trace.cache.misses >= 1 and trace.cache.bytes > 0
     assert "recomputed" in w.memory_status.text()
 
@@ -56,3 +57,44 @@ def test_comparing_counts_the_changed_runs_trace_against_the_budget():
         compute(RunRequest(1, memory_budget=fits_one, **ask), {})
     result = compute(RunRequest(2, memory_budget=one_run + 4 * trace.stored_bytes(), **ask), {})
     assert result.before is not None and result.trace.interventions
+
+
+def test_recomputing_a_step_never_runs_on_the_ui_thread(qtbot, make_window):
+    import threading
+
+    w = make_window(source=LONG, target=LONG, model="paper")
+    run_and_wait(qtbot, w)
+    trace = w.current_trace()
+    threads = []
+    compute = trace.cache.get_or_compute
+
+    def recorded(key, fn):
+        return compute(key, lambda: (threads.append(threading.current_thread()), fn())[1])
+
+    trace.cache.get_or_compute = recorded
+    lazy = [s for s in trace if not s.stored and s.kind in ("qkv", "ffn_hidden")]
+    for step in lazy[:3]:  # step onto three sublayers the trace did not keep
+        w.go_to(step.index)
+        qtbot.waitUntil(lambda step=step: step.ready(0) and not w.is_busy(), timeout=30_000)
+        assert w.current_step() is step
+    assert len(threads) >= 3 and threading.main_thread() not in threads
+
+
+def test_the_overview_of_a_long_run_is_prepared_off_the_ui_thread(qtbot, make_window):
+    import threading
+
+    from app.views.overview_view import OverviewView
+
+    w = make_window(source=LONG * 2, target=LONG * 2, model="paper")  # about 140 tokens: attention maps not kept
+    run_and_wait(qtbot, w)
+    trace = w.current_trace()
+    assert not any(s.stored for s in trace.attention_steps())
+    threads = []
+    compute = trace.cache.get_or_compute
+    trace.cache.get_or_compute = lambda key, fn: compute(key, lambda: (threads.append(threading.current_thread()),
+                                                                       fn())[1])  # fmt: skip
+    view = next(v for v in w.views if isinstance(v, OverviewView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=60_000)
+    assert set(view._maps) == {"encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"}
+    assert threads and threading.main_thread() not in threads

@@ -141,6 +141,7 @@ def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
         trace = w.current_trace()
         assert len(trace.source_tokens[0]) == 512, w.message_text()
         w.go_to_step("encoder.0.self_attn.weights")
+        qtbot.waitUntil(lambda: not w.is_busy(), timeout=30_000)  # its sublayer is recomputed, then drawn
         ticks = w.views[0].heatmap.plot.getAxis("bottom")._tickLevels[0]
         assert 0 < len(ticks) < 512  # thinned to what fits
         assert "' word' (src_pos 300)" in w.views[0].heatmap.describe_cell(0, 300)

@@ -183,3 +183,25 @@ def test_csv_files_of_every_step_are_planned_from_shapes_and_filled_when_written
     while run.step():
         assert cache.bytes <= cache.limit_bytes
     assert len(run.finish().files) == len(tasks) == sum(len(matrix_slots(s, 1)) for s in trace)
+
+
+def test_two_threads_asking_for_the_same_interior_compute_it_once():
+    import threading
+    import time
+
+    cache = RecomputeCache()
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return {"x": torch.ones(4)}
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get_or_compute(("k",), slow))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    assert not cache.contains(("k",))  # asking what is there never waits for a computation
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and results[0] is results[1] and cache.contains(("k",))

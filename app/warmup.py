@@ -1,0 +1,41 @@
+"""Recomputing off the UI thread: before the window shows a step whose sublayer a lazy trace did not keep, a
+WarmUp thread reruns that sublayer (scratchformer.trace: `step.item(b)` fills the trace's recompute cache), and
+the window draws once it is done. A view that reads many sublayers at once (the Overview) gives its own
+preparation, which runs in the same thread. The UI thread then only reads what is ready; it never runs the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QThread, Signal
+
+from scratchformer.trace import Step
+
+from .gc_guard import no_collection_in_this_thread
+
+
+def step_work(steps: list[Step], batch: int) -> list[Callable[[], object]]:
+    """What must run before these steps' batch item `batch` can be shown: one recompute per step not ready."""
+    return [lambda s=s: s.item(batch) for s in steps if not s.ready(batch)]
+
+
+class WarmUp(QThread):
+    """Runs `work` (functions of nothing) in order; `ready(error)` when done ("" or one sentence)."""
+
+    ready = Signal(str)
+
+    def __init__(self, work: list[Callable[[], object]], what: str, parent=None) -> None:
+        super().__init__(parent)
+        self.setObjectName("scratchformer-recompute")
+        self.work, self.what = work, what
+
+    def run(self) -> None:
+        error = ""
+        with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects on this thread
+            try:
+                for job in self.work:
+                    job()
+            except Exception as exc:  # noqa: BLE001 - the window says it in one sentence
+                error = f"Recomputing {self.what} failed: {exc}"
+        self.ready.emit(error)
