@@ -115,6 +115,19 @@ def wait_for_run(window, timeout_s: float = RUN_TIMEOUT_S) -> bool:
     return not window.is_busy() and window.current_result() is not None
 
 
+def drawn(window, timeout_s: float = RUN_TIMEOUT_S) -> None:
+    """Process events until the window is neither running nor recomputing a step, then once more so it paints
+    (benchmarks time a step change up to here)."""
+    from PySide6.QtWidgets import QApplication
+
+    deadline = time.monotonic() + timeout_s
+    QApplication.processEvents()
+    while window.is_busy() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.0005)
+    QApplication.processEvents()
+
+
 def screenshot(window, path: str, step: str | None) -> int:
     """Run, go to `step`, let the window paint, save it as a PNG. Returns the exit status."""
     from PySide6.QtWidgets import QApplication

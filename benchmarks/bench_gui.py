@@ -54,7 +54,8 @@ CPU_TIMES: list[float] = []  # process CPU seconds of each redraw (robust agains
 
 
 def redraw_times(window, n: int) -> list[float]:
-    from PySide6.QtWidgets import QApplication
+
+    from app.main import drawn  # until the step is drawn, a recompute off the UI thread included
 
     visible = window.visible_steps()
     stride = max(1, len(visible) // n)
@@ -66,7 +67,7 @@ def redraw_times(window, n: int) -> list[float]:
         STORED.append(trace[i].stored)  # a long run's large interiors are recomputed when first shown
         t, c = time.perf_counter(), time.process_time()
         window.go_to(i)
-        QApplication.processEvents()  # paints the window (offscreen platform)
+        drawn(window)
         times.append(time.perf_counter() - t)
         CPU_TIMES.append(time.process_time() - c)
     return times
@@ -82,12 +83,12 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from app.main import _application, wait_for_run
+    from app.main import _application, drawn, wait_for_run
     from app.settings import AppSettings
     from app.window import MainWindow
     from app.worker import RunRequest, compute
 
-    app = _application()
+    app = _application()  # noqa: F841 (the QApplication must stay referenced)
     # Forward + trace (the worker's whole job: tokenize, forward with trace, per-step statistics).
     compute(RunRequest(0, "paper", "cpu", "warm up"), {})
     from app import worker
@@ -133,7 +134,7 @@ def main() -> int:
             for i in attn:
                 t = time.perf_counter()
                 window.go_to(i)
-                app.processEvents()
+                drawn(window)
                 attn_times.append(time.perf_counter() - t)
             median = statistics.median(times) * 1000
             print(f"redraw after a step change, {n_tokens:3d} tokens: median {median:6.1f} ms, "

@@ -135,7 +135,7 @@ def window(seq_len: int, batch: int) -> None:
     import torch
     from PySide6.QtCore import QTimer
 
-    from app.main import _application
+    from app.main import _application, drawn
     from app.settings import AppSettings
     from app.window import MainWindow
     from scratchformer.batching import read_text_file
@@ -184,7 +184,7 @@ def window(seq_len: int, batch: int) -> None:
             continue  # the output tab's vocab-wide maps are prepared in the worker
         t = time.perf_counter()
         w.go_to(i)
-        app.processEvents()
+        drawn(w)
         (stored if step.stored else recomputed).append(time.perf_counter() - t)
     p90 = sorted(recomputed)[int(0.9 * (len(recomputed) - 1))] if recomputed else 0.0
     print(f"  redraw after a step change: stored steps median {statistics.median(stored) * 1000:5.1f} ms "

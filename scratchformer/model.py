@@ -11,7 +11,8 @@ from .embeddings import Embeddings
 from .errors import UserError
 from .interventions import active_interventions
 from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
-from .trace import OutputSummary, RecomputeCache, Trace, active_tracer, merge_chunks, tracing
+from .lazy import OutputSummary, RecomputeCache
+from .trace import Trace, active_tracer, merge_chunks, tracing
 
 
 def _final_norm(norm: nn.Module | None, x: torch.Tensor, stack: str, pos: str, kind: str = "layernorm"

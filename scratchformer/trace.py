@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .interventions import active_interventions
-from .lazy import TOP_K, Held, OutputSummary, Recompute, RecomputeCache, storage_bytes  # noqa: F401 (re-exported)
+from .lazy import Held, OutputSummary, Recompute, RecomputeCache, storage_bytes
 
 KINDS = (
     "tokens", "embedding", "positional_encoding", "input", "mask", "qkv", "heads", "scores",

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.trace import RecomputeCache
+from scratchformer.lazy import RecomputeCache
 
 SMALL = dict(src_vocab_size=40, tgt_vocab_size=45, share_embeddings=False, d_model=16, n_heads=4,
              n_encoder_layers=2, n_decoder_layers=2, d_ff=32, max_len=64, dropout=0.0)
