@@ -1,8 +1,8 @@
 """Checkpoints: one directory with config.json, model.safetensors and the tokenizers — no pickle, no code.
 
 A training run's snapshots (`train --snapshots N`) are checkpoints too, in `<out>/snapshots/step-NNNNNN/`: config.json
-and model.safetensors only (float32, or float16 when trained with `--snapshot-dtype float16`; loaded back as
-float32). They share the tokenizers of the run's folder, which load_checkpoint finds two levels up.
+and model.safetensors only (float32; float16 or 8-bit rows with `--snapshot-dtype float16|int8`, see quantize.py;
+both loaded back as float32). They share the tokenizers of the run's folder, which load_checkpoint finds two levels up.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from safetensors.torch import load_model, save_model
 from .config import TransformerConfig
 from .errors import UserError
 from .model import Transformer
+from .quantize import is_int8, load_int8, save_int8
 from .tokenizers import TextTokenizer, gpt2_tokenizer
 
 CONFIG = "config.json"
@@ -76,7 +77,8 @@ def save_checkpoint(
 
     `keep`: entries of an existing `directory` that move into the new one (a run's resume/ and snapshots/);
     everything else in it is replaced. `dtype`: store the floating-point weights in this type (float16 halves
-    the file; load_checkpoint reads them back into the float32 model). `config_extra`: facts added to the saved
+    the file; torch.int8 quarters it, one scale per row, see quantize.py; load_checkpoint reads either back into
+    the float32 model). `config_extra`: facts added to the saved
     config's `extra` (not to the model's own config).
     """
     directory = Path(directory)
@@ -88,10 +90,13 @@ def save_checkpoint(
             config = copy.copy(config)
             config.extra = {**model.config.extra, **config_extra}
         config.save(tmp / CONFIG)
-        stored = model
-        if dtype is not None and any(p.dtype != dtype for p in model.parameters()):
-            stored = copy.deepcopy(model).to(device="cpu", dtype=dtype)  # deepcopy keeps tied weights tied
-        save_model(stored, str(tmp / WEIGHTS))
+        if dtype == torch.int8:
+            save_int8(model, tmp / WEIGHTS)
+        elif dtype is not None and any(p.dtype != dtype for p in model.parameters()):
+            # deepcopy keeps tied weights tied
+            save_model(copy.deepcopy(model).to(device="cpu", dtype=dtype), str(tmp / WEIGHTS))
+        else:
+            save_model(model, str(tmp / WEIGHTS))
         for sub, tok in ((SRC_TOK, src_tokenizer), (TGT_TOK, tgt_tokenizer)):
             if tok is not None and tok.kind != "gpt2-bpe":  # GPT-2's vocabulary ships with the package
                 tok.save(tmp / sub)
@@ -127,7 +132,11 @@ def load_checkpoint(
     config = TransformerConfig.load(directory / CONFIG)
     model = Transformer(config)
     try:
-        missing, unexpected = load_model(model, str(directory / WEIGHTS), strict=False, device=str(device))
+        weights = str(directory / WEIGHTS)
+        if is_int8(weights):
+            missing, unexpected = load_int8(model, weights)
+        else:
+            missing, unexpected = load_model(model, weights, strict=False, device=str(device))
     except (SafetensorError, OSError, ValueError) as exc:
         raise UserError(f"The weights in {directory / WEIGHTS} cannot be read (the file is damaged): {exc}.") from exc
     except RuntimeError as exc:  # shape mismatch

@@ -72,9 +72,15 @@ def add_parser(sub) -> None:
                    help="also keep the model at N steps spread over the run, denser early where attention forms "
                    "(each step twice the one before, the last at the end), in OUT/snapshots/step-NNNNNN/; open one "
                    "with --model OUT@step-NNNNNN (default 0: none)")
-    p.add_argument("--snapshot-dtype", choices=("float32", "float16"),
-                   help="the snapshots' stored weights (default float32; float16 halves their size and is read "
-                   "back as float32)")
+    p.add_argument("--snapshots-until", type=int, metavar="STEP",
+                   help="spread the snapshots over the first STEP updates instead of the whole run (the last at "
+                   "STEP), where attention forms early in a long run")
+    p.add_argument("--snapshot-dtype", choices=("float32", "float16", "int8"),
+                   help="the snapshots' stored weights (default float32; float16 halves their size, int8 — one "
+                   "scale per row — quarters it; both are read back as float32)")
+    p.add_argument("--weights-dtype", choices=("float32", "float16"),
+                   help="the trained model's stored weights (default float32; float16 halves the file and is read "
+                   "back as float32; the resume state stays float32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--progress-json", metavar="FILE",
                    help="also write the progress as JSON lines to FILE ('-' for stdout): start, step (at most a few "
@@ -84,13 +90,15 @@ def add_parser(sub) -> None:
 _FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
            "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads", "precision",
            "max_minutes", "max_steps", "name", "align_weight", "align_layer", "align_head", "snapshots",
-           "snapshot_dtype")
+           "snapshots_until", "snapshot_dtype", "weights_dtype")
 
 
 def options_from_args(args: argparse.Namespace) -> TrainOptions:
     given = {f: getattr(args, f) for f in _FIELDS}
     if given["snapshots"] is not None and given["snapshots"] < 0:
         raise UserError(f"--snapshots must be 0 or more, not {given['snapshots']}.")
+    if given["snapshots_until"] is not None and given["snapshots_until"] < 1:
+        raise UserError(f"--snapshots-until must be a step of 1 or more, not {given['snapshots_until']}.")
     if args.no_resume_state:
         given["resume_state"] = False
     if args.resume:

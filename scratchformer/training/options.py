@@ -45,9 +45,14 @@ class TrainOptions:
     align_head: int = 0
     name: str | None = None
     # Snapshots (see snapshots.py): keep the model at this many steps spread over the run, denser early, in
-    # <out>/snapshots/step-NNNNNN/; their weights as float32 or float16 (half the size, loaded back as float32).
+    # <out>/snapshots/step-NNNNNN/ — over the first `snapshots_until` steps when given; their weights as float32,
+    # float16 (half the size) or int8 rows (a quarter, quantize.py), all loaded back as float32.
     snapshots: int = 0
+    snapshots_until: int | None = None
     snapshot_dtype: str = "float32"
+    # The model's own checkpoint in <out>: float32, or float16 (half the size, loaded back as float32). The
+    # resume state stays float32 whatever this says.
+    weights_dtype: str = "float32"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -41,6 +41,9 @@ from .options import TrainOptions, build_config
 RESUME_DIR = "resume"
 STATE_FILE, OPTIMIZER_FILE = "trainer_state.json", "optimizer.safetensors"
 TRAINING_FILE = "training.json"  # in <out>: the command, options, history, loss curve and snapshots
+# How checkpoints store their weights (None: as trained, float32); both are read back into a float32 model.
+SNAPSHOT_DTYPES = {"float32": None, "float16": torch.float16, "int8": torch.int8}
+WEIGHTS_DTYPES = {"float32": None, "float16": torch.float16}
 KEEP = (RESUME_DIR, SNAPSHOTS)  # what a new best checkpoint in <out> keeps of the folder it replaces
 
 
@@ -100,7 +103,7 @@ class Trainer:
     @functools.cached_property
     def snapshot_steps(self) -> list[int]:
         """The steps after which the model is kept (--snapshots N, spread geometrically; see snapshots.py)."""
-        return schedule.snapshot_steps(self.planned_steps, self.opts.snapshots)
+        return schedule.snapshot_steps(self.planned_steps, self.opts.snapshots, self.opts.snapshots_until)
 
     def validated(self) -> tuple[float, float]:
         """validate() on the validation split, once per step (a snapshot at an epoch's last step shares it)."""
@@ -438,8 +441,10 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distribu
     device = dist.device(opts.device)
     if opts.precision not in ("fp32", "bf16"):
         raise UserError(f"Unknown precision {opts.precision!r}; use fp32 or bf16.")
-    if opts.snapshot_dtype not in ("float32", "float16"):
-        raise UserError(f"Unknown snapshot dtype {opts.snapshot_dtype!r}; use float32 or float16.")
+    if opts.snapshot_dtype not in SNAPSHOT_DTYPES:
+        raise UserError(f"Unknown snapshot dtype {opts.snapshot_dtype!r}; use float32, float16 or int8.")
+    if opts.weights_dtype not in WEIGHTS_DTYPES:
+        raise UserError(f"Unknown weights dtype {opts.weights_dtype!r}; use float32 or float16.")
     if opts.precision == "bf16" and device.type != "cuda":
         # CPU bf16 autocast exists, but on most CPUs it is slower than float32 and saves nothing that matters
         # at the sizes trained on a CPU; the option is for GPUs' bf16 tensor cores.
@@ -517,7 +522,8 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
             return
         if best:
             save_checkpoint(out, t.model, t.data.src_tokenizer, t.data.tgt_tokenizer,
-                            extra_files={TRAINING_FILE: _json_text(summary("running"))}, keep=KEEP)
+                            extra_files={TRAINING_FILE: _json_text(summary("running"))}, keep=KEEP,
+                            dtype=WEIGHTS_DTYPES[opts.weights_dtype])
         if opts.resume_state:
             t.save_state(out / RESUME_DIR)
         tell({"event": "epoch", **dataclasses.asdict(result)})
@@ -560,8 +566,7 @@ def _write_json(path: Path, data: dict) -> None:
 def _save_snapshot(trainer: Trainer, out: Path, entry: dict, record: dict) -> None:
     """Rank 0: the model as it stands, in <out>/snapshots/step-NNNNNN/ (config + weights; the tokenizers are the
     run's), then training.json with the snapshot listed."""
-    dtype = {"float32": None, "float16": torch.float16}[trainer.opts.snapshot_dtype]
-    save_checkpoint(out / entry["path"], trainer.model, None, None, dtype=dtype,
+    save_checkpoint(out / entry["path"], trainer.model, None, None, dtype=SNAPSHOT_DTYPES[trainer.opts.snapshot_dtype],
                     config_extra={"training_step": entry["step"]})
     _write_json(out / TRAINING_FILE, record)
 
@@ -570,13 +575,15 @@ def _write_final(trainer: Trainer, out: Path, opts: TrainOptions, stop: str, sum
     """Rank 0 after training: the last snapshot (if it is not kept yet), the resume state (unless finished), a
     checkpoint if none yet, the summary."""
     trainer.flush_curve()
-    if opts.snapshots and trainer.step and not any(s["step"] == trainer.step for s in trainer.snapshots):
-        # stopped before the planned last step (--max-minutes, Ctrl-C): keep where it stands, validated here alone
+    last_planned = max(trainer.snapshot_steps, default=0)
+    if trainer.step and trainer.step < last_planned and not any(s["step"] == trainer.step for s in trainer.snapshots):
+        # stopped before the last planned snapshot (--max-minutes, Ctrl-C): keep where it stands, validated here alone
         trainer.take_snapshot(lambda t, entry: _save_snapshot(t, out, entry, summary(stop)), local=True)
     if stop != "finished" and opts.resume_state:
         trainer.save_state(out / RESUME_DIR)
     if not is_checkpoint(out):  # stopped before the first validation: keep what there is
-        save_checkpoint(out, trainer.model, trainer.data.src_tokenizer, trainer.data.tgt_tokenizer, keep=KEEP)
+        save_checkpoint(out, trainer.model, trainer.data.src_tokenizer, trainer.data.tgt_tokenizer, keep=KEEP,
+                        dtype=WEIGHTS_DTYPES[opts.weights_dtype])
         if opts.resume_state:
             trainer.save_state(out / RESUME_DIR)
     result = summary(stop)

@@ -199,6 +199,75 @@ def test_float16_snapshots_load_back_as_float32(tmp_path):
     assert next(model.parameters()).dtype == torch.float32  # the model itself was not converted
 
 
+def test_int8_snapshots_are_a_quarter_the_size_and_load_back_close_to_the_float32_weights(tmp_path):
+    from scratchformer.config import TransformerConfig
+    from scratchformer.model import Transformer
+    from scratchformer.quantize import SCALE, is_int8
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(d_model=64, n_heads=2, d_ff=128, n_encoder_layers=1, n_decoder_layers=1,
+                                          src_vocab_size=200, tgt_vocab_size=200, max_len=16, tie_output=True))
+    path = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000001", model, None, None, dtype=torch.int8)
+    full = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000002", model, None, None)
+    weights = path / "model.safetensors"
+    assert is_int8(weights) and not is_int8(full / "model.safetensors")
+    stored = load_file(str(weights))
+    matrices = [n for n, t in stored.items() if t.dtype == torch.int8]
+    assert matrices and all(n + SCALE in stored for n in matrices)
+    assert weights.stat().st_size < 0.3 * (full / "model.safetensors").stat().st_size
+    loaded, _, _ = load_checkpoint(path)
+    assert loaded.generator.proj.weight is loaded.tgt_embed.tokens.weight  # the tie survives the round trip
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert b.dtype == torch.float32, name
+        row_max = a.abs().reshape(a.shape[0], -1).amax(1).reshape(-1, *[1] * (a.dim() - 1)) if a.dim() > 1 else None
+        bound = row_max / 127 / 2 + 1e-7 if row_max is not None else a.abs() * 1e-3 + 1e-6  # half a step / float16
+        assert ((a - b).abs() <= bound).all(), name
+    src = torch.tensor([[5, 9, 17, 3]])
+    tgt = torch.tensor([[1, 8, 12]])
+    with torch.no_grad():
+        p_full, p_int8 = (m.eval()(src, tgt).softmax(-1) for m in (model, loaded))
+    assert (p_full - p_int8).abs().max() < 2e-3  # what a viewer shows does not visibly change
+
+
+def test_a_damaged_int8_snapshot_gets_one_sentence(tmp_path):
+    from scratchformer.config import TransformerConfig
+    from scratchformer.model import Transformer
+
+    model = Transformer(TransformerConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
+                                          src_vocab_size=50, tgt_vocab_size=50, max_len=8))
+    path = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000001", model, None, None, dtype=torch.int8)
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(UserError, match="cannot be read"):
+        load_checkpoint(path)
+
+
+def test_snapshots_until_a_step_int8_snapshots_and_float16_weights(tmp_path):
+    assert snapshot_steps(2030, 4, until=256) == [32, 64, 128, 256]
+    assert snapshot_steps(300, 4, until=5000) == snapshot_steps(300, 4)
+    tsv = _copy_tsv(tmp_path / "c.tsv", 300)
+    out = tmp_path / "early"
+    assert main(["train", "--data", str(tsv), "--out", str(out), "--max-steps", "120", "--snapshots", "3",
+                 "--snapshots-until", "60", "--snapshot-dtype", "int8", "--weights-dtype", "float16",
+                 *TINY]) == 0
+    found = snapshot_dirs(out)
+    assert list(found) == [15, 30, 60]  # none at the final step 120: the model itself is that
+    record = json.loads((out / "training.json").read_text(encoding="utf-8"))
+    assert record["steps"] == 120 and [s["step"] for s in record["snapshots"]] == [15, 30, 60]
+    assert {t.dtype for t in load_file(str(out / "model.safetensors")).values()} == {torch.float16}
+    assert torch.int8 in {t.dtype for t in load_file(str(found[60] / "model.safetensors")).values()}
+    final = load_model(str(out))
+    assert next(final.model.parameters()).dtype == torch.float32
+    snap = load_model(f"{out}@step-000060")
+    assert snap.src_tokenizer.vocab_size == final.src_tokenizer.vocab_size
+
+
+def test_train_refuses_a_snapshot_span_below_one(tmp_path, capsys):
+    assert main(["train", "--task", "copy", "--out", str(tmp_path / "o"), "--snapshots", "3",
+                 "--snapshots-until", "0"]) == 2
+    assert "--snapshots-until must be a step of 1 or more" in capsys.readouterr().err
+
+
 def test_train_refuses_a_negative_snapshot_count(tmp_path, capsys):
     assert main(["train", "--task", "copy", "--out", str(tmp_path / "o"), "--snapshots", "-1"]) == 2
     assert "--snapshots must be 0 or more" in capsys.readouterr().err
