@@ -294,6 +294,24 @@ def test_bundled_snapshots_load_and_show_attention_forming(name):
     assert last.tgt_tokenizer.token_strings(ids) == (digits if name == "copy" else digits[::-1])
 
 
+def test_bundled_en_hi_snapshots_show_its_word_alignment_forming():
+    from scratchformer.quantize import is_int8
+    from scratchformer.tasks import load_task_splits
+
+    snaps = snapshots_of("en-hi")
+    steps = [s.step for s in snaps]
+    record = json.loads((snaps[0].path.parent.parent / "training.json").read_text(encoding="utf-8"))
+    assert len(snaps) >= 4 and steps == sorted(steps) and [s["step"] for s in record["snapshots"]] == steps
+    assert steps[-1] < record["steps"] / 4  # early in the run, where the alignment forms; the model shows the rest
+    assert all(is_int8(s.path / "model.safetensors") for s in snaps)
+    pairs = load_task_splits("en-hi")["test"][:64]
+    first, last, final = (load_model(spec) for spec in (snaps[0].spec, snaps[-1].spec, "en-hi"))
+    results = [evaluate(b, pairs, "test") for b in (first, last, final)]
+    guided = [r.head_accuracy[1][0] for r in results]  # decoder layer 2, head 1: the guided-alignment head
+    assert guided[0] < 0.5 < 0.9 < guided[1] <= guided[2] + 0.05
+    assert results[0].exact_match == 0 < results[1].exact_match < results[2].exact_match
+
+
 def test_a_bundled_snapshot_in_the_trace_command(capsys):
     step = snapshots_of("reverse")[-1].step
     assert main(["trace", "--model", f"reverse@step-{step:06d}", "--source", "3 1 4", "--json"]) == 0
