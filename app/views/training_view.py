@@ -29,6 +29,7 @@ from scratchformer.plotdata import (
     ATTENTION_TITLES,
     Heatmap,
     attention_types,
+    guided_head,
     peaked_head,
     snapshot_heatmap,
     training_curves,
@@ -52,6 +53,7 @@ class SnapshotRun:
     step: int
     trace: object  # scratchformer.trace.Trace
     output: str  # the snapshot's greedy output ("" for models that cannot generate)
+    guided: tuple[int, int] | None = None  # (decoder layer, head) trained with guided alignment, if any
 
 
 class _SnapshotJob(QThread):
@@ -74,7 +76,7 @@ class _SnapshotJob(QThread):
                 output = inputs.translation
                 if inputs.decoder_input != "generated" and bundle.can_generate and self.target.strip():
                     output = bundle.prepare_run(self.source, "", truncate=True).translation
-                result = SnapshotRun(self.snapshot.step, trace, output)
+                result = SnapshotRun(self.snapshot.step, trace, output, guided_head(bundle.config))
             except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
                 self.failed.emit(self.generation, friendly_error(exc))
                 return
@@ -113,32 +115,39 @@ class TrainingView(View):
         self.slider.valueChanged.connect(lambda _v: self._select())
         bar.addWidget(self.slider, 1)
         self.step_label = QLabel()
+        self.step_label.setMinimumWidth(260)  # "step 128 (3 of 4) · valid loss 2.390 · accuracy 57%" without jumps
         bar.addWidget(self.step_label)
+        choose = QHBoxLayout()  # a second row, so the tab fits beside the diagram and the explanation
+        choose.addWidget(QLabel("attention"))
         self.type_box = QComboBox()
         self.type_box.setToolTip("Which attention to show")
         self.type_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.type_box.currentIndexChanged.connect(lambda _i: self._type_changed())
-        bar.addWidget(self.type_box)
-        bar.addWidget(QLabel("layer"))
+        choose.addWidget(self.type_box)
+        choose.addWidget(QLabel("layer"))
         self.layer_box = QComboBox()
         self.layer_box.currentIndexChanged.connect(lambda _i: self._draw())
-        bar.addWidget(self.layer_box)
-        bar.addWidget(QLabel("head"))
+        choose.addWidget(self.layer_box)
+        choose.addWidget(QLabel("head"))
         self.head_box = QComboBox()
         self.head_box.activated.connect(lambda _i: setattr(self, "_head_chosen", True))
         self.head_box.currentIndexChanged.connect(lambda _i: self._draw())
-        bar.addWidget(self.head_box)
+        choose.addWidget(self.head_box)
+        choose.addStretch(1)
         self.inspect_button = QPushButton("Inspect this snapshot")
         self.inspect_button.setToolTip("Run the chosen snapshot in the window: the stepper and every tab follow it")
         self.inspect_button.clicked.connect(self.inspect_snapshot)
-        bar.addWidget(self.inspect_button)
+        choose.addWidget(self.inspect_button)
         self.export_button = QPushButton("Export…")
         self.export_button.setToolTip("Save the chosen map over training: an animation (GIF, APNG) or a grid of "
                                       "small multiples (PNG, SVG, PDF)")
         self.export_button.clicked.connect(lambda: self.export_snapshots())
-        bar.addWidget(self.export_button)
+        choose.addWidget(self.export_button)
         self.controls = QWidget()
-        self.controls.setLayout(bar)
+        rows = QVBoxLayout(self.controls)
+        rows.setContentsMargins(0, 0, 0, 0)
+        rows.addLayout(bar)
+        rows.addLayout(choose)
         layout.addWidget(self.controls)
 
         self.empty = placeholder(NO_SNAPSHOTS)
@@ -375,7 +384,7 @@ class TrainingView(View):
         if key == self._key():
             if not self._head_chosen and self._snapshots and run.step == self._snapshots[-1].step:
                 kind = self.type_box.currentData() or CROSS
-                head = peaked_head(run.trace, kind, self.layer_box.currentIndex())
+                head = peaked_head(run.trace, kind, self.layer_box.currentIndex(), run.guided)
                 self.head_box.blockSignals(True)
                 self.head_box.setCurrentIndex(min(head, self.head_box.count() - 1))
                 self.head_box.blockSignals(False)

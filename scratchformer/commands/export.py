@@ -50,7 +50,8 @@ def add_parser(sub) -> None:
     g.add_argument("--attention", choices=list(ATTENTION_NAMES),
                    help="which attention to follow (default cross, else the model's last kind)")
     g.add_argument("--layer", type=int, help="layer, counted from 1 (default the last)")
-    g.add_argument("--head", type=int, help="head, counted from 1 (default the most peaked head of the last snapshot)")
+    g.add_argument("--head", type=int, help="head, counted from 1 (default the most aligned head of the last "
+                   "snapshot: the guided one if the model was trained with guided alignment)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bundle import bundled_models, load_model, snapshots_of, split_snapshot
+from ..checkpoint import CONFIG
+from ..config import TransformerConfig
 from ..errors import UserError
-from ..plotdata import ATTENTION_TITLES, Heatmap, attention_types, peaked_head, snapshot_heatmap
+from ..plotdata import ATTENTION_TITLES, Heatmap, attention_types, guided_head, peaked_head, snapshot_heatmap
 from ..plotdata.training import CROSS, attention_layers, training_record
 from ..trace import Trace
 from .figure import Figure
@@ -120,9 +122,11 @@ def _run(spec: str, source: str, target: str, start_only: bool, truncate: bool, 
     return trace, output
 
 
-def _choose(trace: Trace, attention_type: str | None, layer: int | None, head: int | None) -> tuple[str, int, int]:
+def _choose(trace: Trace, attention_type: str | None, layer: int | None, head: int | None,
+            guided: tuple[int, int] | None = None) -> tuple[str, int, int]:
     """Validate (type, layer, head) against a trace; the defaults are cross-attention (else the last type
-    present), the last layer and the most peaked head, as in the Training tab."""
+    present), the last layer and the most aligned head (`guided`, else by alignment_scores), as in the Training
+    tab."""
     types = attention_types(trace)
     if not types:
         raise UserError("This model has no attention maps to follow over training.")
@@ -137,7 +141,7 @@ def _choose(trace: Trace, attention_type: str | None, layer: int | None, head: i
     if not 0 <= layer < n_layers:
         raise UserError(f"Layer {layer + 1} does not exist; this model has layers 1 to {n_layers}.")
     n_heads = next(s.shape[1] for s in trace.attention_steps() if s.attention_type == attention_type)
-    head = peaked_head(trace, attention_type, layer) if head is None else head
+    head = peaked_head(trace, attention_type, layer, guided) if head is None else head
     if not 0 <= head < n_heads:
         raise UserError(f"Head {head + 1} does not exist; this model has heads 1 to {n_heads}.")
     return attention_type, layer, head
@@ -147,8 +151,9 @@ def snapshot_series(spec: str, source: str, target: str = "", attention_type: st
                     layer: int | None = None, head: int | None = None, *, start_only: bool = False,
                     truncate: bool = False, device: str = "cpu", progress: Progress | None = None) -> SnapshotSeries:
     """Run the input through every snapshot of `spec`'s model and through the final model (the last frame).
-    Layer and head count from 0; None picks the Training tab's default (the last layer, and the most peaked
-    head of the last snapshot). A model without snapshots is a UserError with one sentence."""
+    Layer and head count from 0; None picks the Training tab's default (the last layer, and the most aligned
+    head of the last snapshot: the guided one if the model had guided alignment). A model without snapshots is a
+    UserError with one sentence."""
     base, _ = split_snapshot(spec)
     snaps = snapshots_of(base)
     if not snaps:
@@ -165,7 +170,8 @@ def snapshot_series(spec: str, source: str, target: str = "", attention_type: st
     final_trace, final_output = _run(base, source, target, start_only, truncate, device)
     if progress is not None:
         progress(total, total)
-    kind, layer, head = _choose(runs[-1][0], attention_type, layer, head)
+    guided = guided_head(TransformerConfig.load(snaps[-1].path / CONFIG))
+    kind, layer, head = _choose(runs[-1][0], attention_type, layer, head, guided)
 
     name = _display_name(base)
     series = SnapshotSeries(name, source.strip(), target.strip(), kind, layer, head)

@@ -78,7 +78,15 @@ from .stats import (
     TensorStats,
     tensor_stats,
 )
-from .training import TrainingCurves, peaked_head, snapshot_heatmap, training_curves, training_record  # noqa: F401 (exported; __all__ lists the older names)
+from .training import (  # noqa: F401 (exported; __all__ lists the older names)
+    TrainingCurves,
+    alignment_scores,
+    guided_head,
+    peaked_head,
+    snapshot_heatmap,
+    training_curves,
+    training_record,
+)
 
 __all__ = [
     "ATTENTION_TITLES",

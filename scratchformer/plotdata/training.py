@@ -95,18 +95,40 @@ def attention_layers(trace: Trace, attention_type: str) -> int:
     return len([s for s in trace.attention_steps() if s.attention_type == attention_type])
 
 
-def peaked_head(trace: Trace, attention_type: str = CROSS, layer: int = -1) -> int:
-    """The head whose rows are most peaked (highest mean over rows of the row's maximum weight): the most
-    "aligned" head of that layer. layer -1: the last one. 0 when the trace has no such step."""
+def alignment_scores(weights: np.ndarray) -> np.ndarray:
+    """How much each head of one attention map (H, Q, K) looks like an alignment: the mean over rows of the row's
+    largest weight (peaked rows), times the share of distinct key positions those peaks land on (rows that point
+    at different tokens, not all at one). A head that copies or reorders scores near 1; a uniform head 1/K; a
+    head whose every row stares at the same token 1/min(Q, K)."""
+    weights = np.nan_to_num(weights, nan=0.0)  # (H, Q, K)
+    peaks = weights.max(axis=-1).mean(axis=-1)  # (H,)
+    spread = np.array([len(np.unique(head.argmax(axis=-1))) for head in weights]) / min(weights.shape[1:])  # (H,)
+    return peaks * spread
+
+
+def peaked_head(trace: Trace, attention_type: str = CROSS, layer: int = -1,
+                guided: tuple[int, int] | None = None) -> int:
+    """The Training tab's default head: the most "aligned" head of that layer (layer -1: the last). `guided`:
+    the (decoder layer, head) a model was trained to align with (config extra "guided_alignment"), chosen for
+    its own cross-attention layer; otherwise the head with the best alignment_scores. 0 when the trace has no
+    such step."""
     n = attention_layers(trace, attention_type)
     if n == 0:
         return 0
+    if guided is not None and attention_type == CROSS and guided[0] == layer % n:
+        return guided[1]
     step = trace.find(attention_step_name(attention_type, layer % n))
     if step is None:
         return 0
-    weights = step.item(0).float().numpy()  # (H, Q, K)
-    scores = np.nan_to_num(weights, nan=0.0).max(axis=-1).mean(axis=-1)  # (H,)
-    return int(np.argmax(scores))
+    return int(np.argmax(alignment_scores(step.item(0).float().numpy())))
+
+
+def guided_head(config) -> tuple[int, int] | None:
+    """(decoder layer, head) of a model trained with guided alignment, from its config; None otherwise."""
+    guided = config.extra.get("guided_alignment") if config is not None else None
+    if not guided or not 0 <= guided.get("layer", -1) < config.n_decoder_layers:
+        return None
+    return int(guided["layer"]), int(guided.get("head", 0))
 
 
 def snapshot_heatmap(trace: Trace, attention_type: str = CROSS, layer: int = -1, head: int = 0,

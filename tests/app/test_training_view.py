@@ -9,7 +9,14 @@ import pytest
 from app.views.training_view import NO_SNAPSHOTS, TrainingView
 from scratchformer.bundle import load_model, snapshots_of
 from scratchformer.decoding import greedy
-from scratchformer.plotdata import peaked_head, snapshot_heatmap, training_curves, training_record
+from scratchformer.plotdata import (
+    alignment_scores,
+    guided_head,
+    peaked_head,
+    snapshot_heatmap,
+    training_curves,
+    training_record,
+)
 from tests.app.conftest import run_and_wait
 
 SOURCE = "3 1 4 1 5"
@@ -33,7 +40,7 @@ def _tab(qtbot, window) -> TrainingView:
     return view
 
 
-def test_curves_and_peaked_head_pure():
+def test_curves_and_the_default_head_pure():
     curves = training_curves(training_record("reverse@step-000334"))  # a snapshot spec reads its parent run
     assert len(curves.train_loss) > 10 and curves.valid_loss and curves.valid_token_accuracy
     assert curves.snapshot_steps == [s.step for s in snapshots_of("reverse")]
@@ -41,10 +48,32 @@ def test_curves_and_peaked_head_pure():
     bundle = load_model("reverse")
     _, trace = bundle.run(bundle.prepare_run(SOURCE))
     head = peaked_head(trace)
-    weights = trace.find("decoder.1.cross_attn.weights").tensor[0].float().numpy()
-    assert head == int(np.argmax(weights.max(-1).mean(-1)))
+    weights = trace.find("decoder.1.cross_attn.weights").tensor[0].float().numpy()  # (H, T, S)
+    digits = len(SOURCE.split())
+    # the chosen head reads the source backwards: the row that emits target digit i looks at source digit n-1-i
+    assert weights[head, :digits].argmax(-1).tolist() == list(range(digits - 1, -1, -1))
     hm = snapshot_heatmap(trace, head=head, caption="final")
     assert hm is not None and hm.title.startswith("final") and hm.values.shape == weights.shape[1:]
+
+
+def test_alignment_scores_prefer_heads_whose_rows_point_at_different_tokens():
+    eye = np.eye(4)
+    one_column = np.zeros((4, 4))
+    one_column[:, 2] = 1  # peaked, but every row stares at the same token
+    uniform = np.full((4, 4), 0.25)
+    scores = alignment_scores(np.stack([one_column, uniform, eye]))
+    assert scores.argmax() == 2 and scores[2] == 1.0
+    assert scores[1] < scores[0] == 0.25  # uniform rows are neither peaked nor spread (their argmax is one token)
+
+
+def test_en_hi_defaults_to_its_guided_head():
+    bundle = load_model("en-hi")
+    guided = guided_head(bundle.config)
+    assert guided == (1, 0)  # decoder layer 2, head 1: the head trained on the gold alignment
+    _, trace = bundle.run(bundle.prepare_run("the girl eats an apple"))
+    assert peaked_head(trace, guided=guided) == 0
+    assert peaked_head(trace, layer=0, guided=guided) == peaked_head(trace, layer=0)  # other layers: by score
+    assert guided_head(load_model("reverse").config) is None
 
 
 def test_slider_changes_map_and_output(qtbot, training_window):

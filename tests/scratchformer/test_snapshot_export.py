@@ -43,7 +43,7 @@ def test_series_has_a_frame_per_snapshot_and_the_final_model(series):
     assert final.final and final.spec == "reverse" and final.step == snaps[-1].step  # trained to the last snapshot
     assert final.caption.startswith("final · step ") and "valid loss" in final.caption
     assert series.frames[0].caption == f"step {snaps[0].step} · valid loss {snaps[0].valid_loss:.2f}"
-    # the Training tab's default: last decoder layer's cross-attention, the most peaked head of the last snapshot
+    # the Training tab's default: last decoder layer's cross-attention, the most aligned head of the last snapshot
     bundle = load_model(snaps[-1].spec)
     _, trace = bundle.run(bundle.prepare_run(SOURCE))
     assert (series.attention_type, series.layer) == ("decoder.cross_attn", 1)
