@@ -128,6 +128,7 @@ class _Panel:
     rotate: bool  # column labels drawn vertically
     title_h: float
     cell: float
+    title_w: float = 0.0  # the panel title's width, drawn from the map's left edge
 
     @property
     def heat_w(self) -> float:
@@ -139,7 +140,7 @@ class _Panel:
 
     @property
     def width(self) -> float:
-        return self.row_w + self.heat_w
+        return self.row_w + max(self.heat_w, self.title_w)  # a caption wider than its map never runs into the next
 
     @property
     def height(self) -> float:
@@ -161,7 +162,8 @@ def _panel(h: Heatmap, cell: float, fonts: _Fonts, with_title: bool) -> _Panel:
     rotate = widest_col + 2.0 > cell
     col_h = (widest_col if rotate else fm.height()) + 8.0 + fm.height()
     title_h = QFontMetricsF(fonts.panel).height() + 6.0 if with_title else 0.0
-    return _Panel(h, row_text, col_text, row_w, col_h, rotate, title_h, cell)
+    title_w = QFontMetricsF(fonts.panel).horizontalAdvance(h.title) + 10.0 if with_title else 0.0
+    return _Panel(h, row_text, col_text, row_w, col_h, rotate, title_h, cell, title_w)
 
 
 @dataclass

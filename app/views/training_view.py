@@ -148,6 +148,10 @@ class TrainingView(View):
         rows.setContentsMargins(0, 0, 0, 0)
         rows.addLayout(bar)
         rows.addLayout(choose)
+        self.reads_note = QLabel()
+        self.reads_note.setWordWrap(True)
+        self.reads_note.setStyleSheet("color: #555;")
+        rows.addWidget(self.reads_note)
         layout.addWidget(self.controls)
 
         self.empty = placeholder(NO_SNAPSHOTS)
@@ -221,7 +225,19 @@ class TrainingView(View):
             self._show_empty(True, "The Training tab runs one sentence; turn off the batch of windows.")
             return
         self._show_empty(False)
-        self._input = (result.request.source, result.request.target)
+        # Every snapshot reads the decoder input the window's model read, so the two maps' rows line up: the
+        # typed target, or else that model's own translation (teacher forcing); each snapshot's own greedy
+        # output is decoded separately for the output line.
+        target, note = result.request.target, ""
+        if target.strip():
+            note = "Both maps read the typed target as decoder input (teacher forcing)."
+        elif result.inputs.decoder_input == "generated" and result.inputs.translation.strip():
+            target = result.inputs.translation
+            note = (f"Both maps read the same decoder input, &lt;s&gt; {html.escape(target)} (the window's model's "
+                    "own translation), so their rows line up; each <b>output</b> line is what that model writes "
+                    "on its own.")
+        self.reads_note.setText(note)
+        self._input = (result.request.source, target)
         self._fill_selectors(result.trace)
         self._select()
 
@@ -479,7 +495,8 @@ class TrainingView(View):
         caption = f"step {snap.step}" + (f" · valid loss {snap.valid_loss:.3f}" if snap.valid_loss is not None else "")
         shown = snapshot_heatmap(run.trace, kind, layer, head, caption=caption)
         self.snapshot_map.set_heatmap(shown)
-        self.snapshot_output.setText(f"<b>output at step {snap.step}</b>: {html.escape(run.output)}")
+        own = html.escape(run.output) if run.output.strip() else "(nothing: it ends at once)"
+        self.snapshot_output.setText(f"<b>output at step {snap.step}</b>: {own}")
         self._maps = [m for m in (shown, final) if m is not None]
 
     # --- a run in progress (File › Train…) ------------------------------------------------------------------

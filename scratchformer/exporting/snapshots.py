@@ -26,7 +26,7 @@ from .figure import Figure
 
 # What --attention takes on the command line → the trace's attention type.
 ATTENTION_NAMES = {"cross": CROSS, "self": "encoder.self_attn", "decoder-self": "decoder.self_attn"}
-GRID_COLUMNS = 4  # small multiples per row: 7 maps (6 snapshots + final) make two rows, wide like a slide
+GRID_ONE_ROW = 5  # up to this many small multiples sit in one row; more take two rows (7 maps: 4 + 3), like a slide
 
 Progress = Callable[[int, int], None]  # (models run so far, models to run)
 
@@ -64,6 +64,7 @@ class SnapshotSeries:
     attention_type: str  # "decoder.cross_attn", …
     layer: int  # counted from 0
     head: int  # counted from 0
+    reads: str = ""  # the final model's translation, which every frame reads as decoder input ("" if typed)
     frames: list[SnapshotFrame] = field(default_factory=list)
 
     @property
@@ -79,6 +80,8 @@ class SnapshotSeries:
     @property
     def input_text(self) -> str:
         typed = f"  ·  target (teacher forcing): {self.target}" if self.target else ""
+        if self.reads:
+            typed = f"  ·  every frame reads the final model's translation: {self.reads}"
         return f"source: {self.source}{typed}"
 
     def stem(self) -> str:
@@ -162,19 +165,23 @@ def snapshot_series(spec: str, source: str, target: str = "", attention_type: st
         raise UserError(f"{base} has no training snapshots; train a model with `scratchformer train --snapshots N`"
                         f"{hint}.")
     total = len(snaps) + 1
-    runs: list[tuple[Trace, str]] = []
-    for i, snap in enumerate(snaps):
-        runs.append(_run(snap.spec, source, target, start_only, truncate, device))
-        if progress is not None:
-            progress(i + 1, total)
     final_trace, final_output = _run(base, source, target, start_only, truncate, device)
     if progress is not None:
-        progress(total, total)
+        progress(1, total)
+    # Every frame reads the same decoder input, so their rows line up: the typed target, or else the final
+    # model's translation (teacher forcing); each snapshot's own greedy output still goes in its frame.
+    reads = target if target.strip() or start_only else final_output
+    runs: list[tuple[Trace, str]] = []
+    for i, snap in enumerate(snaps):
+        runs.append(_run(snap.spec, source, reads, start_only, truncate, device))
+        if progress is not None:
+            progress(i + 2, total)
     guided = guided_head(TransformerConfig.load(snaps[-1].path / CONFIG))
     kind, layer, head = _choose(runs[-1][0], attention_type, layer, head, guided)
 
     name = _display_name(base)
-    series = SnapshotSeries(name, source.strip(), target.strip(), kind, layer, head)
+    series = SnapshotSeries(name, source.strip(), target.strip(), kind, layer, head,
+                            reads=reads.strip() if not target.strip() else "")
     for snap, (trace, output) in zip(snaps, runs):
         loss, loss_name = (snap.valid_loss, "valid loss") if snap.valid_loss is not None else \
             (snap.train_loss, "train loss")  # fmt: skip
@@ -212,8 +219,14 @@ def frame_figure(series: SnapshotSeries, index: int) -> Figure:
                   f"{series.input_text}", columns=1, panel_titles=False)  # fmt: skip
 
 
-def grid_figure(series: SnapshotSeries, columns: int = GRID_COLUMNS) -> Figure:
+def grid_columns(n: int) -> int:
+    """Small multiples per row for n frames: one row up to GRID_ONE_ROW, else two rows."""
+    return n if n <= GRID_ONE_ROW else -(-n // 2)
+
+
+def grid_figure(series: SnapshotSeries, columns: int | None = None) -> Figure:
     """Every frame as a small multiple with its step and loss as caption, one shared 0…1 colour bar."""
     return Figure(series.title, [f.heatmap for f in series.frames], series.input_text,
                   "rows: queries, columns: keys; each caption: the training step and the loss recorded there",
-                  columns=min(columns, len(series.frames)), panel_titles=True)  # fmt: skip
+                  columns=min(columns or grid_columns(len(series.frames)), len(series.frames)),
+                  panel_titles=True)  # fmt: skip

@@ -114,6 +114,21 @@ def test_slider_changes_map_and_output(qtbot, training_window):
     assert not view.is_busy() and view.snapshot_output_text() == last_output
 
 
+def test_every_snapshot_reads_the_windows_decoder_input_so_rows_line_up(qtbot, training_window):
+    w = training_window(source="the girl eats an apple", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    view = _tab(qtbot, w)
+    translation = w.current_result().inputs.translation
+    assert translation in view.reads_note.text() and "rows line up" in view.reads_note.text()
+    assert view.head_box.currentIndex() == 0  # en-hi's guided head (head 1)
+    view.slider.setValue(0)
+    qtbot.waitUntil(lambda: view.current_run() is not None, timeout=60_000)
+    first, final = view.current_heatmaps()
+    assert first.values.shape == final.values.shape and list(first.row_labels) == list(final.row_labels)
+    assert first.values.max(axis=1).mean() < 0.5  # at step 32 the head still spreads its weight
+    assert view.snapshot_output_text() != translation  # what the snapshot writes on its own
+
+
 def test_play_stops_at_end_and_when_hidden(qtbot, training_window):
     w = training_window(source=SOURCE, target="", model="reverse")
     run_and_wait(qtbot, w)

@@ -55,6 +55,33 @@ def test_series_has_a_frame_per_snapshot_and_the_final_model(series):
     assert np.allclose(last.sum(axis=1), 1.0, atol=1e-4)  # attention rows: probabilities over the source
 
 
+def test_every_frame_reads_the_final_translation_so_rows_line_up():
+    series = snapshot_series("en-hi", "the girl eats an apple")
+    final = series.frames[-1]
+    assert series.reads == final.output and final.output  # the final model's own translation ...
+    assert f"every frame reads the final model's translation: {final.output}" in series.input_text
+    rows = ["<s>", *final.output.split()]
+    for frame in series.frames:  # ... is every frame's decoder input: same rows, same labels
+        assert frame.heatmap.values.shape == final.heatmap.values.shape
+        assert list(frame.heatmap.row_labels) == rows
+    # while each snapshot's output line is what it writes on its own: the first snapshot not yet the translation
+    assert series.frames[0].output != final.output
+    # and the guided head is the default: its map goes from spread out to one source word per row
+    peaks = [frame.heatmap.values.max(axis=1).mean() for frame in series.frames]
+    assert series.head == 0 and peaks[0] < 0.5 < 0.8 < peaks[-1]
+
+
+def test_grid_captions_never_run_into_the_next_map(qapp):
+    from app.export.render import layout
+    from scratchformer.exporting.snapshots import grid_columns, grid_figure
+
+    assert [grid_columns(n) for n in (1, 5, 6, 7)] == [1, 5, 3, 4]
+    series = snapshot_series("en-hi", "we are friends")
+    lay = layout(grid_figure(series))
+    assert lay.cols == len(series.frames)  # five frames: one row, wide like a slide
+    assert all(lay.col_w >= p.row_w + p.title_w for p in lay.panels)
+
+
 def test_animation_and_grid_files_for_reverse(series, tmp_path, qapp):
     from app.export.render import frames_renderer, renderer
 
