@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from scratchformer.errors import UserError
 from scratchformer.plotdata import Comparison, Heatmap, compare_step
 
+from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
@@ -55,6 +56,13 @@ class CompareView(View):
         for w in (self.before, self.after, self.difference):
             self.connect_heatmap(w)
             row.addWidget(w, 1)
+
+    def preparation(self, trace, batch: int) -> list:
+        """Recomputed off the UI thread before this tab draws: the current step of the run without the
+        interventions (the window prepares the current step of the changed run itself)."""
+        result, step = self.main.current_result(), self.main.current_step()
+        before = result.before.find(step.name) if result is not None and result.before and step else None
+        return step_work([before], batch) if before is not None else []
 
     def refresh(self) -> None:
         result, step = self.main.current_result(), self.main.current_step()

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QSplitter, QVBoxLayout, QWidg
 
 from scratchformer.plotdata import Heatmap, heads_grid
 
+from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
@@ -143,6 +144,12 @@ class HeadsView(View):
         if dims != self.grid_dims:
             self.grid_dims = dims
             place_in_grid(self.grid, self.thumbs, *dims)
+
+    def preparation(self, trace, batch: int) -> list:
+        """Recomputed off the UI thread before this tab draws: the attention step whose heads it shows (not
+        always the current step)."""
+        step = heads_step(trace, self.main.current_step())
+        return step_work([step], batch) if step is not None else []
 
     def refresh(self) -> None:
         trace = self.main.current_trace()

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QSc
 from scratchformer.plotdata import ATTENTION_TITLES, MASK, Heatmap, attention_types, before_after_softmax, mask_heatmaps
 from scratchformer.trace import breadcrumb
 
+from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget, masked_swatch_css
 from .base import View, placeholder
 from .heads_view import heads_step
@@ -78,6 +79,25 @@ class MasksView(View):
             label.setText(f"<b>{header}</b>")
         for w, m in zip(self.widgets, flat):
             w.set_heatmap(m)
+
+    def _steps(self, trace) -> list:
+        """The steps this tab reads: each attention type's combined mask (in the current step's layer, else the
+        first), and the masked scores and weights of the attention nearest the current step."""
+        step = self.main.current_step()
+        layer = (step.layer or 0) if step is not None and step.attention_type else 0
+        found = []
+        for kind in attention_types(trace):
+            stack, name = kind.split(".")
+            mask = trace.find(f"{stack}.{layer}.{name}.mask") or trace.find(f"{stack}.0.{name}.mask")
+            found.append(mask)
+        attn = heads_step(trace, step)
+        if attn is not None:
+            found += [trace.find(f"{attn.sublayer}.{part}") for part in ("masked_scores", "weights")]
+        return [s for s in found if s is not None]
+
+    def preparation(self, trace, batch: int) -> list:
+        """Recomputed off the UI thread before this tab draws: every step it reads (see _steps)."""
+        return step_work(self._steps(trace), batch)
 
     def refresh(self) -> None:
         trace, result = self.main.current_trace(), self.main.current_result()

@@ -15,11 +15,13 @@ from scratchformer.plotdata import (
     Heatmap,
     NormComparison,
     abbreviate,
+    layer_norm_input,
     layer_norm_step_near,
     norm_comparison,
 )
 from scratchformer.trace import step_breadcrumb
 
+from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
@@ -129,6 +131,15 @@ class NormView(View):
         return plot
 
     # --- data ------------------------------------------------------------------------------------------------
+
+    def preparation(self, trace, batch: int) -> list:
+        """What the window recomputes off the UI thread before this tab draws: the LayerNorm step shown and the
+        residual sum it normalises (a long lazy trace keeps neither)."""
+        current = self.main.current_step()
+        step = layer_norm_step_near(trace, current.index if current is not None else 0)
+        if step is None:
+            return []
+        return step_work([s for s in (step, layer_norm_input(trace, step)) if s is not None], batch)
 
     def refresh(self) -> None:
         trace = self.main.current_trace()

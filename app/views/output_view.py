@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QSpinBox, QTable
 
 from scratchformer.plotdata import Heatmap, abbreviate, top_k_changes, top_k_table
 
+from ..warmup import step_work
 from .base import View, placeholder
 from .compare_view import decoder_input_note
 
@@ -75,6 +76,15 @@ class OutputView(View):
                 item.setBackground(QColor(shade, 255 - int(60 * (p / top)), 255))
                 self.table.setItem(i, 2 + j, item)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def preparation(self, trace, batch: int) -> list:
+        """Recomputed off the UI thread before this tab draws: with interventions, both runs' output
+        probabilities (their top tokens before → after)."""
+        result = self.main.current_result()
+        if result is None or result.before is None:
+            return []
+        steps = [t.find("generator.probs") for t in (result.before, result.trace)]
+        return step_work([s for s in steps if s is not None], batch)
 
     def _show_changes(self, result, batch: int, k: int) -> None:
         """With interventions: each position's top tokens (of either run) with probability before → after, and

@@ -98,3 +98,54 @@ def test_the_overview_of_a_long_run_is_prepared_off_the_ui_thread(qtbot, make_wi
     qtbot.waitUntil(lambda: not w.is_busy(), timeout=60_000)
     assert set(view._maps) == {"encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"}
     assert threads and threading.main_thread() not in threads
+
+
+def test_no_tab_recomputes_on_the_ui_thread_with_or_without_interventions(qtbot, make_window):
+    """Every tab at a few steps of a long run (nothing recomputed kept between tabs), then again with a head
+    ablated (the Compare and Output tabs then also read the run without it): the window recomputes what a tab
+    needs in its WarmUp thread, never on the UI thread."""
+    import threading
+
+    from app.views.importance_view import ImportanceView
+    from scratchformer.interventions import HeadChange
+
+    w = make_window(source=LONG * 2, target=LONG * 2, model="paper")
+    run_and_wait(qtbot, w)
+    on_ui_thread = []
+
+    def watch(trace, where):
+        compute = trace.cache.get_or_compute
+
+        def recorded(key, fn):
+            def run():
+                if threading.current_thread() is threading.main_thread():
+                    on_ui_thread.append((where[0], key))
+                return fn()
+            return compute(key, run)
+
+        trace.cache.get_or_compute = recorded
+
+    def visit_every_tab():
+        where = [""]
+        traces = [t for t in (w.current_result().trace, w.current_result().before) if t is not None]
+        for trace in traces:
+            watch(trace, where)
+        for name in ("encoder.0.add_norm1.out", "decoder.1.cross_attn.context", "decoder.0.ffn.hidden"):
+            w.go_to(w.current_trace()[name].index)
+            qtbot.waitUntil(lambda: not w.is_busy(), timeout=60_000)
+            for i, view in enumerate(w.views):
+                if isinstance(view, ImportanceView):  # measures in its own worker, only when asked
+                    continue
+                for trace in traces:
+                    trace.cache.clear()
+                where[0] = f"{type(view).__name__} at {name}"
+                w.tabs.setCurrentIndex(i)
+                qtbot.waitUntil(lambda: not w.is_busy(), timeout=60_000)
+
+    visit_every_tab()
+    old = w.current_result()
+    w.interventions_panel.add(HeadChange("decoder.1.cross_attn", 0, "zero"))
+    qtbot.waitUntil(lambda: not w.is_busy() and w.current_result() is not old, timeout=120_000)
+    assert w.current_result().before is not None
+    visit_every_tab()
+    assert not on_ui_thread, on_ui_thread[:5]
