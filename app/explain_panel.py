@@ -44,6 +44,20 @@ def explanation_html(step: Step, explanation, params: list[tuple[str, str]] | No
     return "".join(parts)
 
 
+def tab_html(title: str, explanation) -> str:
+    """HTML for a tab (scratchformer.explain.tabs): what it shows, why, and this run's numbers."""
+    e = html.escape
+    parts = [f"<style>{CSS}</style>", f"<h3>{e(title)} tab</h3>", f"<p>{e(explanation.what)}</p>"]
+    if explanation.why:
+        parts.append(f"<p><b>Why:</b> {e(explanation.why)}</p>")
+    if explanation.numbers:
+        parts.append(f"<p class='numbers'><b>In this run:</b> {e(explanation.numbers)}</p>")
+    parts.append("<p class='muted'>The Step and Heads tabs explain the current step.</p>")
+    return "".join(parts)
+
+
+STEP_TITLE = "<b>Explanation</b> — what this step does, and why"
+TAB_TITLE = "<b>Explanation</b> — what this tab shows, and why"
 REST_MS = 40  # show_later waits this long after the last step change
 
 
@@ -59,7 +73,7 @@ class ExplainPanel(QWidget):
         super().__init__()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.title = QLabel("<b>Explanation</b> — what this step does, and why")
+        self.title = QLabel(STEP_TITLE)
         layout.addWidget(self.title)
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scratchformer.examples import known_fraction
 from scratchformer.explain import explain_step
+from scratchformer.explain.tabs import explain_tab
 from scratchformer.plotdata import block_key
 from scratchformer.trace import Step
 
@@ -19,6 +20,24 @@ def explanation_for(result, step: Step, batch: int):
         shown = result.stats_for(step, batch)  # the inspector's numbers of the same batch item
         cache[key] = explain_step(result.trace, step, result.bundle.config, batch, result.vocab_labels, shown)
     return cache[key]
+
+
+def tab_explanation_for(result, tab: str, batch: int):
+    """The core's explanation of a tab (scratchformer.explain.tabs) with what only the window knows: the
+    translation, the model's training snapshots and the interventions of this run."""
+    from scratchformer.bundle import snapshots_of, split_snapshot
+    from scratchformer.plotdata import training_record
+
+    facts: dict = {}
+    if result.inputs.decoder_input == "generated":
+        facts["translation"] = result.inputs.translation
+    if tab == "training":
+        base, _ = split_snapshot(result.request.model)
+        facts["snapshot_steps"] = [s.step for s in snapshots_of(base)]
+        record = training_record(base) or {}
+        facts["total_steps"] = record.get("steps") if isinstance(record.get("steps"), int) else None
+    facts["interventions"] = [change.spec() for change in result.trace.interventions]
+    return explain_tab(tab, result.trace, result.bundle.config, batch, facts)
 
 
 def count_text(pc) -> str:

@@ -34,7 +34,7 @@ from scratchformer.trace import Step, step_path
 
 from . import menus, teaching
 from .diagram import ArchitectureDiagram
-from .explain_panel import ExplainPanel, explanation_html
+from .explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, explanation_html, tab_html
 from .input_bar import InputBar
 from .inspector import Inspector
 from .interventions_panel import InterventionsPanel, add_head_actions
@@ -641,6 +641,8 @@ class MainWindow(QMainWindow):
             self.views[current].refresh()
 
     def _tab_changed(self, index: int) -> None:
+        if self._result is not None:
+            self._update_explanation()
         if index in self._dirty and self._result is not None:
             self._when_ready(lambda: self._refresh_views(all_dirty=False))
 
@@ -650,10 +652,32 @@ class MainWindow(QMainWindow):
         n_steps = len(self._result.trace) if self._result is not None else 0
         params = teaching.parameter_lines(self._result.parameters, step) if step is not None else []
         self.inspector_panel.show_step(step, stats, n_steps, self._batch, self._head, params)
+        self._update_explanation(params)
+
+    def _update_explanation(self, params: list | None = None) -> None:
+        """The explanation panel: the current step's explanation on the Step and Heads tabs, the open tab's
+        (what it shows, why, this run's numbers) on the others."""
+        step, result, batch = self.current_step(), self._result, self._batch
+        view = self.tabs.currentWidget()
+        tab = getattr(view, "explains", None)
+        if result is not None and tab is not None:
+            self.explain_panel.title.setText(TAB_TITLE)
+
+            def tab_text() -> str:
+                try:
+                    return tab_html(view.title, teaching.tab_explanation_for(result, tab, batch))
+                except Exception as exc:  # noqa: BLE001 - a missing text must not take the window down
+                    self.show_error(f"No explanation for this tab: {exc}")
+                    return ""
+
+            self.explain_panel.show_later(tab_text)
+            return
+        self.explain_panel.title.setText(STEP_TITLE)
         if step is None:
             self.explain_panel.show_html("")
             return
-        result, batch = self._result, self._batch
+        if params is None:
+            params = teaching.parameter_lines(result.parameters, step)
 
         def html() -> str:
             try:

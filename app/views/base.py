@@ -12,6 +12,7 @@ class View(QWidget):
 
     title = "View"
     tooltip = ""
+    explains: str | None = None  # its key in scratchformer.explain.tabs: the explanation panel then shows the tab
 
     def __init__(self, window) -> None:
         super().__init__()

@@ -29,6 +29,7 @@ def decoder_input_note(mode: str) -> str:
 
 class CompareView(View):
     title = "Compare"
+    explains = "compare"
     tooltip = "The current step before and after the interventions, and the difference"
 
     def __init__(self, window) -> None:

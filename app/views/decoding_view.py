@@ -60,6 +60,7 @@ class _TimelineJob(QThread):
 
 class DecodingView(View):
     title = "Decoding"
+    explains = "decoding"
     tooltip = "Generate the output one token at a time: each step's cross-attention and top-k next tokens"
 
     def __init__(self, window) -> None:

@@ -18,6 +18,7 @@ from .base import View
 
 class ImportanceView(View):
     title = "Head importance"
+    explains = "importance"
     tooltip = "How much the output's probability drops when each head is zeroed in turn"
 
     def __init__(self, window) -> None:

@@ -15,6 +15,7 @@ from .heads_view import heads_step
 
 class MasksView(View):
     title = "Masks"
+    explains = "masks"
     tooltip = "What each attention type may not look at, and what the mask does to the softmax"
 
     def __init__(self, window) -> None:

@@ -43,6 +43,7 @@ CAPTION_TIP = (
 
 class NormView(View):
     title = "LayerNorm"
+    explains = "layernorm"
     tooltip = "LayerNorm's per-token mean and std before and after, next to what BatchNorm would have done"
 
     def __init__(self, window) -> None:

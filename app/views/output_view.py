@@ -17,6 +17,7 @@ from .compare_view import decoder_input_note
 
 class OutputView(View):
     title = "Output"
+    explains = "output"
     tooltip = "Top-k next-token probabilities for each target position"
 
     def __init__(self, window) -> None:

@@ -21,6 +21,7 @@ MOSAIC_CHROME = (110.0, 50.0)  # pixels a mosaic loses to its title, axes and co
 
 class OverviewView(View):
     title = "Overview"
+    explains = "overview"
     tooltip = "Every layer and head at a glance; click a thumbnail to go there"
 
     def __init__(self, window) -> None:

@@ -60,6 +60,7 @@ def parse_dims(text: str, d_model: int) -> list[int]:
 
 class PositionalView(View):
     title = "Positional encoding"
+    explains = "positional"
     tooltip = "The sinusoidal position signal added to the embeddings, how positions compare, and its wavelengths"
 
     def __init__(self, window) -> None:

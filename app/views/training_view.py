@@ -85,6 +85,7 @@ class _SnapshotJob(QThread):
 
 class TrainingView(View):
     title = "Training"
+    explains = "training"
     tooltip = "Watch attention form: loss curves and each training snapshot's attention and output"
 
     def __init__(self, window) -> None:

@@ -69,6 +69,33 @@ def test_explanation_follows_the_stepper_with_this_runs_numbers(qtbot, make_wind
     assert w.current_step().index == link
 
 
+def test_other_tabs_explain_what_they_show_and_step_tabs_the_step(qtbot, make_window):
+    from app.views.masks_view import MasksView
+    from app.views.training_view import TrainingView
+
+    w = make_window(source="the girl eats an apple", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    w.go_to_step("decoder.1.cross_attn.scaled_scores")
+    step_text = w.explain_panel.plain_text()
+    assert "d_k = 32" in step_text and "what this step does" in w.explain_panel.title.text()
+    w.tabs.setCurrentIndex(next(i for i, v in enumerate(w.views) if isinstance(v, MasksView)))
+    qtbot.waitUntil(lambda: not w.is_busy())
+    text = w.explain_panel.plain_text()
+    assert text.startswith("Masks tab") and "what this tab shows" in w.explain_panel.title.text()
+    assert "causal mask blocks 10 of its 5 × 5 cells" in text  # 5 decoder rows: <s> and four Hindi words
+    w.tabs.setCurrentIndex(next(i for i, v in enumerate(w.views) if isinstance(v, TrainingView)))
+    qtbot.waitUntil(lambda: not w.is_busy())
+    assert "4 snapshots, at steps 32, 64, 128, 256" in w.explain_panel.plain_text()
+    w.next_step()  # stepping on another tab keeps that tab's explanation
+    assert w.explain_panel.plain_text().startswith("Training tab")
+    w.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: not w.is_busy())
+    assert "what this step does" in w.explain_panel.title.text()
+    from app.stepper import step_path
+
+    assert w.explain_panel.plain_text().startswith(step_path(w.current_step()))  # back to the step's text
+
+
 def test_parameter_counts_in_the_inspector_and_diagram(qtbot, make_window):
     w = make_window(source="The quick brown fox", target="", model="paper")
     w.input_bar.start_only.setChecked(True)  # no generation needed here

@@ -1,0 +1,204 @@
+"""What each tab of the window shows, and why, with this run's numbers: the explanation panel's text while a tab
+other than Step or Heads is open (those two follow the current step's explanation, explanation.py).
+
+    explain_tab("masks", trace, config, batch=0)  → Explanation(what, why, numbers)
+
+The sentences are data (TAB_TEXTS), the numbers come from the trace and the model's config; `facts` carries what
+only the window knows (the translation, the snapshots' steps, the interventions).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config import TransformerConfig
+from ..trace import Trace
+from .explanation import Explanation
+
+TAB_TEXTS: dict[str, dict[str, str]] = {
+    "positional": {
+        "what": "The position signal added to each token's embedding before the first layer: one row per "
+                "position, one column per dimension of d_model. The Show selector also plots a few dimensions "
+                "as curves over position, and PE·PEᵀ, how alike two positions' vectors are.",
+        "why": "Attention itself ignores order: it would give the same output for the words shuffled. Adding a "
+               "different vector at every position lets the layers tell first from last, and with sinusoids a "
+               "fixed shift in position is the same rotation everywhere, so relative distance is easy to read.",
+    },
+    "masks": {
+        "what": "What each attention may not look at. A blocked cell gets −∞ added to its score, so the softmax "
+                "gives it weight 0. Below, the current attention's scores with the mask added, and the weights "
+                "after the softmax, side by side.",
+        "why": "Padding is not part of the sentence, so no position may attend to it. The decoder is trained on "
+               "the whole target at once, so its self-attention must not peek at later tokens (the causal mask): "
+               "row t may read positions 0 … t only, as it will when it generates one token at a time.",
+    },
+    "layernorm": {
+        "what": "One normalisation step: each token's vector before and after it, as its mean and standard "
+                "deviation over the features, and what BatchNorm would have normalised instead (each feature "
+                "over the tokens).",
+        "why": "Every sublayer adds its output to a running sum (the residual stream). Normalising each token "
+               "on its own keeps those sums at a steady scale, layer after layer, whatever the sentence length "
+               "or batch; the learned gain γ and bias β then set the scale each feature should have.",
+    },
+    "overview": {
+        "what": "Every attention map of this run at once, as thumbnails: one mosaic per attention type, a row "
+                "per layer and a column per head. A click goes to that layer's step and head.",
+        "why": "Heads specialise: some look at the previous or next token, some at one fixed token, some do the "
+               "work (in translation, the word alignment). Seeing all of them side by side is the quickest way "
+               "to find the ones that matter.",
+    },
+    "output": {
+        "what": "The last step: the final linear layer turns each decoder position's vector into one score per "
+                "word of the target vocabulary, and the softmax turns the scores into probabilities. The table "
+                "lists each position's most likely next tokens.",
+        "why": "Row t has read the decoder input up to token t and predicts token t + 1. Training raises the "
+               "probability of the right next token at every row at once; generating picks one token from the "
+               "last row and feeds it back in.",
+    },
+    "decoding": {
+        "what": "Generation one token at a time: each step feeds the tokens so far into the decoder, takes the "
+                "last row's probabilities and appends the most likely token (greedy decoding), until </s>. Each "
+                "step shows the new row's cross-attention over the source and its top candidates.",
+        "why": "At training time the decoder reads the whole target at once (teacher forcing); a real "
+               "translation has no target, so the model must read its own earlier guesses. This tab shows that "
+               "loop, which the causal mask makes equal to the one-pass trace.",
+    },
+    "training": {
+        "what": "How this model learned: the loss and accuracy curves of its training run, and the current "
+                "input run through copies of the model saved along the way (snapshots), beside the final model. "
+                "Both maps read the same decoder input, so their rows line up.",
+        "why": "Attention is learned, not designed. Early in training a head spreads its weight evenly; as the "
+               "loss falls it settles on the tokens that help predict the next word.",
+    },
+    "compare": {
+        "what": "The current step twice, from a run without your changes (before) and one with them (after), "
+                "and their difference (after − before, red up, blue down, white unchanged).",
+        "why": "Ablating a head (setting its output to zero or to its mean) and watching what changes is how "
+               "to test what a head is for: steps before the change stay white, and the difference spreads "
+               "from there through the residual stream to the output.",
+    },
+    "importance": {
+        "what": "How much each head matters for this input: every head is zeroed in turn and the drop in the "
+                "probability of the chosen output tokens is drawn as a layers × heads map, one per attention "
+                "type.",
+        "why": "Many heads can be removed with little effect, and a few cannot; this finds those few. A click "
+               "on a cell goes to that head, where the Compare tab shows what zeroing it changes.",
+    },
+}
+
+TABS = tuple(TAB_TEXTS)
+
+
+def _attention_counts(trace: Trace) -> dict[str, tuple[int, int]]:
+    """Attention type → (layers, heads) in the trace, in the order the model runs them."""
+    counts: dict[str, tuple[int, int]] = {}
+    for step in trace.attention_steps():
+        layers, _ = counts.get(step.attention_type, (0, 0))
+        counts[step.attention_type] = (layers + 1, step.shape[1])
+    return counts
+
+
+NAMES = {"encoder.self_attn": "encoder self-attention", "decoder.self_attn": "decoder masked self-attention",
+         "decoder.cross_attn": "cross-attention"}
+
+
+def _lengths(trace: Trace, batch: int) -> tuple[int, int]:
+    """(source tokens, decoder input tokens) of one batch item; 0 where the model has no such side."""
+    sizes = []
+    for stack, labels in (("src_embed", trace.source_tokens), ("tgt_embed", trace.target_tokens)):
+        ids = trace.find(f"{stack}.tokens")  # (B, L)
+        sizes.append(ids.shape[1] if ids is not None else len(labels[batch]) if batch < len(labels) else 0)
+    return sizes[0], sizes[1]
+
+
+def _pads(pad, batch: int) -> int:
+    """Padded positions of one batch item, from the trace's padding mask (B, L), True at padding."""
+    return int(pad[batch].sum()) if pad is not None and batch < pad.shape[0] else 0
+
+
+def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, facts: dict) -> str:
+    s, t = _lengths(trace, batch)
+    d = config.d_model
+    if tab == "positional":
+        where = " and ".join(f"{n} {side} positions" for n, side in ((s, "source"), (t, "target")) if n)
+        if config.positional in ("sinusoidal", "sinusoidal_halves"):
+            slowest = 2 * math.pi * 10000 ** ((d - 2) / d)
+            return (f"{where}, each a vector of d_model = {d} numbers. The fastest pair of dimensions repeats "
+                    f"every 2π ≈ 6.3 positions, the slowest every {slowest:,.0f}: every position up to far "
+                    "beyond this input gets its own pattern.")
+        if config.positional == "learned":
+            return (f"{where}. This model learned its {config.max_len} position vectors of {d} numbers in "
+                    "training instead of using sinusoids.").lstrip(". ")
+        return ("This model adds no position vectors: it learns order another way (in T5, a bias on the "
+                "attention scores that depends on the distance between query and key).")
+    if tab == "masks":
+        parts = []
+        for kind in _attention_counts(trace):
+            if kind == "decoder.self_attn" and t:
+                parts.append(f"the decoder's causal mask blocks {t * (t - 1) // 2} of its {t} × {t} cells, the "
+                             "ones above the diagonal")
+            elif kind == "encoder.self_attn" and s:
+                parts.append(f"encoder self-attention is {s} × {s}")
+            elif kind == "decoder.cross_attn" and s and t:
+                parts.append(f"cross-attention is {t} × {s} (decoder rows, source columns)")
+        pads, pads_t = _pads(trace.source_pad, batch), _pads(trace.target_pad, batch)
+        causal = "decoder.self_attn" in _attention_counts(trace)
+        padding = (f"Batch item {batch + 1} has {pads} padded source and {pads_t} padded target positions, "
+                   "which every attention blocks." if pads or pads_t else
+                   "There is no padding in this run, so " +
+                   ("only the causal mask blocks anything." if causal else "nothing is blocked."))
+        if not parts:
+            return padding
+        listed = "; ".join(parts)
+        return f"{listed[0].upper()}{listed[1:]}. {padding}"
+    if tab == "layernorm":
+        count = sum(step.kind == "layer_norm" for step in trace)
+        kind = "RMSNorm (no mean subtracted, no β)" if config.norm == "rmsnorm" else "LayerNorm"
+        place = ("before each sublayer (pre-LN, as in GPT-2)" if config.norm_first else
+                 "after each residual sum (post-LN, as in the paper)")
+        return (f"This model applies {kind} {count} times, {place}, each over d_model = {d} features with "
+                f"ε = {config.layer_norm_eps:g}.")
+    if tab == "overview":
+        counts = _attention_counts(trace)
+        total = sum(layers * heads for layers, heads in counts.values())
+        listed = "; ".join(f"{NAMES.get(k, k)}: {layers} layer{'s' * (layers > 1)} × {heads} heads"
+                           for k, (layers, heads) in counts.items())
+        return f"{total} maps in all — {listed}."
+    if tab == "output":
+        rows = t or s
+        return (f"{rows} positions × {config.tgt_vocab_size:,} vocabulary entries: each row's probabilities "
+                f"sum to 1, and its top token is the model's guess for the next one.")
+    if tab == "decoding":
+        translation = facts.get("translation", "")
+        if translation:
+            n = len(translation.split())
+            return (f"Greedy decoding wrote “{translation}” ({n} word{'s' * (n != 1)}) in {n + 1} steps: one per "
+                    "token, plus the step that chose </s>.")
+        return "Type no target to see the model generate; with a target typed, the steps feed it in instead."
+    if tab == "training":
+        steps = facts.get("snapshot_steps") or []
+        if steps:
+            total = facts.get("total_steps")
+            end = f" of the {total:,} it trained for" if total else ""
+            return (f"{len(steps)} snapshots, at steps {', '.join(str(x) for x in steps)}{end}; the final model "
+                    "is the last frame.")
+        return "This model has no training snapshots; train one with snapshots from File › Train…"
+    if tab == "compare":
+        changes = facts.get("interventions") or []
+        if changes:
+            return f"Changed in this run: {'; '.join(changes)}."
+        return "Nothing is changed yet: right-click a head in the Heads, Overview or Step tab to ablate it."
+    if tab == "importance":
+        heads = sum(layers * h for layers, h in _attention_counts(trace).values())
+        return f"This model has {heads} heads, so the measurement runs the input {heads + 1} times (once untouched)."
+    return ""
+
+
+def explain_tab(tab: str, trace: Trace, config: TransformerConfig, batch: int = 0,
+                facts: dict | None = None) -> Explanation | None:
+    """The explanation of one tab (a key of TAB_TEXTS) for this run; None for a tab without one."""
+    text = TAB_TEXTS.get(tab)
+    if text is None:
+        return None
+    batch = max(0, min(batch, max(len(trace.source_tokens), len(trace.target_tokens), 1) - 1))
+    return Explanation(text["what"], text["why"], _numbers(tab, trace, config, batch, facts or {}), key=f"tab.{tab}")
