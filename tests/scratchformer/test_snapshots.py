@@ -182,15 +182,21 @@ def test_a_run_stopped_early_keeps_its_last_step_and_a_new_best_checkpoint_keeps
     load_model(f"{out}@step-{stop_at:06d}")
 
 
-def test_float16_snapshots_load_back_as_float32(tmp_path):
+def _saved_twice(tmp_path, dtype):
+    """A small seeded model with tied output weights, saved as a snapshot in `dtype` and again in float32."""
     from scratchformer.config import TransformerConfig
     from scratchformer.model import Transformer
 
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(d_model=64, n_heads=2, d_ff=128, n_encoder_layers=1, n_decoder_layers=1,
                                           src_vocab_size=200, tgt_vocab_size=200, max_len=16, tie_output=True))
-    path = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000001", model, None, None, dtype=torch.float16)
+    path = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000001", model, None, None, dtype=dtype)
     full = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000002", model, None, None)
+    return model, path, full
+
+
+def test_float16_snapshots_load_back_as_float32(tmp_path):
+    model, path, full = _saved_twice(tmp_path, torch.float16)
     assert {t.dtype for t in load_file(str(path / "model.safetensors")).values()} == {torch.float16}
     assert (path / "model.safetensors").stat().st_size < 0.55 * (full / "model.safetensors").stat().st_size
     loaded, _, _ = load_checkpoint(path)
@@ -200,15 +206,9 @@ def test_float16_snapshots_load_back_as_float32(tmp_path):
 
 
 def test_int8_snapshots_are_a_quarter_the_size_and_load_back_close_to_the_float32_weights(tmp_path):
-    from scratchformer.config import TransformerConfig
-    from scratchformer.model import Transformer
     from scratchformer.quantize import SCALE, is_int8
 
-    torch.manual_seed(0)
-    model = Transformer(TransformerConfig(d_model=64, n_heads=2, d_ff=128, n_encoder_layers=1, n_decoder_layers=1,
-                                          src_vocab_size=200, tgt_vocab_size=200, max_len=16, tie_output=True))
-    path = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000001", model, None, None, dtype=torch.int8)
-    full = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000002", model, None, None)
+    model, path, full = _saved_twice(tmp_path, torch.int8)
     weights = path / "model.safetensors"
     assert is_int8(weights) and not is_int8(full / "model.safetensors")
     stored = load_file(str(weights))
