@@ -137,8 +137,8 @@ def evaluate(bundle, pairs, split: str = "test", layer: int | None = None, batch
         stored = c.extra.get("alignment_layer")
         if layer is not None:
             if not 0 <= layer < c.n_decoder_layers:
-                raise UserError(f"--layer {layer} does not exist; this model has decoder layers "
-                                f"0 to {c.n_decoder_layers - 1}.")
+                raise UserError(f"Decoder layer {layer + 1} does not exist; this model has decoder layers "
+                                f"1 to {c.n_decoder_layers}.")
             result.chosen_layer, result.chosen_by = layer, "--layer"
         elif stored is not None and 0 <= int(stored) < c.n_decoder_layers:
             result.chosen_layer = int(stored)
@@ -159,7 +159,14 @@ def choose_alignment_layer(bundle, valid_pairs) -> tuple[int, list[float]] | Non
     return int(np.argmax(result.layer_accuracy)), result.layer_accuracy
 
 
+def _head_name(layer: int, head: int) -> str:
+    """'decoder layer 2, head 1 (decoder.1.cross_attn.head0)': counted from 1 as in the window, then the name
+    --ablate takes (counted from 0, as step names are)."""
+    return f"decoder layer {layer + 1}, head {head + 1} (decoder.{layer}.cross_attn.head{head})"
+
+
 def format_table(result: Evaluation, model_name: str) -> str:
+    """The figures as text, layers and heads counted from 1 as in the window (the JSON keeps 0-based lists)."""
     lines = [f"model {model_name} on the {result.split} split ({result.n_pairs} pairs)"]
     lines.append(f"exact match (greedy): {result.exact_match:.2%}")
     if not result.layer_accuracy:
@@ -168,19 +175,19 @@ def format_table(result: Evaluation, model_name: str) -> str:
     n_heads = len(result.head_accuracy[0])
     lines.append(f"cross-attention alignment accuracy over {result.n_words} target words "
                  "(argmax of the row that emits each word == its gold source word):")
-    head_cols = "  ".join(f"head {h:<3}" for h in range(n_heads))
+    head_cols = "  ".join(f"head {h + 1:<3}" for h in range(n_heads))
     lines.append(f"  {'layer':<6} {'heads avg':>9}  {head_cols}")
     for li, acc in enumerate(result.layer_accuracy):
         heads = "  ".join(f"{a:>8.2%}" for a in result.head_accuracy[li])
         mark = "  ←" if li == result.chosen_layer else ""
-        lines.append(f"  {li:<6} {acc:>9.2%}  {heads}{mark}")
+        lines.append(f"  {li + 1:<6} {acc:>9.2%}  {heads}{mark}")
     layer, head, acc = result.best_head
-    lines.append(f"alignment accuracy (layer {result.chosen_layer}, heads averaged; chosen by "
+    lines.append(f"alignment accuracy (decoder layer {result.chosen_layer + 1}, heads averaged; chosen by "
                  f"{result.chosen_by}): {result.alignment_accuracy:.2%}")
-    lines.append(f"best single head: layer {layer} head {head}: {acc:.2%}")
+    lines.append(f"best single head: {_head_name(layer, head)}: {acc:.2%}")
     if result.guided_head is not None:
         gl, gh = result.guided_head
-        lines.append(f"guided head (trained on the gold alignment, chosen before testing): layer {gl} head {gh}: "
+        lines.append(f"guided head (trained on the gold alignment, chosen before testing): {_head_name(gl, gh)}: "
                      f"{result.head_accuracy[gl][gh]:.2%}")
     if result.skipped:
         lines.append(f"({result.skipped} pairs without a usable gold alignment were not scored for alignment)")

@@ -111,14 +111,15 @@ def head_importance_on_pairs(bundle, pairs, batch_size: int = 128) -> HeadImport
 
 
 def format_importance(result: HeadImportance) -> str:
-    """A layers × heads table per attention type, then each type's ranking (layers and heads from 0)."""
+    """A layers × heads table per attention type (layers and heads from 1, as in the window), then each type's
+    ranking by the names --ablate takes (from 0, as step names are)."""
     lines = [f"head importance: drop in the mean probability of the chosen tokens ({result.n_tokens} tokens, "
              f"{result.base:.2%} with nothing ablated) when one head is zeroed"]
     for kind, arr in result.drops.items():
-        heads = "  ".join(f"head {h:<3}" for h in range(arr.shape[1]))
+        heads = "  ".join(f"head {h + 1:<3}" for h in range(arr.shape[1]))
         lines.append(f"  {kind}:  layer  {heads}")
         for layer, row in enumerate(arr):
-            lines.append(f"  {'':<{len(kind) + 1}}  {layer:<5}  " + "  ".join(f"{v:>+8.2%}" for v in row))
+            lines.append(f"  {'':<{len(kind) + 1}}  {layer + 1:<5}  " + "  ".join(f"{v:>+8.2%}" for v in row))
         top = ", ".join(f"{kind.split('.')[0]}.{layer}.{kind.split('.')[1]}.head{head} {drop:+.2%}"
                         for layer, head, drop in result.ranking(kind)[:3])
         lines.append(f"  {'':<{len(kind) + 1}}  most important: {top}")

@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--split", choices=("test", "valid", "train"), default="test",
                    help="which split of the model's task (default test)")
     p.add_argument("--data", metavar="FILE.tsv", help="evaluate on your own source<TAB>target[<TAB>alignment] file")
-    p.add_argument("--layer", type=int, help="report this decoder layer's alignment (default: the model's choice)")
+    p.add_argument("--layer", type=int, help="report this decoder layer's alignment, counted from 1 as in the window "
+                   "(default: the model's choice)")
     p.add_argument("--limit", type=int, help="only the first N pairs")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -47,13 +48,15 @@ def _pairs(bundle, args):
 def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, not {args.limit}.")
+    if args.layer is not None and args.layer < 1:
+        raise UserError(f"--layer counts from 1, as in the window; {args.layer} is not a layer.")
     bundle = load_model(args.model or default_model_name(), args.device)
     changes = ablations(bundle, args)  # a bad spec is refused before the split is built
     pairs, split = _pairs(bundle, args)
     if args.limit:
         pairs = pairs[: args.limit]
     with intervene(bundle.model, changes):  # greedy decoding and the alignment pass both see the changes
-        result = evaluate(bundle, pairs, split, layer=args.layer)
+        result = evaluate(bundle, pairs, split, layer=args.layer - 1 if args.layer is not None else None)
     specs = [c.spec() for c in changes]
     importance = None
     if args.head_importance:
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"interventions (every figure above is with them): {'; '.join(specs)}")
     guided = bundle.config.extra.get("guided_alignment")
     if guided:
-        print(f"note: head {guided['head']} of decoder layer {guided['layer']} was trained with guided "
+        print(f"note: head {guided['head'] + 1} of decoder layer {guided['layer'] + 1} was trained with guided "
               f"alignment (weight {guided['weight']}); the other heads learnt to attend on their own.")
     if importance is not None:
         print(format_importance(importance))

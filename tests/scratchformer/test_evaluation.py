@@ -63,7 +63,10 @@ def test_alignment_accuracy_counts_argmax_hits_against_gold(monkeypatch):
     assert result.layer_accuracy[0] == pytest.approx(golds_at_0 / 8)
     assert result.best_head == (1, 0, 1.0)
     assert 0.0 <= result.exact_match <= 1.0
-    assert "best single head: layer 1 head 0" in format_table(result, "abc")
+    table = format_table(result, "abc")
+    assert "best single head: decoder layer 2, head 1 (decoder.1.cross_attn.head0): 100.00%" in table
+    rows = [line.split() for line in table.splitlines() if line.startswith("  ") and line.split()[0].isdigit()]
+    assert [r[0] for r in rows] == ["1", "2"] and rows[1][-1] == "←"  # layers from 1, as the window; 2 chosen
 
 
 def test_evaluate_on_a_random_model_gives_figures_in_range():
