@@ -74,6 +74,38 @@ class TrainRequest:
         return args + list(self.extra)
 
 
+TEMP_PREFIX = "scratchformer-train-"  # the temporary folder of one run: progress.jsonl, stderr.txt, pid
+PID_FILE = "pid"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id still runs (on Windows, assumed so: its folder then waits)."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists but belongs to someone else
+        return True
+    return True
+
+
+def remove_stale_folders(parent: str | Path | None = None) -> list[Path]:
+    """Delete the temporary folders of training runs whose process has ended. A window that closes while
+    training goes on ("keep training") leaves its run's folder to the process; the next window tidies it."""
+    removed = []
+    for folder in Path(parent or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
+        try:
+            pid = int((folder / PID_FILE).read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue  # not started yet, or not ours to judge
+        if not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 def runs_folder() -> Path:
     """Where trained models go by default: <the user's data folder>/scratchformer/runs (never the package)."""
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
@@ -126,6 +158,7 @@ class TrainingRunner(QObject):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
+        remove_stale_folders()  # runs a closed window left training, now finished
         self.request: TrainRequest | None = None
         self.process: subprocess.Popen | None = None
         self.timer = QTimer(self)
@@ -170,7 +203,7 @@ class TrainingRunner(QObject):
         request.out = str(out)
         self._reset()
         self.request, self.stopping = request, False
-        self._folder = Path(tempfile.mkdtemp(prefix="scratchformer-train-"))
+        self._folder = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         progress_file = self._folder / "progress.jsonl"
         progress_file.touch()
         self._offset, self._partial = 0, b""
@@ -185,6 +218,7 @@ class TrainingRunner(QObject):
         except OSError as exc:
             self._cleanup()
             raise UserError(f"The training process could not start: {exc.strerror or exc}.") from None
+        (self._folder / PID_FILE).write_text(str(self.process.pid), encoding="utf-8")  # see remove_stale_folders
         self.timer.start()
         self.started.emit(request)
 

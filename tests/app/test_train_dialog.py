@@ -176,3 +176,26 @@ def test_keep_training_outlives_the_window(dialog, qtbot, tmp_path, monkeypatch)
     os.kill(process.pid, signal.SIGTERM)  # what Cancel would have sent: stop and save
     assert process.wait(RUN_TIMEOUT_MS / 1000) == 0
     load_checkpoint(out)
+
+
+def test_folders_of_finished_runs_left_by_a_closed_window_are_removed(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from app.training_runner import PID_FILE, TEMP_PREFIX, remove_stale_folders
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    folders = {}
+    for name, pid in (("ended", ended.pid), ("running", os.getpid()), ("unstarted", None)):
+        folder = tmp_path / f"{TEMP_PREFIX}{name}"
+        folder.mkdir()
+        (folder / "progress.jsonl").write_text("{}\n", encoding="utf-8")
+        if pid is not None:
+            (folder / PID_FILE).write_text(str(pid), encoding="utf-8")
+        folders[name] = folder
+    (tmp_path / "someone-else").mkdir()
+    assert remove_stale_folders(tmp_path) == [folders["ended"]]
+    assert not folders["ended"].exists()
+    assert folders["running"].exists() and folders["unstarted"].exists() and (tmp_path / "someone-else").exists()
