@@ -214,7 +214,8 @@ def _map(trace: Trace, kind: str, layer: int, head: int, which: str) -> Heatmap:
 def frame_figure(series: SnapshotSeries, index: int) -> Figure:
     """One frame of the animation: the caption as the title, the decoded output under it, then the map."""
     frame = series.frames[index]
-    output = f"output: {frame.output}" if frame.output else "output: (none)"
+    said = "its own output" if series.reads or series.target else "output"  # the map may read another input
+    output = f"{said}: {frame.output}" if frame.output else f"{said}: (nothing)"
     return Figure(f"{series.model} · {frame.caption}", [frame.heatmap], output, f"{series.where}  ·  "
                   f"{series.input_text}", columns=1, panel_titles=False)  # fmt: skip
 
