@@ -6,7 +6,7 @@ be trained on. So each weight matrix W (out × in) is stored as int8 with one fl
     s_i = max_j |W_ij| / 127,      q_ij = round(W_ij / s_i) ∈ [-127, 127],      W'_ij = q_ij · s_i,
 
 a quarter of float32's size and half of float16's. Every weight lands within s_i / 2 of its value (0.4 % of its
-row's largest). Vectors (biases, LayerNorm gains) are tiny and stay float16. The file is still safetensors: the
+row's largest). Vectors (biases, LayerNorm gains) are tiny and stay float16; buffers are kept as they are. The file is still safetensors: the
 int8 tensor keeps the parameter's name, its scales sit beside it as `<name>.int8_scale`, and the header's metadata
 says `"scratchformer.weights": "int8-rows"`. load_checkpoint reads it back into the float32 model.
 """
@@ -51,8 +51,11 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 def save_int8(model: torch.nn.Module, path: str | Path) -> None:
     """Write `model`'s weights to the safetensors file `path`: matrices as int8 rows, the rest float16."""
     tensors = {}
+    params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
     for name, tensor in _unique_state(model).items():
-        if tensor.is_floating_point() and tensor.dim() >= 2:
+        if name not in params:  # a buffer (fixed tables, counters): kept exactly as it is
+            tensors[name] = tensor.detach().cpu().contiguous()
+        elif tensor.is_floating_point() and tensor.dim() >= 2:
             tensors[name], tensors[name + SCALE] = quantize(tensor)
         elif tensor.is_floating_point():
             tensors[name] = tensor.detach().to("cpu", torch.float16).contiguous()
