@@ -6,9 +6,10 @@ be trained on. So each weight matrix W (out × in) is stored as int8 with one fl
     s_i = max_j |W_ij| / 127,      q_ij = round(W_ij / s_i) ∈ [-127, 127],      W'_ij = q_ij · s_i,
 
 a quarter of float32's size and half of float16's. Every weight lands within s_i / 2 of its value (0.4 % of its
-row's largest). Vectors (biases, LayerNorm gains) are tiny and stay float16; buffers are kept as they are. The file is still safetensors: the
-int8 tensor keeps the parameter's name, its scales sit beside it as `<name>.int8_scale`, and the header's metadata
-says `"scratchformer.weights": "int8-rows"`. load_checkpoint reads it back into the float32 model.
+row's largest). Vectors (biases, LayerNorm gains) are tiny and stay float16; buffers are kept as they are. The
+file is still safetensors: the int8 tensor keeps the parameter's name, its scales sit beside it as
+`<name>.int8_scale`, and the header's metadata says `"scratchformer.weights": "int8-rows"`. load_checkpoint reads
+it back into the float32 model.
 """
 
 from __future__ import annotations
