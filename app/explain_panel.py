@@ -87,6 +87,11 @@ class ExplainPanel(QWidget):
         self._timer.setInterval(REST_MS)
         self._timer.timeout.connect(self.flush)
 
+    def set_title(self, text: str) -> None:
+        """The line above the text; set only when it changes (a rich-text label relays out the panel)."""
+        if self.title.text() != text:
+            self.title.setText(text)
+
     def show_html(self, text: str) -> None:
         self.stop()
         self.browser.setHtml(text)

@@ -661,7 +661,7 @@ class MainWindow(QMainWindow):
         view = self.tabs.currentWidget()
         tab = getattr(view, "explains", None)
         if result is not None and tab is not None:
-            self.explain_panel.title.setText(TAB_TITLE)
+            self.explain_panel.set_title(TAB_TITLE)
 
             def tab_text() -> str:
                 try:
@@ -672,7 +672,7 @@ class MainWindow(QMainWindow):
 
             self.explain_panel.show_later(tab_text)
             return
-        self.explain_panel.title.setText(STEP_TITLE)
+        self.explain_panel.set_title(STEP_TITLE)
         if step is None:
             self.explain_panel.show_html("")
             return
