@@ -88,6 +88,10 @@ def test_wheel_bundles_models_tokenizers_and_icon(installed):
         for part in MODEL_FILES:
             assert f"resources/models/{model}/{part}" in names
     assert "resources/icons/scratchformer.svg" in names
+    for model in ("copy", "reverse", "en-hi"):  # the Training tab's snapshots ship too
+        snapshots = {n for n in names if n.startswith(f"resources/models/{model}/snapshots/")}
+        assert sum(n.endswith("/model.safetensors") for n in snapshots) >= 4, model
+        assert sum(n.endswith("/config.json") for n in snapshots) >= 4, model
     assert {"app/main.py", "scratchformer/cli.py", "scratchformer/commands/install_desktop.py"} <= names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "scratchformer = scratchformer.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
