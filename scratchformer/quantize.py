@@ -80,6 +80,8 @@ def load_int8(model: torch.nn.Module, path: str | Path) -> tuple[list[str], list
     for name, tensor in stored.items():
         if name.endswith(SCALE) and name[: -len(SCALE)] in stored:
             continue
+        if tensor.dtype == torch.int8 and name + SCALE not in stored:
+            raise ValueError(f"{name} is stored in 8 bits without its scales")
         state[name] = dequantize(tensor, stored[name + SCALE]) if name + SCALE in stored else tensor
     missing, unexpected = model.load_state_dict(state, strict=False)
     own = model.state_dict()

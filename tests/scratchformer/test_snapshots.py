@@ -237,8 +237,20 @@ def test_a_damaged_int8_snapshot_gets_one_sentence(tmp_path):
                                           src_vocab_size=50, tgt_vocab_size=50, max_len=8))
     path = save_checkpoint(tmp_path / "run" / "snapshots" / "step-000001", model, None, None, dtype=torch.int8)
     weights = path / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    intact = weights.read_bytes()
+    weights.write_bytes(intact[: len(intact) // 2])
     with pytest.raises(UserError, match="cannot be read"):
+        load_checkpoint(path)
+    from safetensors.torch import save_file
+
+    from scratchformer.quantize import FORMAT_KEY, INT8_ROWS, SCALE
+
+    weights.write_bytes(intact)
+    stored = load_file(str(weights))
+    scaled = next(n for n in stored if n.endswith(SCALE))
+    del stored[scaled]  # an int8 matrix without its scales would load as raw integers: refused instead
+    save_file(stored, str(weights), metadata={"format": "pt", FORMAT_KEY: INT8_ROWS})
+    with pytest.raises(UserError, match="without its scales"):
         load_checkpoint(path)
 
 
