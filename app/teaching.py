@@ -36,6 +36,8 @@ def tab_explanation_for(result, tab: str, batch: int):
         facts["snapshot_steps"] = [s.step for s in snapshots_of(base)]
         record = training_record(base) or {}
         facts["total_steps"] = record.get("steps") if isinstance(record.get("steps"), int) else None
+        facts["label_smoothing"] = (record.get("options") or {}).get("label_smoothing")
+        facts["best_valid_loss"] = record.get("best_valid_loss")
     facts["interventions"] = [change.spec() for change in result.trace.interventions]
     return explain_tab(tab, result.trace, result.bundle.config, batch, facts)
 

@@ -180,9 +180,18 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         if steps:
             total = facts.get("total_steps")
             end = f" of the {total:,} it trained for" if total else ""
-            return (f"{len(steps)} snapshots, at steps {', '.join(str(x) for x in steps)}{end}; the final model "
+            text = (f"{len(steps)} snapshots, at steps {', '.join(str(x) for x in steps)}{end}; the final model "
                     "is the last frame.")
-        return "This model has no training snapshots; train one with snapshots from File › Train…"
+        else:
+            text = "This model has no training snapshots; train one with snapshots from File › Train…"
+        eps, valid = facts.get("label_smoothing"), facts.get("best_valid_loss")
+        if eps and valid is not None:
+            vocab = config.tgt_vocab_size
+            text += (f" The training loss levels off well above the validation loss: with label smoothing "
+                     f"{eps:g} over {vocab:,} tokens the training target is itself spread out, so that loss can "
+                     f"never go below {smoothing_floor(eps, vocab):.2f}, while the validation loss is plain "
+                     f"cross-entropy and falls to {valid:.3f}.")
+        return text
     if tab == "compare":
         changes = facts.get("interventions") or []
         if changes:
@@ -192,6 +201,13 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         heads = sum(layers * h for layers, h in _attention_counts(trace).values())
         return f"This model has {heads} heads, so the measurement runs the input {heads + 1} times (once untouched)."
     return ""
+
+
+def smoothing_floor(eps: float, vocab: int) -> float:
+    """The lowest label-smoothed cross-entropy there is: the entropy of the smoothed target itself, which puts
+    1 − ε + ε/V on the right token and ε/V on each of the other V − 1 (as torch's label_smoothing does)."""
+    right, other = 1 - eps + eps / vocab, eps / vocab
+    return -(right * math.log(right) + (vocab - 1) * other * math.log(other))
 
 
 def explain_tab(tab: str, trace: Trace, config: TransformerConfig, batch: int = 0,

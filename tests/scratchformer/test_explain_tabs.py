@@ -48,8 +48,26 @@ def test_the_numbers_are_this_runs(en_hi):
                                                                     "total_steps": 2030}).numbers
     assert "2 snapshots, at steps 32, 64 of the 2,030" in training
     assert "no training snapshots" in explain_tab("training", trace, bundle.config).numbers
+    smoothed = explain_tab("training", trace, bundle.config, facts={"label_smoothing": 0.1,
+                                                                    "best_valid_loss": 0.0577}).numbers
+    assert "never go below 0.94" in smoothed and "falls to 0.058" in smoothed  # 497 target tokens, ε = 0.1
     changed = explain_tab("compare", trace, bundle.config, facts={"interventions": ["decoder.1.cross_attn.head0:zero"]})
     assert "decoder.1.cross_attn.head0:zero" in changed.numbers
+
+
+def test_the_smoothing_floor_is_the_least_loss_torch_can_give():
+    import torch
+    import torch.nn.functional as F
+
+    from scratchformer.explain.tabs import smoothing_floor
+
+    vocab, eps = 497, 0.1
+    best = torch.full((1, vocab), math.log(eps / vocab))  # logits whose softmax is the smoothed target itself
+    best[0, 3] = math.log(1 - eps + eps / vocab)
+    least = F.cross_entropy(best, torch.tensor([3]), label_smoothing=eps).item()
+    assert least == pytest.approx(smoothing_floor(eps, vocab), rel=1e-5)
+    worse = F.cross_entropy(best * 2, torch.tensor([3]), label_smoothing=eps).item()  # more confident: higher
+    assert worse > least
 
 
 def test_a_padded_batch_item_counts_its_padding():
