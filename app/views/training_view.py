@@ -340,7 +340,11 @@ class TrainingView(View):
         for step in trace.attention_steps():
             heads = step.shape[1]
             break
-        if self._fill_box(self.head_box, [str(i + 1) for i in range(heads)]):
+        bundle = self.main.current_bundle()
+        guided = guided_head(bundle.config) if bundle is not None and kind == CROSS else None
+        labels = [f"{i + 1} (guided in layer {guided[0] + 1})" if guided and i == guided[1] else str(i + 1)
+                  for i in range(heads)]  # a head trained on the gold alignment says so, as in the Decoding tab
+        if self._fill_box(self.head_box, labels):
             self._head_chosen = False
 
     def _type_changed(self) -> None:

@@ -120,7 +120,7 @@ def test_every_snapshot_reads_the_windows_decoder_input_so_rows_line_up(qtbot, t
     view = _tab(qtbot, w)
     translation = w.current_result().inputs.translation
     assert translation in view.reads_note.text() and "rows line up" in view.reads_note.text()
-    assert view.head_box.currentIndex() == 0  # en-hi's guided head (head 1)
+    assert view.head_box.currentIndex() == 0 and view.head_box.currentText() == "1 (guided in layer 2)"
     view.slider.setValue(0)
     qtbot.waitUntil(lambda: view.current_run() is not None, timeout=60_000)
     first, final = view.current_heatmaps()
