@@ -119,7 +119,6 @@ class TrainingView(View):
         self.step_label.setMinimumWidth(260)  # "step 128 (3 of 4) · valid loss 2.390 · accuracy 57%" without jumps
         bar.addWidget(self.step_label)
         choose = QHBoxLayout()  # a second row, so the tab fits beside the diagram and the explanation
-        choose.addWidget(QLabel("attention"))
         self.type_box = QComboBox()
         self.type_box.setToolTip("Which attention to show")
         self.type_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -131,6 +130,7 @@ class TrainingView(View):
         choose.addWidget(self.layer_box)
         choose.addWidget(QLabel("head"))
         self.head_box = QComboBox()
+        self.head_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # "1 (guided in layer 2)"
         self.head_box.activated.connect(lambda _i: setattr(self, "_head_chosen", True))
         self.head_box.currentIndexChanged.connect(lambda _i: self._draw())
         choose.addWidget(self.head_box)
@@ -143,7 +143,7 @@ class TrainingView(View):
         self.export_button.setToolTip("Save the chosen map over training: an animation (GIF, APNG) or a grid of "
                                       "small multiples (PNG, SVG, PDF)")
         self.export_button.clicked.connect(lambda: self.export_snapshots())
-        choose.addWidget(self.export_button)
+        bar.addWidget(self.export_button)  # on the first row: the second holds the map's choices
         self.controls = QWidget()
         rows = QVBoxLayout(self.controls)
         rows.setContentsMargins(0, 0, 0, 0)
@@ -346,6 +346,7 @@ class TrainingView(View):
                   for i in range(heads)]  # a head trained on the gold alignment says so, as in the Decoding tab
         if self._fill_box(self.head_box, labels):
             self._head_chosen = False
+            self.head_box.updateGeometry()  # the guided head's longer label
 
     def _type_changed(self) -> None:
         trace = self.main.current_trace()
