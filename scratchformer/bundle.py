@@ -352,8 +352,8 @@ def _snapshot_dir(base: str, step: int) -> Path:
             raise UserError(f"{base} is a Hugging Face model folder, which has no scratchformer training snapshots.")
         if path.exists():
             raise UserError(f"{base} is not a scratchformer checkpoint folder, so it has no training snapshots.")
-        raise UserError(f"Unknown model {base!r} in {base}@step-{step}: not a bundled model or an existing folder "
-                        f"({', '.join(sorted(bundled_models()))}).")
+        raise UserError(f"Unknown model {base!r} in {base}@{snapshot_name(step)}: not a bundled model or an existing "
+                        f"folder ({', '.join(sorted(bundled_models()))}).")
     found = snapshot_dirs(directory)
     if step in found:
         return found[step]
