@@ -17,9 +17,11 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
     QMainWindow,
+    QMenu,
     QProgressBar,
     QSplitter,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -129,6 +131,24 @@ class MainWindow(QMainWindow):
 
     # --- construction ----------------------------------------------------------------------------------------
 
+    def _all_tabs_button(self) -> QToolButton:
+        """'All tabs ▾' at the end of the tab bar: every tab in one click, also those the bar has scrolled out of
+        sight in a narrow window (the current one ticked)."""
+        button = QToolButton()
+        button.setText("All tabs")
+        button.setToolTip("List every tab (a narrow window scrolls some of them out of the tab bar)")
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(button)
+        for i, view in enumerate(self.views):
+            action = menu.addAction(view.title, lambda i=i: self.tabs.setCurrentIndex(i))
+            action.setCheckable(True)
+            action.setToolTip(view.tooltip)
+        menu.aboutToShow.connect(
+            lambda: [a.setChecked(i == self.tabs.currentIndex()) for i, a in enumerate(menu.actions())])
+        button.setMenu(menu)
+        self.all_tabs_menu = menu
+        return button
+
     def _build_centre(self) -> None:
         self.diagram = ArchitectureDiagram()
         self.diagram.block_clicked.connect(self.go_to_block)
@@ -141,6 +161,7 @@ class MainWindow(QMainWindow):
             i = self.tabs.addTab(view, cls.title)
             self.tabs.setTabToolTip(i, cls.tooltip)
         self.tabs.currentChanged.connect(self._tab_changed)
+        self.tabs.setCornerWidget(self._all_tabs_button(), Qt.Corner.TopRightCorner)
         self.inspector_panel = Inspector()
         self.inspector, self.hover_label = self.inspector_panel.text, self.inspector_panel.hover_label
         self.explain_panel = ExplainPanel()

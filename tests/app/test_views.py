@@ -147,3 +147,15 @@ def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
         assert "' word' (src_pos 300)" in w.views[0].heatmap.describe_cell(0, 300)
     finally:
         worker._SHARED.clear()
+
+
+def test_all_tabs_button_lists_every_tab_and_opens_the_one_chosen(qtbot, ran_window):
+    w = ran_window
+    menu = w.all_tabs_menu
+    assert [a.text() for a in menu.actions()] == [v.title for v in w.views]
+    assert w.tabs.cornerWidget(Qt.Corner.TopRightCorner).text() == "All tabs"
+    last = menu.actions()[-1]  # Head importance: scrolled out of a 1 400 px window's tab bar
+    last.trigger()
+    assert w.tabs.currentIndex() == len(w.views) - 1
+    menu.aboutToShow.emit()
+    assert [a.isChecked() for a in menu.actions()] == [i == len(w.views) - 1 for i in range(len(w.views))]
