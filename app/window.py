@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QActionGroup
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -139,9 +140,11 @@ class MainWindow(QMainWindow):
         button.setToolTip("List every tab (a narrow window scrolls some of them out of the tab bar)")
         button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(button)
+        group = QActionGroup(menu)  # one tab is open at a time: drawn as a radio list
         for i, view in enumerate(self.views):
             action = menu.addAction(view.title, lambda i=i: self.tabs.setCurrentIndex(i))
             action.setCheckable(True)
+            group.addAction(action)
             action.setToolTip(view.tooltip)
         menu.aboutToShow.connect(
             lambda: [a.setChecked(i == self.tabs.currentIndex()) for i, a in enumerate(menu.actions())])
