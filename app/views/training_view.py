@@ -24,13 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.bundle import Snapshot, load_model, snapshots_of, split_snapshot
+from scratchformer.bundle import Snapshot, snapshots_of, split_snapshot
+from scratchformer.exporting.snapshots import shared_decoder_input, snapshot_run
 from scratchformer.plotdata import (
     ATTENTION_TITLES,
     Heatmap,
+    aligned_head,
     attention_types,
     guided_head,
-    peaked_head,
     snapshot_heatmap,
     training_curves,
     training_record,
@@ -70,13 +71,8 @@ class _SnapshotJob(QThread):
     def run(self) -> None:
         with no_collection_in_this_thread():  # see app/gc_guard.py: all of this thread's Python work inside
             try:
-                bundle = load_model(self.snapshot.spec, "cpu")
-                inputs = bundle.prepare_run(self.source, self.target, truncate=True)
-                _, trace = bundle.run(inputs)
-                output = inputs.translation
-                if inputs.decoder_input != "generated" and bundle.can_generate and self.target.strip():
-                    output = bundle.prepare_run(self.source, "", truncate=True).translation
-                result = SnapshotRun(self.snapshot.step, trace, output, guided_head(bundle.config))
+                trace, output, guided = snapshot_run(self.snapshot.spec, self.source, self.target, truncate=True)
+                result = SnapshotRun(self.snapshot.step, trace, output, guided)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
                 self.failed.emit(self.generation, friendly_error(exc))
                 return
@@ -229,14 +225,17 @@ class TrainingView(View):
         # Every snapshot reads the decoder input the window's model read, so the two maps' rows line up: the
         # typed target, or else that model's own translation (teacher forcing); each snapshot's own greedy
         # output is decoded separately for the output line.
-        target, note = result.request.target, ""
-        if target.strip():
+        typed = result.request.target
+        translation = result.inputs.translation if result.inputs.decoder_input == "generated" else ""
+        target = shared_decoder_input(typed, translation)
+        if typed.strip():
             note = "Both maps read the typed target as decoder input (teacher forcing)."
-        elif result.inputs.decoder_input == "generated" and result.inputs.translation.strip():
-            target = result.inputs.translation
+        elif target.strip():
             note = (f"Both maps read the same decoder input, &lt;s&gt; {html.escape(target)} (the window's model's "
                     "own translation), so their rows line up; each <b>output</b> line is what that model writes "
                     "on its own.")
+        else:
+            note = ""
         self.reads_note.setText(note)
         self._input = (result.request.source, target)
         self._fill_selectors(result.trace)
@@ -406,7 +405,7 @@ class TrainingView(View):
         if key == self._key():
             if not self._head_chosen and self._snapshots and run.step == self._snapshots[-1].step:
                 kind = self.type_box.currentData() or CROSS
-                head = peaked_head(run.trace, kind, self.layer_box.currentIndex(), run.guided)
+                head = aligned_head(run.trace, kind, self.layer_box.currentIndex(), run.guided)
                 self.head_box.blockSignals(True)
                 self.head_box.setCurrentIndex(min(head, self.head_box.count() - 1))
                 self.head_box.blockSignals(False)

@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bundle import bundled_models, load_model, snapshots_of, split_snapshot
-from ..checkpoint import CONFIG
-from ..config import TransformerConfig
 from ..errors import UserError
-from ..plotdata import ATTENTION_TITLES, Heatmap, attention_types, guided_head, peaked_head, snapshot_heatmap
+from ..plotdata import ATTENTION_TITLES, Heatmap, aligned_head, attention_types, guided_head, snapshot_heatmap
 from ..plotdata.training import CROSS, attention_layers, training_record
 from ..trace import Trace
 from .figure import Figure
@@ -114,15 +112,23 @@ def _final_loss(record: dict | None, step: int | None) -> tuple[float | None, st
     return None, "valid loss"
 
 
-def _run(spec: str, source: str, target: str, start_only: bool, truncate: bool, device: str) -> tuple[Trace, str]:
-    """One model's traced run of the input and its greedy output (also when a target was typed)."""
+def snapshot_run(spec: str, source: str, target: str = "", start_only: bool = False, truncate: bool = False,
+                 device: str = "cpu") -> tuple[Trace, str, tuple[int, int] | None]:
+    """One model's traced run of the input (teacher-forced on `target` when given), its own greedy output (also
+    when a target was given) and its guided-alignment head, if any. The Training tab runs snapshots with this too."""
     bundle = load_model(spec, device)
     inputs = bundle.prepare_run(source, target, start_only=start_only, truncate=truncate)
     _, trace = bundle.run(inputs)
     output = inputs.translation
     if inputs.decoder_input != "generated" and bundle.can_generate:
         output = bundle.prepare_run(source, "", truncate=truncate).translation
-    return trace, output
+    return trace, output, guided_head(bundle.config)
+
+
+def shared_decoder_input(target: str, translation: str, start_only: bool = False) -> str:
+    """What every snapshot reads as decoder input, so its map has the final model's rows: the typed target, or
+    else (unless the start token alone is asked for) the final model's own translation."""
+    return target if target.strip() or start_only else translation
 
 
 def _choose(trace: Trace, attention_type: str | None, layer: int | None, head: int | None,
@@ -144,7 +150,7 @@ def _choose(trace: Trace, attention_type: str | None, layer: int | None, head: i
     if not 0 <= layer < n_layers:
         raise UserError(f"Layer {layer + 1} does not exist; this model has layers 1 to {n_layers}.")
     n_heads = next(s.shape[1] for s in trace.attention_steps() if s.attention_type == attention_type)
-    head = peaked_head(trace, attention_type, layer, guided) if head is None else head
+    head = aligned_head(trace, attention_type, layer, guided) if head is None else head
     if not 0 <= head < n_heads:
         raise UserError(f"Head {head + 1} does not exist; this model has heads 1 to {n_heads}.")
     return attention_type, layer, head
@@ -165,24 +171,23 @@ def snapshot_series(spec: str, source: str, target: str = "", attention_type: st
         raise UserError(f"{base} has no training snapshots; train a model with `scratchformer train --snapshots N`"
                         f"{hint}.")
     total = len(snaps) + 1
-    final_trace, final_output = _run(base, source, target, start_only, truncate, device)
+    final_trace, final_output, _ = snapshot_run(base, source, target, start_only, truncate, device)
     if progress is not None:
         progress(1, total)
-    # Every frame reads the same decoder input, so their rows line up: the typed target, or else the final
-    # model's translation (teacher forcing); each snapshot's own greedy output still goes in its frame.
-    reads = target if target.strip() or start_only else final_output
-    runs: list[tuple[Trace, str]] = []
+    # Every frame reads the same decoder input, so their rows line up; each snapshot's own greedy output still
+    # goes in its frame.
+    reads = shared_decoder_input(target, final_output, start_only)
+    runs: list[tuple[Trace, str, tuple[int, int] | None]] = []
     for i, snap in enumerate(snaps):
-        runs.append(_run(snap.spec, source, reads, start_only, truncate, device))
+        runs.append(snapshot_run(snap.spec, source, reads, start_only, truncate, device))
         if progress is not None:
             progress(i + 2, total)
-    guided = guided_head(TransformerConfig.load(snaps[-1].path / CONFIG))
-    kind, layer, head = _choose(runs[-1][0], attention_type, layer, head, guided)
+    kind, layer, head = _choose(runs[-1][0], attention_type, layer, head, guided=runs[-1][2])
 
     name = _display_name(base)
     series = SnapshotSeries(name, source.strip(), target.strip(), kind, layer, head,
                             reads=reads.strip() if not target.strip() else "")
-    for snap, (trace, output) in zip(snaps, runs):
+    for snap, (trace, output, _) in zip(snaps, runs):
         loss, loss_name = (snap.valid_loss, "valid loss") if snap.valid_loss is not None else \
             (snap.train_loss, "train loss")  # fmt: skip
         series.frames.append(SnapshotFrame(snap.spec, snap.step, loss, loss_name, output,

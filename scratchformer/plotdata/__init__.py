@@ -80,9 +80,9 @@ from .stats import (
 )
 from .training import (  # noqa: F401 (exported; __all__ lists the older names)
     TrainingCurves,
+    aligned_head,
     alignment_scores,
     guided_head,
-    peaked_head,
     snapshot_heatmap,
     training_curves,
     training_record,

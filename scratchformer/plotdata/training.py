@@ -2,7 +2,7 @@
 
 Pure functions for the Training tab and its exporters: `training_record(spec)` reads the record of a bundled
 model or checkpoint folder (a spec's `@step-N` names its parent run), `training_curves(record)` turns it into
-plain lists, and `snapshot_heatmap(trace, …)` / `peaked_head(trace, …)` read one attention map of a traced run.
+plain lists, and `snapshot_heatmap(trace, …)` / `aligned_head(trace, …)` read one attention map of a traced run.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def alignment_scores(weights: np.ndarray) -> np.ndarray:
     return peaks * spread
 
 
-def peaked_head(trace: Trace, attention_type: str = CROSS, layer: int = -1,
+def aligned_head(trace: Trace, attention_type: str = CROSS, layer: int = -1,
                 guided: tuple[int, int] | None = None) -> int:
     """The Training tab's default head: the most "aligned" head of that layer (layer -1: the last). `guided`:
     the (decoder layer, head) a model was trained to align with (config extra "guided_alignment"), chosen for

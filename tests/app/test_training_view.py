@@ -10,9 +10,9 @@ from app.views.training_view import NO_SNAPSHOTS, TrainingView
 from scratchformer.bundle import load_model, snapshots_of
 from scratchformer.decoding import greedy
 from scratchformer.plotdata import (
+    aligned_head,
     alignment_scores,
     guided_head,
-    peaked_head,
     snapshot_heatmap,
     training_curves,
     training_record,
@@ -47,7 +47,7 @@ def test_curves_and_the_default_head_pure():
     assert training_curves(training_record("blog")).empty
     bundle = load_model("reverse")
     _, trace = bundle.run(bundle.prepare_run(SOURCE))
-    head = peaked_head(trace)
+    head = aligned_head(trace)
     weights = trace.find("decoder.1.cross_attn.weights").tensor[0].float().numpy()  # (H, T, S)
     digits = len(SOURCE.split())
     # the chosen head reads the source backwards: the row that emits target digit i looks at source digit n-1-i
@@ -71,8 +71,8 @@ def test_en_hi_defaults_to_its_guided_head():
     guided = guided_head(bundle.config)
     assert guided == (1, 0)  # decoder layer 2, head 1: the head trained on the gold alignment
     _, trace = bundle.run(bundle.prepare_run("the girl eats an apple"))
-    assert peaked_head(trace, guided=guided) == 0
-    assert peaked_head(trace, layer=0, guided=guided) == peaked_head(trace, layer=0)  # other layers: by score
+    assert aligned_head(trace, guided=guided) == 0
+    assert aligned_head(trace, layer=0, guided=guided) == aligned_head(trace, layer=0)  # other layers: by score
     assert guided_head(load_model("reverse").config) is None
 
 
@@ -94,7 +94,7 @@ def test_slider_changes_map_and_output(qtbot, training_window):
     assert last_output == final_greedy
     assert view.type_box.currentData() == "decoder.cross_attn"
     assert view.layer_box.currentIndex() == view.layer_box.count() - 1
-    assert view.head_box.currentIndex() == peaked_head(view.current_run().trace)
+    assert view.head_box.currentIndex() == aligned_head(view.current_run().trace)
     last_maps = view.current_heatmaps()
     assert len(last_maps) == 2
 

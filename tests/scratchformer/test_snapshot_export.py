@@ -15,7 +15,7 @@ from scratchformer.errors import UserError
 from scratchformer.exporting.animation import LAST_FRAME_MS, encode_animation, plan_snapshot_export
 from scratchformer.exporting.job import ExportRun
 from scratchformer.exporting.snapshots import snapshot_series
-from scratchformer.plotdata import peaked_head
+from scratchformer.plotdata import aligned_head
 
 SOURCE = "3 1 4 1 5"
 
@@ -47,7 +47,7 @@ def test_series_has_a_frame_per_snapshot_and_the_final_model(series):
     bundle = load_model(snaps[-1].spec)
     _, trace = bundle.run(bundle.prepare_run(SOURCE))
     assert (series.attention_type, series.layer) == ("decoder.cross_attn", 1)
-    assert series.head == peaked_head(trace)
+    assert series.head == aligned_head(trace)
     # each frame's output is that model's greedy output; the final one reverses the digits, the first does not
     assert final.output == "5 1 4 1 3" and series.frames[0].output != final.output
     first, last = series.frames[0].heatmap.values, final.heatmap.values
