@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from scratchformer.plotdata import ATTENTION_TITLES, MASK, Heatmap, attention_types, before_after_softmax, mask_heatmaps
+from scratchformer.plotdata import (
+    ATTENTION_TITLES,
+    MASK,
+    Heatmap,
+    attention_types,
+    before_after_softmax,
+    mask_heatmaps,
+    mask_step,
+)
+from scratchformer.plotdata.masks import softmax_steps
 from scratchformer.trace import breadcrumb
 
 from ..warmup import step_work
@@ -82,18 +91,14 @@ class MasksView(View):
             w.set_heatmap(m)
 
     def _steps(self, trace) -> list:
-        """The steps this tab reads: each attention type's combined mask (in the current step's layer, else the
-        first), and the masked scores and weights of the attention nearest the current step."""
+        """The steps this tab reads: each attention type's combined mask (plotdata.mask_step) in the current step's
+        layer, and the softmax input and output of the attention nearest the current step."""
         step = self.main.current_step()
         layer = (step.layer or 0) if step is not None and step.attention_type else 0
-        found = []
-        for kind in attention_types(trace):
-            stack, name = kind.split(".")
-            mask = trace.find(f"{stack}.{layer}.{name}.mask") or trace.find(f"{stack}.0.{name}.mask")
-            found.append(mask)
+        found = [mask_step(trace, kind, layer) for kind in attention_types(trace)]
         attn = heads_step(trace, step)
         if attn is not None:
-            found += [trace.find(f"{attn.sublayer}.{part}") for part in ("masked_scores", "weights")]
+            found += softmax_steps(trace, attn.sublayer)
         return [s for s in found if s is not None]
 
     def preparation(self, trace, batch: int) -> list:
@@ -110,14 +115,16 @@ class MasksView(View):
         self.pad_bar.setVisible(no_padding and result.request.windows is None)
         step = self.main.current_step()
         batch, head = self.main.current_batch(), self.main.current_head()
-        layer = step.layer if step is not None and step.attention_type else 0
+        layer = (step.layer or 0) if step is not None and step.attention_type else 0
         pad_id = result.bundle.config.pad_id
         rows: list[tuple[str, list[Heatmap]]] = []
         for kind in attention_types(trace):
-            maps = mask_heatmaps(trace, kind, layer or 0, batch, pad_id) or mask_heatmaps(trace, kind, 0, batch, pad_id)
+            maps = mask_heatmaps(trace, kind, layer, batch, pad_id)
             for m in maps:
                 m.title = m.title.split(": ", 1)[-1]
-            rows.append((f"{ATTENTION_TITLES[kind]} (layer {(layer or 0) + 1})", maps))
+            shown = mask_step(trace, kind, layer)  # the layer asked for, or the first where a stack has fewer
+            number = (shown.layer or 0) + 1 if shown is not None else layer + 1
+            rows.append((f"{ATTENTION_TITLES[kind]} (layer {number})", maps))
         attn = heads_step(trace, step)
         if attn is not None:
             pair = before_after_softmax(trace, attn.sublayer, batch, head)

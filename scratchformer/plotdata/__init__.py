@@ -41,6 +41,7 @@ from .masks import (
     attention_types,
     before_after_softmax,
     mask_heatmaps,
+    mask_step,
 )
 from .norms import (
     NormComparison,
@@ -124,6 +125,7 @@ __all__ = [
     "layer_norm_steps",
     "levels_for",
     "mask_heatmaps",
+    "mask_step",
     "matrix_of",
     "norm_comparison",
     "overview_cell",

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..masks import pad_from_ids
-from ..trace import Trace
+from ..trace import Step, Trace
 from .heatmap import MASK, Heatmap, axis_labels, step_heatmap
 
 ATTENTION_TITLES = {
@@ -47,12 +47,23 @@ def _pad_of(trace: Trace, stack: str, batch: int, pad_id: int | None) -> np.ndar
     return np.zeros(ids.shape[1], dtype=bool) if pad is None else pad[0].numpy()
 
 
+def mask_step(trace: Trace, attention_type: str, layer: int = 0) -> Step | None:
+    """The combined mask one attention type added to its scores in `layer`, else in its first layer (a stack with
+    fewer layers than the one the current step is in); None if the model has no such attention."""
+    stack, kind = attention_type.split(".")
+    return trace.find(f"{stack}.{layer}.{kind}.mask") or trace.find(f"{stack}.0.{kind}.mask")
+
+
+def softmax_steps(trace: Trace, sublayer: str) -> list[Step]:
+    """[masked scores, attention weights] of one attention sublayer: the softmax's input and output."""
+    return [s for s in (trace.find(f"{sublayer}.{part}") for part in ("masked_scores", "weights")) if s is not None]
+
+
 def mask_heatmaps(trace: Trace, attention_type: str, layer: int = 0, batch: int = 0,
                   pad_id: int | None = None) -> list[Heatmap]:
-    """The masks of one attention type: its parts (causal, source / target padding) and the combined mask the
-    model added to the scores (read from the trace, so it is exactly what was used)."""
-    stack, kind = attention_type.split(".")
-    combined_step = trace.find(f"{stack}.{layer}.{kind}.mask")
+    """The masks of one attention type (in `layer`, see mask_step): its parts (causal, source / target padding)
+    and the combined mask the model added to the scores (read from the trace, so it is exactly what was used)."""
+    combined_step = mask_step(trace, attention_type, layer)
     if combined_step is None:
         return []
     b = min(batch, combined_step.shape[0] - 1)
@@ -81,9 +92,4 @@ def mask_heatmaps(trace: Trace, attention_type: str, layer: int = 0, batch: int 
 
 def before_after_softmax(trace: Trace, sublayer: str, batch: int = 0, head: int = 0) -> list[Heatmap]:
     """[masked scores, attention weights] of one attention sublayer and head, for side-by-side display."""
-    out = []
-    for part in ("masked_scores", "weights"):
-        step = trace.find(f"{sublayer}.{part}")
-        if step is not None:
-            out.append(step_heatmap(trace, step, batch, head))
-    return out
+    return [step_heatmap(trace, step, batch, head) for step in softmax_steps(trace, sublayer)]
