@@ -21,6 +21,7 @@ import time
 
 from ..errors import UserError
 from ..training import TrainOptions, resumed_options, session, train
+from ..training.trainer import SNAPSHOT_DTYPES, WEIGHTS_DTYPES
 
 DEFAULTS = TrainOptions()
 
@@ -75,10 +76,10 @@ def add_parser(sub) -> None:
     p.add_argument("--snapshots-until", type=int, metavar="STEP",
                    help="spread the snapshots over the first STEP updates instead of the whole run (the last at "
                    "STEP), where attention forms early in a long run")
-    p.add_argument("--snapshot-dtype", choices=("float32", "float16", "int8"),
+    p.add_argument("--snapshot-dtype", choices=tuple(SNAPSHOT_DTYPES),
                    help="the snapshots' stored weights (default float32; float16 halves their size, int8 — one "
                    "scale per row — quarters it; both are read back as float32)")
-    p.add_argument("--weights-dtype", choices=("float32", "float16"),
+    p.add_argument("--weights-dtype", choices=tuple(WEIGHTS_DTYPES),
                    help="the trained model's stored weights (default float32; float16 halves the file and is read "
                    "back as float32; the resume state stays float32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

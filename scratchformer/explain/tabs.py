@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 
 from ..config import TransformerConfig
+from ..plotdata.masks import ATTENTION_TITLES, attention_types
+from ..plotdata.norms import layer_norm_steps
+from ..plotdata.training import attention_layers
 from ..trace import Trace
 from .explanation import Explanation
 
@@ -91,15 +94,14 @@ TABS = tuple(TAB_TEXTS)
 
 def _attention_counts(trace: Trace) -> dict[str, tuple[int, int]]:
     """Attention type → (layers, heads) in the trace, in the order the model runs them."""
-    counts: dict[str, tuple[int, int]] = {}
-    for step in trace.attention_steps():
-        layers, _ = counts.get(step.attention_type, (0, 0))
-        counts[step.attention_type] = (layers + 1, step.shape[1])
-    return counts
+    heads = {s.attention_type: s.shape[1] for s in trace.attention_steps()}  # (B, H, Q, K) weights
+    return {kind: (attention_layers(trace, kind), heads[kind]) for kind in attention_types(trace)}
 
 
-NAMES = {"encoder.self_attn": "encoder self-attention", "decoder.self_attn": "decoder masked self-attention",
-         "decoder.cross_attn": "cross-attention"}
+def _name(kind: str) -> str:
+    """'cross-attention', 'decoder masked self-attention': the window's title, in the middle of a sentence."""
+    title = ATTENTION_TITLES.get(kind, kind)
+    return title[0].lower() + title[1:]
 
 
 def _lengths(trace: Trace, batch: int) -> tuple[int, int]:
@@ -152,7 +154,7 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         listed = "; ".join(parts)
         return f"{listed[0].upper()}{listed[1:]}. {padding}"
     if tab == "layernorm":
-        count = sum(step.kind == "layer_norm" for step in trace)
+        count = len(layer_norm_steps(trace))
         kind = "RMSNorm (no mean subtracted, no β)" if config.norm == "rmsnorm" else "LayerNorm"
         place = ("before each sublayer (pre-LN, as in GPT-2)" if config.norm_first else
                  "after each residual sum (post-LN, as in the paper)")
@@ -161,7 +163,7 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
     if tab == "overview":
         counts = _attention_counts(trace)
         total = sum(layers * heads for layers, heads in counts.values())
-        listed = "; ".join(f"{NAMES.get(k, k)}: {layers} layer{'s' * (layers > 1)} × {heads} heads"
+        listed = "; ".join(f"{_name(k)}: {layers} layer{'s' * (layers > 1)} × {heads} heads"
                            for k, (layers, heads) in counts.items())
         return f"{total} maps in all — {listed}."
     if tab == "output":
