@@ -16,6 +16,7 @@ import torch
 
 from .decoding import greedy_batch
 from .errors import UserError
+from .interventions import head_name
 from .trace import tracing
 from .training import collate
 
@@ -162,7 +163,7 @@ def choose_alignment_layer(bundle, valid_pairs) -> tuple[int, list[float]] | Non
 def _head_name(layer: int, head: int) -> str:
     """'decoder layer 2, head 1 (decoder.1.cross_attn.head0)': counted from 1 as in the window, then the name
     --ablate takes (counted from 0, as step names are)."""
-    return f"decoder layer {layer + 1}, head {head + 1} (decoder.{layer}.cross_attn.head{head})"
+    return f"decoder layer {layer + 1}, head {head + 1} ({head_name('decoder.cross_attn', layer, head)})"
 
 
 def format_table(result: Evaluation, model_name: str) -> str:

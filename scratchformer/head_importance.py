@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .errors import UserError
-from .interventions import HeadChange, attention_names, intervene
+from .interventions import HeadChange, attention_names, head_name, intervene
 from .masks import pad_from_ids
 
 
@@ -120,7 +120,7 @@ def format_importance(result: HeadImportance) -> str:
         lines.append(f"  {kind}:  layer  {heads}")
         for layer, row in enumerate(arr):
             lines.append(f"  {'':<{len(kind) + 1}}  {layer + 1:<5}  " + "  ".join(f"{v:>+8.2%}" for v in row))
-        top = ", ".join(f"{kind.split('.')[0]}.{layer}.{kind.split('.')[1]}.head{head} {drop:+.2%}"
+        top = ", ".join(f"{head_name(kind, layer, head)} {drop:+.2%}"
                         for layer, head, drop in result.ranking(kind)[:3])
         lines.append(f"  {'':<{len(kind) + 1}}  most important: {top}")
     return "\n".join(lines)

@@ -37,6 +37,13 @@ HEAD_HOWS = ("zero", "mean", "keep", "scale")
 ATTENTION_PARTS = ("q", "k", "v", "weights", "context")  # patched inside the attention's written-out path
 
 
+def head_name(attention: str, layer: int, head: int) -> str:
+    """'decoder.1.cross_attn.head0': how --ablate names a head of an attention type ("decoder.cross_attn"), layers
+    and heads counted from 0 as in step names."""
+    stack, kind = attention.split(".")
+    return f"{stack}.{layer}.{kind}.head{head}"
+
+
 @dataclass(frozen=True)
 class HeadChange:
     """Zero, mean-ablate, scale or keep-only one head of an attention ("decoder.1.cross_attn", head from 0)."""
