@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.decoding import Timeline, timeline
-from scratchformer.plotdata import Heatmap, abbreviate, timeline_heatmap
+from scratchformer.plotdata import Heatmap, abbreviate, guided_head, head_labels, timeline_heatmap
 
 from ..gc_guard import no_collection_in_this_thread
 from ..widgets.heatmap import HeatmapWidget
@@ -251,11 +251,10 @@ class DecodingView(View):
         self._fill_box(self.layer_box, ["all averaged"] + [str(i + 1) for i in range(n_layers)],
                        int(chosen) + 1 if n_layers else 0)
         # a head trained on the gold alignment (training's --align-weight) is shown first, and says so
-        guided = self._bundle.config.extra.get("guided_alignment") or {}
-        guided_head = guided.get("head") if guided.get("layer") == chosen else None
-        heads = [f"{i + 1} (guided in layer {int(chosen) + 1})" if i == guided_head else str(i + 1)
-                 for i in range(n_heads)]
-        self._fill_box(self.head_box, ["averaged"] + heads, int(guided_head) + 1 if guided_head is not None else 0)
+        guided = guided_head(self._bundle.config)
+        if guided is not None and guided[0] != int(chosen):
+            guided = None  # only the layer shown first says which of its heads is guided
+        self._fill_box(self.head_box, ["averaged"] + head_labels(n_heads, guided), guided[1] + 1 if guided else 0)
         self._show_empty(False)
         self._draw()
 

@@ -32,6 +32,7 @@ from scratchformer.plotdata import (
     aligned_head,
     attention_types,
     guided_head,
+    head_labels,
     snapshot_heatmap,
     training_curves,
     training_record,
@@ -341,9 +342,7 @@ class TrainingView(View):
             break
         bundle = self.main.current_bundle()
         guided = guided_head(bundle.config) if bundle is not None and kind == CROSS else None
-        labels = [f"{i + 1} (guided in layer {guided[0] + 1})" if guided and i == guided[1] else str(i + 1)
-                  for i in range(heads)]  # a head trained on the gold alignment says so, as in the Decoding tab
-        if self._fill_box(self.head_box, labels):
+        if self._fill_box(self.head_box, head_labels(heads, guided)):
             self._head_chosen = False
             self.head_box.updateGeometry()  # the guided head's longer label
 

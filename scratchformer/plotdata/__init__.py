@@ -84,6 +84,7 @@ from .training import (  # noqa: F401 (exported; __all__ lists the older names)
     aligned_head,
     alignment_scores,
     guided_head,
+    head_labels,
     snapshot_heatmap,
     training_curves,
     training_record,

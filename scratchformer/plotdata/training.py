@@ -123,6 +123,13 @@ def aligned_head(trace: Trace, attention_type: str = CROSS, layer: int = -1,
     return int(np.argmax(alignment_scores(step.item(0).float().numpy())))
 
 
+def head_labels(n_heads: int, guided: tuple[int, int] | None = None) -> list[str]:
+    """A head list's entries, counted from 1; the head trained on the gold alignment says so ("1 (guided in
+    layer 2)")."""
+    return [f"{i + 1} (guided in layer {guided[0] + 1})" if guided is not None and i == guided[1] else str(i + 1)
+            for i in range(n_heads)]
+
+
 def guided_head(config) -> tuple[int, int] | None:
     """(decoder layer, head) of a model trained with guided alignment, from its config; None otherwise."""
     guided = config.extra.get("guided_alignment") if config is not None else None
