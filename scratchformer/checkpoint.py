@@ -78,8 +78,7 @@ def save_checkpoint(
     `keep`: entries of an existing `directory` that move into the new one (a run's resume/ and snapshots/);
     everything else in it is replaced. `dtype`: store the floating-point weights in this type (float16 halves
     the file; torch.int8 quarters it, one scale per row, see quantize.py; load_checkpoint reads either back into
-    the float32 model). `config_extra`: facts added to the saved
-    config's `extra` (not to the model's own config).
+    the float32 model). `config_extra`: facts added to the saved config's `extra` (not to the model's own config).
     """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ STATE_FILE, OPTIMIZER_FILE = "trainer_state.json", "optimizer.safetensors"
 TRAINING_FILE = "training.json"  # in <out>: the command, options, history, loss curve and snapshots
 # How checkpoints store their weights (None: as trained, float32); both are read back into a float32 model.
 SNAPSHOT_DTYPES = {"float32": None, "float16": torch.float16, "int8": torch.int8}
-WEIGHTS_DTYPES = {"float32": None, "float16": torch.float16}
+WEIGHTS_DTYPES = {k: v for k, v in SNAPSHOT_DTYPES.items() if k != "int8"}  # the model itself: never 8-bit
 KEEP = (RESUME_DIR, SNAPSHOTS)  # what a new best checkpoint in <out> keeps of the folder it replaces
 
 
