@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.bundle import Snapshot, snapshots_of, split_snapshot
-from scratchformer.exporting.snapshots import shared_decoder_input, snapshot_run
 from scratchformer.plotdata import (
     ATTENTION_TITLES,
     Heatmap,
@@ -33,6 +32,7 @@ from scratchformer.plotdata import (
     attention_types,
     guided_head,
     head_labels,
+    shared_decoder_input,
     snapshot_heatmap,
     training_curves,
     training_record,
@@ -72,6 +72,8 @@ class _SnapshotJob(QThread):
     def run(self) -> None:
         with no_collection_in_this_thread():  # see app/gc_guard.py: all of this thread's Python work inside
             try:
+                from scratchformer.exporting.snapshots import snapshot_run  # only when a snapshot is run
+
                 trace, output, guided = snapshot_run(self.snapshot.spec, self.source, self.target, truncate=True)
                 result = SnapshotRun(self.snapshot.step, trace, output, guided)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window

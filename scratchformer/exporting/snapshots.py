@@ -18,7 +18,7 @@ from pathlib import Path
 from ..bundle import bundled_models, load_model, snapshots_of, split_snapshot
 from ..errors import UserError
 from ..plotdata import ATTENTION_TITLES, Heatmap, aligned_head, attention_types, guided_head, snapshot_heatmap
-from ..plotdata.training import CROSS, attention_layers, training_record
+from ..plotdata.training import CROSS, attention_layers, shared_decoder_input, training_record
 from ..trace import Trace
 from .figure import Figure
 
@@ -123,12 +123,6 @@ def snapshot_run(spec: str, source: str, target: str = "", start_only: bool = Fa
     if inputs.decoder_input != "generated" and bundle.can_generate:
         output = bundle.prepare_run(source, "", truncate=truncate).translation
     return trace, output, guided_head(bundle.config)
-
-
-def shared_decoder_input(target: str, translation: str, start_only: bool = False) -> str:
-    """What every snapshot reads as decoder input, so its map has the final model's rows: the typed target, or
-    else (unless the start token alone is asked for) the final model's own translation."""
-    return target if target.strip() or start_only else translation
 
 
 def _choose(trace: Trace, attention_type: str | None, layer: int | None, head: int | None,

@@ -85,6 +85,7 @@ from .training import (  # noqa: F401 (exported; __all__ lists the older names)
     alignment_scores,
     guided_head,
     head_labels,
+    shared_decoder_input,
     snapshot_heatmap,
     training_curves,
     training_record,

@@ -123,6 +123,12 @@ def aligned_head(trace: Trace, attention_type: str = CROSS, layer: int = -1,
     return int(np.argmax(alignment_scores(step.item(0).float().numpy())))
 
 
+def shared_decoder_input(target: str, translation: str, start_only: bool = False) -> str:
+    """What every snapshot reads as decoder input, so its map has the final model's rows: the typed target, or
+    else (unless the start token alone is asked for) the final model's own translation."""
+    return target if target.strip() or start_only else translation
+
+
 def head_labels(n_heads: int, guided: tuple[int, int] | None = None) -> list[str]:
     """A head list's entries, counted from 1; the head trained on the gold alignment says so ("1 (guided in
     layer 2)")."""
