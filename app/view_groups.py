@@ -1,0 +1,39 @@
+"""The window's views, grouped: the one place that says which views exist, in which group and in which order.
+
+The window shows one top-level tab per group and, inside it, one tab per view; the View menu lists the same
+groups (Ctrl+1 … Ctrl+7) and views. A new view is one line: add its class to its group's list below, e.g.
+`("Attention", [OverviewView, NeuronView]),`. Keep at most seven groups, so the group tabs fit a 1024 px window.
+The flat list of views (VIEWS, and window.views / window.tabs indices) is the groups read in order.
+"""
+
+from __future__ import annotations
+
+from .views.base import View
+from .views.compare_view import CompareView
+from .views.decoding_view import DecodingView
+from .views.heads_view import HeadsView
+from .views.importance_view import ImportanceView
+from .views.masks_view import MasksView
+from .views.norm_view import NormView
+from .views.output_view import OutputView
+from .views.overview_view import OverviewView
+from .views.pe_view import PositionalView
+from .views.step_view import StepView
+from .views.training_view import TrainingView
+
+# (group title, its views in tab order). One line per group; a new view is one more class in a list.
+GROUPS: list[tuple[str, list[type[View]]]] = [
+    ("Step", [StepView, HeadsView]),
+    ("Encoding", [PositionalView, MasksView, NormView]),
+    ("Attention", [OverviewView]),
+    ("Output", [OutputView, DecodingView]),
+    ("What if", [CompareView, ImportanceView]),
+    ("Training", [TrainingView]),
+]
+
+MAX_GROUPS = 7  # Ctrl+1 … Ctrl+7, and what fits a 1024 px tab bar
+
+
+def flat_views(groups: list[tuple[str, list[type[View]]]] | None = None) -> list[type[View]]:
+    """Every view class in group order: the window's flat view list (its tab indices, the saved "tab")."""
+    return [cls for _title, classes in (GROUPS if groups is None else groups) for cls in classes]
