@@ -11,6 +11,7 @@ from __future__ import annotations
 from .views.base import View
 from .views.compare_view import CompareView
 from .views.decoding_view import DecodingView
+from .views.derivation_view import DerivationView
 from .views.heads_view import HeadsView
 from .views.importance_view import ImportanceView
 from .views.masks_view import MasksView
@@ -23,7 +24,7 @@ from .views.training_view import TrainingView
 
 # (group title, its views in tab order). One line per group; a new view is one more class in a list.
 GROUPS: list[tuple[str, list[type[View]]]] = [
-    ("Step", [StepView, HeadsView]),
+    ("Step", [StepView, HeadsView, DerivationView]),
     ("Encoding", [PositionalView, MasksView, NormView]),
     ("Attention", [OverviewView]),
     ("Output", [OutputView, DecodingView]),

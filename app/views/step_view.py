@@ -13,8 +13,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap
+from scratchformer.plotdata.cells import cell_index, map_cell
 from scratchformer.plotdata.heatmap import token_columns
 
+from ..cell_links import derive_cell
 from ..widgets.heatmap import HeatmapWidget, ImageCache
 from ..widgets.token_table import TokenTable
 from .base import View
@@ -60,6 +62,8 @@ class StepView(View):
         self._cached_run = None
         self.connect_heatmap(self.heatmap)
         self.heatmap.menu_hook = self._head_menu
+        self.heatmap.clicked.connect(self._cell_clicked)
+        self._highlight: tuple[str, list[tuple[int, ...]]] | None = None  # (step, full indices) to outline
         layout.addWidget(self.heatmap, 1)
         self.table_host = QWidget()
         table_layout = QVBoxLayout(self.table_host)
@@ -71,6 +75,7 @@ class StepView(View):
         self.table_note.setStyleSheet("color: #555;")
         self.token_table = TokenTable()
         self.connect_heatmap(self.token_table)
+        self.token_table.cell_clicked.connect(self._token_clicked)
         table_layout.addWidget(self.table_title)
         table_layout.addWidget(self.table_note)
         table_layout.addWidget(self.token_table, 1, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
@@ -111,12 +116,40 @@ class StepView(View):
             if len(columns) > TABLE_BATCH_ITEMS:
                 columns = [c for c in columns if c.batch == key[1]]
             self.token_table.set_columns(pos_dim, columns, chosen=key[1])
+            self.token_table.highlight([c[:2] for c in self._highlighted(step)])
             self.table_title.setText(self._shown.title)
             self._show_table(True)
             return
         self._show_table(False)
         same_place = previous is not None and previous.shape == self._shown.shape
         self.heatmap.set_heatmap(self._shown, reset_view=not same_place, key=key)
+        ids = self._shown.extra.get("vocab_ids")
+        cells = [map_cell(step, c, ids) for c in self._highlighted(step)]
+        self.heatmap.set_highlight([c for b, h, c in cells if c is not None and (b, h) == key[1:]])
+
+    def highlight(self, step_name: str, cells: list[tuple[int, ...]]) -> None:
+        """Outline these cells (full indices) when `step_name` is drawn: a derivation's inputs."""
+        self._highlight = (step_name, list(cells))
+
+    def _highlighted(self, step) -> list[tuple[int, ...]]:
+        return self._highlight[1] if self._highlight is not None and self._highlight[0] == step.name else []
+
+    def _cell_clicked(self, row: int, col: int) -> None:
+        """A click on a cell derives it (How this number was made)."""
+        step, shown = self.main.current_step(), self._shown
+        if step is None or shown is None or row < 0 or col < 0:
+            return
+        batch, head = self.main.current_batch(), self.main.current_head()
+        n_batch = step.shape[0] if "batch" in step.dims else 1
+        n_head = step.shape[step.dims.index("head")] if "head" in step.dims else 1
+        index = cell_index(step, min(batch, n_batch - 1), min(head, n_head - 1), row, col,
+                           shown.extra.get("vocab_ids"))  # fmt: skip
+        derive_cell(self.main, step.name, index)
+
+    def _token_clicked(self, batch: int, pos: int) -> None:
+        step = self.main.current_step()
+        if step is not None and step.kind == "tokens":
+            derive_cell(self.main, step.name, (batch, pos))
 
     def _head_menu(self, menu, _cell) -> None:
         """Right-click on an attention step with a head axis: the shown head's what-if actions."""

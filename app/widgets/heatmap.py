@@ -26,7 +26,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QFontMetricsF
-from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import (
     EXTREME,
@@ -255,6 +255,8 @@ class HeatmapWidget(QWidget):
         self.view.ci.geometryChanged.connect(self._fit_plot)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+        self._highlights: list[QGraphicsRectItem] = []
+        self.highlighted: list[tuple[int, int]] = []  # the outlined cells, (row, col)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._show_menu)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -568,6 +570,27 @@ class HeatmapWidget(QWidget):
         suffix = "  (masked)" if value == float("-inf") else ""
         return f"row {r}  ·  column {c}  =  {format_value(value)}{suffix}"
 
+    def set_highlight(self, cells: list[tuple[int, int]]) -> None:
+        """Outline these (row, col) cells — a derivation's inputs, or the cell it explains: one rectangle per run
+        of adjacent cells in a row, drawn above the values (at most HIGHLIGHT_RUNS rectangles)."""
+        for item in self._highlights:
+            self.plot.removeItem(item)
+        self._highlights, self.highlighted = [], sorted(set(cells))
+        runs: list[list[int]] = []  # [row, first col, last col]
+        for row, col in self.highlighted:
+            if runs and runs[-1][0] == row and runs[-1][2] == col - 1:
+                runs[-1][2] = col
+            else:
+                runs.append([row, col, col])
+        pen = pg.mkPen(HIGHLIGHT_COLOUR, width=3)
+        pen.setCosmetic(True)  # the same width at every zoom
+        for row, first, last in runs[:HIGHLIGHT_RUNS]:
+            rect = QGraphicsRectItem(first - 0.5, row - 0.5, last - first + 1, 1)
+            rect.setPen(pen)
+            rect.setZValue(30)
+            self.plot.addItem(rect)
+            self._highlights.append(rect)
+
     def _on_mouse_moved(self, scene_pos) -> None:
         cell = self.cell_at(scene_pos)
         if cell == self._last_cell:
@@ -616,6 +639,10 @@ class HeatmapWidget(QWidget):
         if self.heatmap is not None:
             rows, cols = self.heatmap.values.shape
             self.plot.getViewBox().setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
+
+
+HIGHLIGHT_COLOUR = "#ff2d78"  # outlines of highlighted cells: a hue none of the colour maps uses
+HIGHLIGHT_RUNS = 256
 
 
 def _ticks(labels: list[str] | None, n: int, stride: int, chars: int) -> list[tuple[float, str]]:

@@ -106,6 +106,7 @@ class TokenTable(QTableView):
 
     hovered = Signal(str)
     export_requested = Signal(str)
+    cell_clicked = Signal(int, int)  # (batch item, position) of a clicked token or id
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -122,6 +123,7 @@ class TokenTable(QTableView):
         self.horizontalHeader().setStretchLastSection(False)
         self.setMouseTracking(True)
         self.entered.connect(self._entered)
+        self.clicked.connect(self._clicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._show_menu)
 
@@ -172,6 +174,31 @@ class TokenTable(QTableView):
             if c.batch == batch:
                 return [self.model_.text(i, 1 + 2 * k) for i in range(len(c.tokens))]
         return []
+
+    def _batch_column(self, col: int):
+        """The batch item's column pair a table column belongs to (the position column: the chosen item's)."""
+        if not self.columns:
+            return None
+        if col == 0:
+            return next((c for c in self.columns if c.batch == self.model_.chosen), self.columns[0])
+        return self.columns[(col - 1) // 2]
+
+    def _clicked(self, index: QModelIndex) -> None:
+        c = self._batch_column(index.column())
+        if c is not None and index.row() < len(c.ids):
+            self.cell_clicked.emit(c.batch, index.row())
+
+    def highlight(self, cells: list[tuple[int, int]]) -> None:
+        """Select the token and id of these (batch item, position) cells (a derivation's inputs)."""
+        selection = self.selectionModel()
+        selection.clearSelection()
+        for batch, pos in cells:
+            for k, c in enumerate(self.columns):
+                if c.batch == batch and pos < len(c.ids):
+                    for col in (1 + 2 * k, 2 + 2 * k):
+                        selection.select(self.model_.index(pos, col), selection.SelectionFlag.Select)
+        if cells:
+            self.scrollTo(self.model_.index(cells[0][1], 0))
 
     def _entered(self, index: QModelIndex) -> None:
         row, col = index.row(), index.column()

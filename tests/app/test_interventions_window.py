@@ -8,6 +8,7 @@ import pytest
 
 from app.views.compare_view import CompareView
 from app.views.importance_view import ImportanceView
+from app.views.overview_view import OverviewView
 from app.views.output_view import OutputView
 from tests.app.conftest import run_and_wait
 
@@ -78,7 +79,7 @@ def test_right_click_ablates_a_head_and_the_list_switches_it_off(qtbot, en_hi):
 
 def test_overview_and_step_view_offer_the_same_menu_and_undo(qtbot, en_hi):
     w = en_hi
-    overview = show(w, type(w.views[5]))
+    overview = show(w, OverviewView)
     mosaic = overview._maps["decoder.cross_attn"]
     tile_cols = mosaic.extra["tile_cols"]
     menu = overview.widgets["decoder.cross_attn"].context_menu((0, tile_cols + 1))  # decoder 1, head 2
