@@ -8,8 +8,8 @@ import pytest
 
 from app.views.compare_view import CompareView
 from app.views.importance_view import ImportanceView
-from app.views.overview_view import OverviewView
 from app.views.output_view import OutputView
+from app.views.overview_view import OverviewView
 from tests.app.conftest import run_and_wait
 
 SENTENCE = "the girl eats an apple"
