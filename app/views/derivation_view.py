@@ -110,6 +110,14 @@ class DerivationView(View):
         self.status.setText("")
         self._show()
 
+    def is_deriving(self) -> bool:
+        return self._job is not None
+
+    def shutdown(self) -> None:
+        self._pending = None
+        if self._job is not None:
+            self._job.wait()
+
     def back(self) -> None:
         if self._history:
             name, index = self._history.pop()
