@@ -57,9 +57,11 @@ class Reader:
             raise UserError(f"This run has no step named {name!r}.")
         return step
 
-    def item(self, step: Step, batch: int) -> np.ndarray:
-        """One batch item of a step (the whole step if it has no batch axis) as float64."""
-        return step.item(batch).detach().to(torch.float64).numpy()
+    def values(self, step: Step, index: tuple[int, ...]) -> np.ndarray:
+        """A cell, row or column of a step (index with the batch axis first when it has one) as float64 —
+        indexed before it is converted, so a row of a 512 × 50 257 item costs one row."""
+        batch, rest = split_batch(step, index)
+        return step.item(batch).detach()[rest].to(torch.float64).numpy()
 
     def params(self) -> dict[str, torch.Tensor]:
         if self._params is None:  # every name, tied weights under each of theirs (generator.proj.weight too)
@@ -84,26 +86,20 @@ class Reader:
 
     def cell(self, name: str, index: tuple[int, ...]) -> float:
         """One trace cell; index has one entry per axis of the step (batch first when it has one)."""
-        step = self.step(name)
-        batch, rest = split_batch(step, index)
-        value = float(self.item(step, batch)[rest])
+        value = float(self.values(self.step(name), tuple(index)))
         self.cells.append(Cell(tuple(index), value, step=name))
         return value
 
     def row(self, name: str, prefix: tuple[int, ...], listed: bool = True) -> np.ndarray:
         """The last axis of a step at `prefix` (every other axis fixed): e.g. one position's d_model vector."""
-        step = self.step(name)
-        batch, rest = split_batch(step, prefix)
-        values = self.item(step, batch)[rest]
+        values = self.values(self.step(name), tuple(prefix))
         self._record(len(values), lambda: [Cell((*prefix, j), float(v), step=name) for j, v in enumerate(values)],
                      listed)  # fmt: skip
         return values
 
     def column(self, name: str, prefix: tuple[int, ...], suffix: tuple[int, ...]) -> np.ndarray:
         """The second-to-last axis at prefix/suffix: e.g. every key's value v[b, h, :, e]."""
-        step = self.step(name)
-        batch, rest = split_batch(step, prefix)
-        values = self.item(step, batch)[(*rest, slice(None), *suffix)]
+        values = self.values(self.step(name), (*prefix, slice(None), *suffix))
         self._record(len(values),
                      lambda: [Cell((*prefix, j, *suffix), float(v), step=name) for j, v in enumerate(values)])
         return values
