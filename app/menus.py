@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMessageBox
 
 EXPORT_MENU = (
@@ -33,6 +33,52 @@ def open_train_dialog(window) -> None:
     from .train_dialog import open_train_dialog as show
 
     show(window)
+
+
+GROUP_KEY = "Ctrl+{}"  # Ctrl+1 … Ctrl+7: a group of views (at the view last used in it)
+VIEW_KEY = "Alt+{}"  # Alt+1 … Alt+9: the n-th view of the group shown
+NEXT_VIEW_KEYS = ("Ctrl+PgDown", "Ctrl+PgUp")  # the next / previous view, across groups
+
+
+def build_view_entries(window, menu) -> None:
+    """The View menu's list of groups and views: each group (Ctrl+n) followed by its views (Alt+n once the group
+    is shown; the one shown is ticked), then next / previous view. Sets window.group_actions (one per group) and
+    window.view_actions (one per view, in the flat order of window.views)."""
+    w, tabs = window, window.tabs
+    w.group_actions, w.view_actions = [], []
+    ticks = QActionGroup(menu)  # one view is shown at a time: drawn as a radio list
+    for g in range(tabs.group_count()):
+        menu.addSeparator()
+        title = tabs.groups.tabText(g)
+        key = GROUP_KEY.format(g + 1) if g < 9 else None
+        group_action = add_action(w, menu, title, lambda g=g: tabs.set_group(g), key)
+        font = group_action.font()
+        font.setBold(True)
+        group_action.setFont(font)
+        group_action.setToolTip(f"Show the {title} group ({key})" if key else f"Show the {title} group")
+        w.group_actions.append(group_action)
+        for n, i in enumerate(tabs.views_of(g)):
+            hint = f"\t{VIEW_KEY.format(n + 1)}" if n < 9 else ""  # the key shown; the Alt+n actions below act
+            action = add_action(w, menu, f"    {tabs.tabText(i)}{hint}", lambda i=i: tabs.setCurrentIndex(i))
+            action.setCheckable(True)
+            action.setToolTip(tabs.tabToolTip(i))
+            ticks.addAction(action)
+            w.view_actions.append(action)
+    menu.addSeparator()
+    for n in range(9):  # window-wide, not in the menu: the n-th view of the group shown
+        nth = QAction(f"View {n + 1} of the group", w)
+        nth.setShortcut(QKeySequence(VIEW_KEY.format(n + 1)))
+        nth.triggered.connect(lambda _checked=False, n=n: tabs.show_nth_of_group(n))
+        w.addAction(nth)
+    add_action(w, menu, "Ne&xt view", lambda: tabs.step(1), NEXT_VIEW_KEYS[0])
+    add_action(w, menu, "Pre&vious view", lambda: tabs.step(-1), NEXT_VIEW_KEYS[1])
+
+    def tick(index: int) -> None:
+        if 0 <= index < len(w.view_actions):
+            w.view_actions[index].setChecked(True)
+
+    tabs.currentChanged.connect(tick)
+    tick(tabs.currentIndex())
 
 
 def build_menus(window) -> dict[str, QAction]:
@@ -63,10 +109,7 @@ def build_menus(window) -> dict[str, QAction]:
     view_menu = mb.addMenu("&View")
     add_action(w, view_menu, "&Sublayers only", lambda: w.set_detail("major"), "Ctrl+Shift+S")
     add_action(w, view_menu, "&Every operation", lambda: w.set_detail("all"), "Ctrl+Shift+A")
-    view_menu.addSeparator()
-    for i, view in enumerate(w.views):  # one entry per tab, in tab order
-        add_action(w, view_menu, type(view).title, lambda i=i: w.tabs.setCurrentIndex(i),
-                   f"Ctrl+{i + 1}" if i < 9 else None)
+    build_view_entries(w, view_menu)
     view_menu.addSeparator()
     view_menu.addAction(w.interventions_panel.toggleViewAction())  # the dock of active interventions
     help_menu = mb.addMenu("&Help")
@@ -101,18 +144,32 @@ def show_about(parent) -> None:
     box.deleteLater()
 
 
-def show_shortcuts(parent) -> None:
-    rows = [
+def shortcut_rows(window) -> list[tuple[str, str]]:
+    """The keyboard shortcuts dialog's rows (key, what it does)."""
+    tabs = window.tabs
+    groups = [tabs.groups.tabText(g) for g in range(min(9, tabs.group_count()))]
+    return [
         ("→ / ←", "next / previous step (when not typing)"),
         ("Home / End", "first / last step"),
         ("Alt+→ / Alt+←", "next / previous step, anywhere"),
         ("Space", "play / pause"),
+        ("Ctrl+Space", "play / pause, anywhere"),
         ("Ctrl+Enter, F5", "run the model"),
         ("Ctrl+O", "open a text file"),
         ("Ctrl+Shift+O", "open a model folder"),
         ("Ctrl+Shift+T", "train a model (File › Train…)"),
-        ("Ctrl+1 … Ctrl+9", "switch view"),
+        ("Ctrl+E", "export the current view as PNG"),
+        ("Ctrl+Shift+C", "copy the current view to the clipboard"),
+        (f"Ctrl+1 … Ctrl+{len(groups)}", "show a group of views: " + ", ".join(groups)),
+        ("Alt+1 … Alt+9", "show the first, second, … view of the group shown (View menu)"),
+        ("Ctrl+PgDown / Ctrl+PgUp", "next / previous view"),
+        ("Ctrl+Shift+S / Ctrl+Shift+A", "step through sublayers only / every operation"),
+        ("F1", "this list"),
         ("Ctrl+Q", "quit"),
     ]
+
+
+def show_shortcuts(parent) -> None:
+    rows = shortcut_rows(parent)
     body = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(v)}</td></tr>" for k, v in rows)
     QMessageBox.information(parent, "Keyboard shortcuts", f"<table cellspacing=6>{body}</table>")

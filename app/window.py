@@ -12,17 +12,13 @@ from __future__ import annotations
 import importlib
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QActionGroup
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
     QLabel,
     QMainWindow,
-    QMenu,
     QProgressBar,
     QSplitter,
-    QTabWidget,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -35,7 +31,7 @@ from scratchformer.memory import size_text
 from scratchformer.plotdata import Heatmap, block_key, block_steps, step_heatmap
 from scratchformer.trace import Step, step_path
 
-from . import menus, teaching
+from . import menus, teaching, view_groups
 from .diagram import ArchitectureDiagram
 from .explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, explanation_html, tab_html
 from .input_bar import InputBar
@@ -46,26 +42,10 @@ from .run_banner import RunBanner
 from .settings import AppSettings
 from .side_panel import SidePanel
 from .stepper import StepKeys, StepperBar
+from .view_tabs import ViewTabs
 from .views.base import View
-from .views.compare_view import CompareView
-from .views.decoding_view import DecodingView
-from .views.heads_view import HeadsView
-from .views.importance_view import ImportanceView
-from .views.masks_view import MasksView
-from .views.norm_view import NormView
-from .views.output_view import OutputView
-from .views.overview_view import OverviewView
-from .views.pe_view import PositionalView
-from .views.step_view import StepView
-from .views.training_view import TrainingView
 from .warmup import WarmUp, step_work
 from .worker import RunResult, WorkerThread
-
-# The centre tabs, in order. A new view is one more entry here (e.g. the decoding timeline's DecodingView).
-VIEWS: list[type[View]] = [
-    StepView, HeadsView, PositionalView, MasksView, NormView, OverviewView, OutputView, DecodingView, TrainingView,
-    CompareView, ImportanceView,
-]
 
 
 def short_shape(step: Step) -> str:
@@ -132,39 +112,19 @@ class MainWindow(QMainWindow):
 
     # --- construction ----------------------------------------------------------------------------------------
 
-    def _all_tabs_button(self) -> QToolButton:
-        """'All tabs ▾' at the end of the tab bar: every tab in one click, also those the bar has scrolled out of
-        sight in a narrow window (the current one ticked)."""
-        button = QToolButton()
-        button.setText("All tabs")
-        button.setToolTip("List every tab (a narrow window scrolls some of them out of the tab bar)")
-        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(button)
-        group = QActionGroup(menu)  # one tab is open at a time: drawn as a radio list
-        for i, view in enumerate(self.views):
-            action = menu.addAction(view.title, lambda i=i: self.tabs.setCurrentIndex(i))
-            action.setCheckable(True)
-            group.addAction(action)
-            action.setToolTip(view.tooltip)
-        menu.aboutToShow.connect(
-            lambda: [a.setChecked(i == self.tabs.currentIndex()) for i, a in enumerate(menu.actions())])
-        button.setMenu(menu)
-        self.all_tabs_menu = menu
-        return button
-
     def _build_centre(self) -> None:
         self.diagram = ArchitectureDiagram()
         self.diagram.block_clicked.connect(self.go_to_block)
-        self.tabs = QTabWidget()
-        self.tabs.setDocumentMode(True)
+        # The views, in their groups (app/view_groups.py); window.tabs indexes them as one flat list.
+        self.tabs = ViewTabs()
         self.views: list[View] = []
-        for cls in VIEWS:
-            view = cls(self)
-            self.views.append(view)
-            i = self.tabs.addTab(view, cls.title)
-            self.tabs.setTabToolTip(i, cls.tooltip)
+        for title, classes in view_groups.GROUPS:
+            g = self.tabs.add_group(title, " · ".join(cls.title for cls in classes))
+            for cls in classes:
+                view = cls(self)
+                self.views.append(view)
+                self.tabs.add_view(g, view, cls.title, cls.tooltip)
         self.tabs.currentChanged.connect(self._tab_changed)
-        self.tabs.setCornerWidget(self._all_tabs_button(), Qt.Corner.TopRightCorner)
         self.inspector_panel = Inspector()
         self.inspector, self.hover_label = self.inspector_panel.text, self.inspector_panel.hover_label
         self.explain_panel = ExplainPanel()
@@ -584,9 +544,9 @@ class MainWindow(QMainWindow):
         if step is None or trace is None:
             return []
         work = step_work([step], self._batch)
-        prepare = getattr(self.tabs.currentWidget(), "preparation", None)
-        if prepare is not None:
-            work += prepare(trace, self._batch)
+        view = self.tabs.currentWidget()
+        if view is not None:
+            work += view.preparation(trace, self._batch)
         return work
 
     def _when_ready(self, then) -> None:
@@ -799,8 +759,7 @@ class MainWindow(QMainWindow):
         if app is not None:
             app.removeEventFilter(self.keys)
         for view in self.views:  # a view's own background work (head importance)
-            if hasattr(view, "shutdown"):
-                view.shutdown()
+            view.shutdown()
         self.worker.shutdown()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)

@@ -1,4 +1,5 @@
-"""What every tab of the window provides: redraw on demand, and what it shows for the exporters."""
+"""What every view of the window provides: redraw on demand, what it shows for the exporters, and its hooks
+(preparation before drawing, shutdown on close) that the window calls on every view."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ class View(QWidget):
 
     def refresh(self) -> None:
         """Redraw from main.current_result(), current_step(), current_batch(), current_head()."""
+
+    def preparation(self, trace, batch: int) -> list:
+        """What must be recomputed off the UI thread before refresh() can draw (app/warmup.py step_work jobs);
+        the window runs it in a WarmUp thread first. Nothing by default."""
+        return []
+
+    def shutdown(self) -> None:
+        """Stop this view's own background work; the window calls it once, as it closes."""
 
     def current_heatmaps(self) -> list[Heatmap]:
         """The heatmaps this view shows now (for export)."""

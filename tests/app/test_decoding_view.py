@@ -157,13 +157,11 @@ def test_layer_and_head_choice_changes_the_rows(qtbot, view_for):
     assert "layer 2" in view.heatmap.heatmap.title and "head 1" in view.heatmap.heatmap.title
 
 
-def test_in_the_real_window(qtbot, make_window, monkeypatch):
-    """Registered as a tab, the view decodes the window's run (the blog preset: GPT-2 vocabulary)."""
-    import app.window
+def test_in_the_real_window(qtbot, make_window):
+    """In the window (its Output group), the view decodes the window's run (the blog preset: GPT-2 vocabulary)."""
     from app.views.decoding_view import DecodingView
     from tests.app.conftest import run_and_wait
 
-    monkeypatch.setattr(app.window, "VIEWS", [*app.window.VIEWS, DecodingView])
     w = make_window(source="machine learning using PyTorch", target="the answer")
     run_and_wait(qtbot, w)
     view = next(v for v in w.views if isinstance(v, DecodingView))

@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import app.window
 from app.views.norm_view import NormView
 from app.views.pe_view import PositionalView
 from scratchformer.plotdata import pe_wavelengths
@@ -19,10 +18,8 @@ SOURCE, TARGET = "the boy eats an apple", "लड़का सेब खात�
 
 
 @pytest.fixture
-def norm_window(qtbot, make_window, monkeypatch):
-    """A window with NormView among its tabs, factory-style: norm_window(model=..., source=..., target=...)."""
-    if NormView not in app.window.VIEWS:
-        monkeypatch.setattr(app.window, "VIEWS", [*app.window.VIEWS, NormView])
+def norm_window(qtbot, make_window):
+    """A window (NormView is in its Encoding group), factory-style: norm_window(model=..., source=..., target=...)."""
 
     def make(model="en-hi", source=SOURCE, target=TARGET):
         w = make_window(source=source, target=target, model=model)

@@ -23,12 +23,8 @@ SOURCE = "3 1 4 1 5"
 
 
 @pytest.fixture
-def training_window(monkeypatch, make_window):
-    """make_window with the Training tab in the window (added here until app/window.py lists it)."""
-    import app.window
-
-    if TrainingView not in app.window.VIEWS:
-        monkeypatch.setattr(app.window, "VIEWS", [*app.window.VIEWS, TrainingView])
+def training_window(make_window):
+    """make_window (the Training view is in the window's Training group)."""
     return make_window
 
 

@@ -101,7 +101,8 @@ def test_every_view_reports_what_it_shows(qtbot, ran_window):
         if view.title == "Training":  # the blog preset was never trained: the tab says so instead
             assert view.empty.isVisible() and "no training snapshots" in view.empty.text()
             continue
-        if view.title in ("Compare", "Head importance"):  # nothing to show before an intervention or a measurement
+        if view.title in ("Compare", "Head importance", "How this number was made"):
+            # nothing to show before an intervention, a measurement or a click on a cell
             assert not view.current_heatmaps()
             continue
         # the Decoding tab computes its timeline in a thread: wait for what the user would wait for
@@ -149,13 +150,19 @@ def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
         worker._SHARED.clear()
 
 
-def test_all_tabs_button_lists_every_tab_and_opens_the_one_chosen(qtbot, ran_window):
+def test_the_view_menu_lists_every_view_in_its_group_and_opens_the_one_chosen(qtbot, ran_window):
+    """The View menu replaces the old "All tabs" button: every group, then its views, the one shown ticked."""
+    from app.view_groups import GROUPS
+
     w = ran_window
-    menu = w.all_tabs_menu
-    assert [a.text() for a in menu.actions()] == [v.title for v in w.views]
-    assert w.tabs.cornerWidget(Qt.Corner.TopRightCorner).text() == "All tabs"
-    last = menu.actions()[-1]  # Head importance: scrolled out of a 1 400 px window's tab bar
+    assert w.tabs.groups.cornerWidget(Qt.Corner.TopRightCorner) is None  # no "All tabs" button any more
+    view_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
+    entries = [a for a in view_menu.actions() if a in w.group_actions or a in w.view_actions]
+    expected = [t for title, classes in GROUPS for t in (title, *(c.title for c in classes))]
+    assert [a.text().split("\t")[0].strip() for a in entries] == expected
+    last = w.view_actions[-1]  # the last view of the last group
     last.trigger()
-    assert w.tabs.currentIndex() == len(w.views) - 1
-    menu.aboutToShow.emit()
-    assert [a.isChecked() for a in menu.actions()] == [i == len(w.views) - 1 for i in range(len(w.views))]
+    assert w.tabs.currentIndex() == len(w.views) - 1 and w.tabs.currentWidget() is w.views[-1]
+    assert [a.isChecked() for a in w.view_actions] == [i == len(w.views) - 1 for i in range(len(w.views))]
+    w.view_actions[1].trigger()
+    assert w.tabs.currentWidget() is w.views[1] and w.view_actions[1].isChecked() and not last.isChecked()
