@@ -17,6 +17,24 @@ def derive_cell(window, step_name: str, index: tuple[int, ...]) -> bool:
     return True
 
 
+def derive_from_map(window, heatmap, row: int, col: int) -> bool:
+    """A click on (row, col) of a map drawn from one step (plotdata.step_heatmap marks it `cell_of`) derives
+    that step's cell; other maps (mosaics, similarities, statistics) do nothing."""
+    from scratchformer.plotdata.cells import cell_index
+
+    trace = window.current_trace()
+    if heatmap is None or row < 0 or col < 0 or trace is None or "cell_of" not in heatmap.extra:
+        return False
+    name, batch, head = heatmap.extra["cell_of"]
+    step = trace.find(name)
+    if step is None:
+        return False
+    n_batch = step.shape[0] if "batch" in step.dims else 1
+    n_head = step.shape[step.dims.index("head")] if "head" in step.dims else 1
+    index = cell_index(step, min(batch, n_batch - 1), min(head, n_head - 1), row, col, heatmap.extra.get("vocab_ids"))
+    return derive_cell(window, name, index)
+
+
 def show_cells(window, step_name: str, cells: list[tuple[int, ...]]) -> bool:
     """Go to a step in the Step view, on the batch item and head of the first cell, with the cells outlined."""
     from scratchformer.plotdata.cells import map_cell

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QSplitter, QVBoxLayout, QWidg
 
 from scratchformer.plotdata import Heatmap, heads_grid
 
+from ..cell_links import derive_from_map
 from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
@@ -106,6 +107,7 @@ class HeadsView(View):
         self.large = HeatmapWidget()
         self.connect_heatmap(self.large)
         self.large.menu_hook = lambda menu, _cell: self._head_menu(menu, self.main.current_head())
+        self.large.clicked.connect(lambda r, c: derive_from_map(self.main, self.large.heatmap, r, c))
         self.splitter.addWidget(self.large)
         self.splitter.setSizes([480, 520])
         layout.addWidget(self.splitter, 1)

@@ -30,6 +30,7 @@ from scratchformer.plotdata import (
     positional_heatmap,
 )
 
+from ..cell_links import derive_from_map
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
@@ -97,6 +98,7 @@ class PositionalView(View):
         layout.addWidget(self.empty)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.heatmap = HeatmapWidget()
+        self.heatmap.clicked.connect(lambda r, c: derive_from_map(self.main, self.heatmap.heatmap, r, c))
         self.connect_heatmap(self.heatmap)
         self.splitter.addWidget(self.heatmap)
         curves_host = QWidget()

@@ -13,10 +13,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap
-from scratchformer.plotdata.cells import cell_index, map_cell
+from scratchformer.plotdata.cells import map_cell
 from scratchformer.plotdata.heatmap import token_columns
 
-from ..cell_links import derive_cell
+from ..cell_links import derive_cell, derive_from_map
 from ..widgets.heatmap import HeatmapWidget, ImageCache
 from ..widgets.token_table import TokenTable
 from .base import View
@@ -136,15 +136,7 @@ class StepView(View):
 
     def _cell_clicked(self, row: int, col: int) -> None:
         """A click on a cell derives it (How this number was made)."""
-        step, shown = self.main.current_step(), self._shown
-        if step is None or shown is None or row < 0 or col < 0:
-            return
-        batch, head = self.main.current_batch(), self.main.current_head()
-        n_batch = step.shape[0] if "batch" in step.dims else 1
-        n_head = step.shape[step.dims.index("head")] if "head" in step.dims else 1
-        index = cell_index(step, min(batch, n_batch - 1), min(head, n_head - 1), row, col,
-                           shown.extra.get("vocab_ids"))  # fmt: skip
-        derive_cell(self.main, step.name, index)
+        derive_from_map(self.main, self._shown, row, col)
 
     def _token_clicked(self, batch: int, pos: int) -> None:
         step = self.main.current_step()

@@ -128,6 +128,7 @@ def step_heatmap(
         values, cols = top_columns(values, VOCAB_COLUMNS)
         col_labels = vocab_labels(cols.tolist()) if vocab_labels else [f"#{i}" for i in cols]
         extra["vocab_ids"] = cols
+    extra["cell_of"] = (step.name, batch, head)  # a click on (row, col) is that step's cell (plotdata.cells)
     levels, cmap = levels_for(values, step.kind)
     if step.kind == "mask":
         levels, cmap = (0.0, 1.0), MASK

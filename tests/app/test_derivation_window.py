@@ -106,3 +106,24 @@ def test_derivations_run_off_the_ui_thread_and_mistakes_are_one_sentence(qtbot, 
     qtbot.waitUntil(lambda: not view.is_deriving())
     assert "out of range" in w.message_text() and "runs from 0 to 5" in w.message_text()
     assert view.derivation.step == "encoder.1.add_norm2.out"  # the last good derivation stays
+
+
+def test_the_enlarged_head_and_the_positional_encoding_maps_derive_their_cells(qtbot, en_hi):
+    from app.views.heads_view import HeadsView
+    from app.views.pe_view import PositionalView
+
+    w, view = en_hi, view_of(en_hi, DerivationView)
+    heads = view_of(w, HeadsView)
+    w.tabs.setCurrentWidget(heads)
+    w.go_to_step("encoder.1.self_attn.weights", head=1)
+    qtbot.waitUntil(lambda: not w.is_busy())
+    click_cell(qtbot, heads.large, 2, 3)
+    wait_derived(qtbot, view)
+    assert (view.derivation.step, view.derivation.index) == ("encoder.1.self_attn.weights", (0, 1, 2, 3))
+
+    pe = view_of(w, PositionalView)
+    w.tabs.setCurrentWidget(pe)
+    qtbot.waitUntil(lambda: not w.is_busy() and pe.heatmap.heatmap is not None)
+    click_cell(qtbot, pe.heatmap, 3, 10)
+    qtbot.waitUntil(lambda: view.derivation.step == "src_embed.positional_encoding", timeout=20_000)
+    assert view.derivation.index == (3, 10) and "sin(3 / 10000^(10/128))" in view.derivation.expression
