@@ -2,6 +2,9 @@
 
 Every block shows the live shape of its output (its last step's tensor), the current block is highlighted,
 and a click on a block emits `block_clicked(key)`. Keys are scratchformer.plotdata.block_key() values.
+
+The text is drawn at its point size (app.fonts.MIN_POINT_SIZE at least), never scaled down: a panel too narrow
+for the two stacks side by side gets them one above the other (the decoder below the encoder) and scrolls.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from scratchformer.plotdata import Block, architecture
 
+from .fonts import MIN_POINT_SIZE
 from .teaching import count_text
 
 FILL = {
@@ -25,7 +29,10 @@ FILL = {
     "ffn": "#d3e9f7", "norm": "#ececec", "linear": "#e6dcf5", "softmax": "#d6efd6",
 }  # fmt: skip
 HIGHLIGHT = QColor("#d62728")
-BLOCK_W, COL_GAP, PAD = 168.0, 26.0, 10.0
+BLOCK_W, COL_GAP, PAD = 152.0, 26.0, 10.0
+RAIL = 12.0  # one column: room right of the blocks for the encoder output's line to the cross-attention blocks
+STACK_GAP = 18.0  # one column: between the encoder stack and the decoder's title
+LABEL_PT, SHAPE_PT, HEADER_PT, LAYER_PT = 9.0, MIN_POINT_SIZE, 10.0, 8.5
 HEIGHT = {"add_norm": 34.0}
 DEFAULT_H = 42.0
 
@@ -39,13 +46,13 @@ class BlockItem(QGraphicsRectItem):
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setAcceptHoverEvents(True)
         label_font = QFont()
-        label_font.setPointSizeF(9.0)
+        label_font.setPointSizeF(LABEL_PT)
         self.label = QGraphicsSimpleTextItem(block.label, self)
         self.label.setFont(label_font)
         self.label.setPos(rect.x() + 8, rect.y() + 3)
         shape_font = QFont("monospace")
         shape_font.setStyleHint(QFont.StyleHint.Monospace)
-        shape_font.setPointSizeF(8.0)
+        shape_font.setPointSizeF(SHAPE_PT)
         self.shape_text = QGraphicsSimpleTextItem("", self)
         self.shape_text.setFont(shape_font)
         self.shape_text.setBrush(QBrush(QColor("#555")))
@@ -83,10 +90,22 @@ class ArchitectureDiagram(QGraphicsView):
         self.setRenderHint(QPainter.RenderHint.TextAntialiasing)
         self.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self.setBackgroundBrush(QBrush(QColor("#fafafa")))
-        self.setMinimumWidth(170)  # the blocks scale down to fit; a 1024-pixel window needs the room
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # one column fits the minimum
+        self.setMinimumWidth(self.one_column_width())
         self.items_by_key: dict[str, BlockItem] = {}
         self.current_key: str | None = None
         self._config_key = None
+        self._blocks: list[Block] = []
+        self._both = False
+        self.columns = 2  # the stacks side by side (2) or one above the other (1)
+        self._shapes: tuple[dict, dict | None] = ({}, None)
+
+    def one_column_width(self) -> int:
+        """The width that shows one stack at full size, with the vertical scroll bar and the frame."""
+        return int(BLOCK_W + 2 * PAD + RAIL + 4 + self.verticalScrollBar().sizeHint().width() + 2 * self.frameWidth())
+
+    def two_column_width(self) -> int:
+        return int(self.one_column_width() + BLOCK_W + 2 * PAD + COL_GAP - RAIL)
 
     def set_model(self, config) -> None:
         """Rebuild the blocks from a config (only when the architecture changed)."""
@@ -95,21 +114,42 @@ class ArchitectureDiagram(QGraphicsView):
         if key == self._config_key:
             return
         self._config_key = key
+        self._blocks = blocks
+        self._both = config.has_encoder and config.has_decoder
+        self._shapes = ({}, None)
+        self.current_key = None
+        self.columns = self._columns_for_width()
+        self._build()
+
+    def _columns_for_width(self) -> int:
+        return 2 if not self._both or self.width() >= self.two_column_width() else 1
+
+    def _build(self) -> None:
+        """Draw the blocks in self.columns columns, keeping the shapes and the current block."""
+        blocks, both = self._blocks, self._both
+        current = self.current_key
         scene = self.scene()
         scene.clear()
         self.items_by_key = {}
         self.current_key = None
-        both = config.has_encoder and config.has_decoder
-        x_of = {"encoder": 0.0, "decoder": BLOCK_W + 2 * PAD + COL_GAP if both else 0.0}
+        stacked = both and self.columns == 1
+        x_of = {"encoder": 0.0, "decoder": BLOCK_W + 2 * PAD + COL_GAP if both and not stacked else 0.0}
         y_of = {"encoder": 0.0, "decoder": 0.0}
         header_font = QFont()
-        header_font.setPointSizeF(10.0)
+        header_font.setPointSizeF(HEADER_PT)
         header_font.setBold(True)
+        headers = {}
         for column, title in (("encoder", "Encoder"), ("decoder", "Decoder")):
             if any(b.column == column for b in blocks):
-                t = scene.addSimpleText(title, header_font)
+                headers[column] = t = scene.addSimpleText(title, header_font)
                 t.setPos(x_of[column] + PAD, 0)
                 y_of[column] = 24.0
+        if stacked:  # the decoder starts below the encoder's last block
+            enc_height = sum(HEIGHT.get(b.kind, DEFAULT_H) + 12.0 for b in blocks if b.column == "encoder")
+            enc_layers = {b.layer for b in blocks if b.column == "encoder" and b.layer is not None}
+            top = 24.0 + enc_height + 30.0 * len(enc_layers) + STACK_GAP
+            headers["decoder"].setPos(PAD, top)
+            y_of["decoder"] = top + 24.0
         frames: dict[tuple[str, int], list[QRectF]] = {}
         prev: dict[str, BlockItem] = {}
         for b in blocks:
@@ -132,7 +172,7 @@ class ArchitectureDiagram(QGraphicsView):
                 y += 10.0
             y_of[b.column] = y
         layer_font = QFont()
-        layer_font.setPointSizeF(8.5)
+        layer_font.setPointSizeF(LAYER_PT)
         for (column, layer), rects in frames.items():
             r = rects[0].united(rects[-1]).adjusted(-PAD + 3, -18, PAD - 3, 6)
             frame = scene.addRect(r, QPen(QColor("#b0b0b0"), 1.0, Qt.PenStyle.DashLine), QBrush(Qt.BrushStyle.NoBrush))
@@ -140,13 +180,26 @@ class ArchitectureDiagram(QGraphicsView):
             t = scene.addSimpleText(f"{column.capitalize()} layer {layer + 1}", layer_font)
             t.setBrush(QBrush(QColor("#777")))
             t.setPos(r.x() + 5, r.y() + 2)
+            t.setZValue(0.9)  # over the arrow into the layer's first block, on a patch of the background
+            patch = scene.addRect(t.sceneBoundingRect().adjusted(-2, 0, 2, 0), QPen(Qt.PenStyle.NoPen),
+                                  self.backgroundBrush())
+            patch.setZValue(0.8)
         if both:  # the encoder output feeds every cross-attention block
             last_enc = [i for k, i in self.items_by_key.items() if i.block.column == "encoder"][-1]
             src = QPointF(last_enc.rect().right(), last_enc.rect().center().y())
             for k, item in self.items_by_key.items():
                 if k.endswith("cross_attn"):
-                    self._elbow(src, QPointF(item.rect().left(), item.rect().center().y()))
+                    if stacked:  # down a rail right of the column, into the block's right side
+                        self._elbow(src, QPointF(item.rect().right(), item.rect().center().y()),
+                                    rail=item.rect().right() + RAIL - 2)
+                    else:
+                        self._elbow(src, QPointF(item.rect().left(), item.rect().center().y()))
         self.setSceneRect(scene.itemsBoundingRect().adjusted(-6, -6, 6, 6))
+        shapes, params = self._shapes
+        if shapes:
+            self.set_shapes(shapes, params)
+        if current is not None:
+            self.set_current(current)
         self._fit()
 
     @staticmethod
@@ -164,15 +217,17 @@ class ArchitectureDiagram(QGraphicsView):
         item.setPen(QPen(QColor("#888"), 1.2))
         self.scene().addItem(item)
 
-    def _elbow(self, a: QPointF, b: QPointF) -> None:
-        mid = a.x() + (b.x() - a.x()) / 2
+    def _elbow(self, a: QPointF, b: QPointF, rail: float | None = None) -> None:
+        """A dashed line from a to b by a vertical stretch at x = rail (halfway by default), arrowhead at b."""
+        mid = a.x() + (b.x() - a.x()) / 2 if rail is None else rail
         path = QPainterPath(a)
         path.lineTo(mid, a.y())
         path.lineTo(mid, b.y())
         path.lineTo(b)
-        path.moveTo(b.x() - 6, b.y() - 4)
+        back = 6 if mid < b.x() else -6  # the arrowhead points the way the last stretch goes
+        path.moveTo(b.x() - back, b.y() - 4)
         path.lineTo(b)
-        path.lineTo(b.x() - 6, b.y() + 4)
+        path.lineTo(b.x() - back, b.y() + 4)
         item = QGraphicsPathItem(path)
         item.setPen(QPen(QColor("#c58b2a"), 1.2, Qt.PenStyle.DashLine))
         item.setToolTip("Keys and values of cross-attention come from the encoder output")
@@ -181,6 +236,7 @@ class ArchitectureDiagram(QGraphicsView):
 
     def set_shapes(self, shapes: dict[str, tuple[str, str]], params: dict | None = None) -> None:
         """Block key → (short shape text, named shape) of its output; `params`: block key → ParamCount."""
+        self._shapes = (shapes, params)  # drawn again if the layout changes
         for key, item in self.items_by_key.items():
             text, named = shapes.get(key, ("", ""))
             pc = (params or {}).get(key)
@@ -199,8 +255,17 @@ class ArchitectureDiagram(QGraphicsView):
             self.ensureVisible(item, 20, 40)
 
     def block_center(self, key: str):
-        """Viewport position of a block's centre (for tests and keyboard users)."""
-        return self.mapFromScene(self.items_by_key[key].sceneBoundingRect().center())
+        """Viewport position of a block's centre, scrolled into view first (for tests and keyboard users)."""
+        item = self.items_by_key[key]
+        self.ensureVisible(item, 20, 40)
+        return self.mapFromScene(item.sceneBoundingRect().center())
+
+    def smallest_point_size(self) -> float:
+        """The smallest text on screen, in points at the view's scale (MIN_POINT_SIZE or more)."""
+        scale = self.transform().m11()
+        sizes = [item.font().pointSizeF() * scale for item in self.scene().items()
+                 if isinstance(item, QGraphicsSimpleTextItem) and item.text()]
+        return min(sizes, default=float("inf"))
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
         if event.button() == Qt.MouseButton.LeftButton:
@@ -217,17 +282,12 @@ class ArchitectureDiagram(QGraphicsView):
         self._fit()
 
     def _fit(self) -> None:
-        """Shrink to the panel's width (never enlarge beyond 100 %); tall stacks scroll."""
-        rect = self.sceneRect()
-        if rect.width() <= 0:
+        """Full size always (never scaled down: the text stays readable); a narrow panel stacks the decoder below
+        the encoder, and a tall drawing scrolls, following the current block."""
+        if self._blocks and self._columns_for_width() != self.columns:
+            self.columns = self._columns_for_width()
+            self._build()
             return
-        # From the widget's width, not the viewport's: the viewport narrows when the vertical scroll bar appears,
-        # and scaling to it would hide the bar again — an endless resize loop.
-        inner = self.width() - 2 * self.frameWidth() - 4
-        scale = min(1.0, inner / rect.width())
-        if rect.height() * scale > self.height() - 2 * self.frameWidth():  # it will scroll: leave room for the bar
-            scale = min(1.0, (inner - self.verticalScrollBar().sizeHint().width()) / rect.width())
         self.resetTransform()
-        self.scale(scale, scale)
         if self.current_key in self.items_by_key:
             self.ensureVisible(self.items_by_key[self.current_key], 20, 40)

@@ -47,6 +47,7 @@ from scratchformer.plotdata.heatmap import (
     value_decimals,
 )
 
+from ..fonts import min_pixels, scaled
 from .colormaps import MASKED_RGBA, colormap, rgba_image
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, background="w", foreground="#333")
@@ -63,7 +64,7 @@ EXPORT_ACTIONS = (
 VALUE_CELL_PX = 28.0  # a cell this big on screen (both ways) shows its value
 COMPACT_VALUE_CELL_PX = 40.0  # thumbnails: only when their cells are large
 MAX_VALUE_TEXTS = 600  # more visible cells than this: no values (zoom in to read them)
-VALUE_FONT_PX = (8.0, 13.0)  # the values' font: smallest readable, largest
+VALUE_FONT_PX = (8.0, 13.0)  # the values' font: smallest readable (and never below 8 pt, fonts.py), largest
 MAX_CELL_W = 160.0  # a map with few columns is not stretched wider than this per column
 MIN_ROW_PX = 48.0  # rows may always be this tall; taller only as far as cells are wide
 PLOT_MARGIN = 2.0
@@ -180,7 +181,7 @@ class HeatmapWidget(QWidget):
         font = self.title_label.font()
         font.setBold(True)
         if compact:
-            font.setPointSizeF(font.pointSizeF() * 0.9)
+            font = scaled(font, 0.9)
         self.title_label.setFont(font)
         self.title_label.setVisible(show_title)
         layout.addWidget(self.title_label)
@@ -448,7 +449,7 @@ class HeatmapWidget(QWidget):
         labels = cell_labels(shown, self._integral(hm), value_decimals(hm))
         dark = dark_text_on(rgba_image(shown, hm.levels, hm.colormap))
         font = QFont()
-        lo, hi = VALUE_FONT_PX
+        lo, hi = max(VALUE_FONT_PX[0], min_pixels(self.logicalDpiY())), VALUE_FONT_PX[1]
         size = min(hi, cell_h * 0.42) * (0.85 if self.compact else 1.0)
         font.setPixelSize(max(1, round(size)))
         metrics = QFontMetricsF(font)
