@@ -207,7 +207,7 @@ def beam_search(
             new_beams, new_scores, parents = [], [], []
             for s, i in zip(top_scores.tolist(), top_index.tolist()):
                 parent, token = divmod(i, vocab)
-                if token == end:
+                if token == end:  # |Y| = its tokens + the end token = len(beams[parent]) (which holds the start)
                     finished.append((normalised(s, len(beams[parent])), beams[parent][1:]))
                 else:
                     new_beams.append(beams[parent] + [token])
@@ -222,10 +222,10 @@ def beam_search(
             scores = torch.tensor(new_scores, device=model.device)
             if cache:
                 _reorder(kv, torch.tensor(parents, device=model.device))
-        else:
-            finished.extend((normalised(float(s), len(b)), b[1:]) for s, b in zip(scores.tolist(), beams))
+        else:  # the budget cut these off: |Y| is their tokens (no end token; b[0] is the start token)
+            finished.extend((normalised(float(s), len(b) - 1), b[1:]) for s, b in zip(scores.tolist(), beams))
         if not finished:
-            finished.extend((normalised(float(s), len(b)), b[1:]) for s, b in zip(scores.tolist(), beams))
+            finished.extend((normalised(float(s), len(b) - 1), b[1:]) for s, b in zip(scores.tolist(), beams))
         return max(finished, key=lambda f: f[0])[1]
 
 
