@@ -20,6 +20,9 @@ class ViewTabs(QWidget):
         self.groups = QTabWidget()  # the top-level bar: one tab per group
         self.groups.setDocumentMode(True)
         self.groups.setObjectName("view_groups")
+        bold = self.groups.tabBar().font()
+        bold.setBold(True)  # the groups in bold, their views below in the normal weight
+        self.groups.tabBar().setFont(bold)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.groups)

@@ -35,17 +35,18 @@ class MasksView(View):
             f"<span style='{masked_swatch_css()}'>−∞</span> blocked: the softmax gives these cells weight 0. "
             "<span style='background:#e3eef9; padding: 0 4px;'>0</span> may attend."
         )
+        legend.setWordWrap(True)  # a narrow window wraps the lines instead of widening the window
         outer.addWidget(legend)
         pad_row = QHBoxLayout()
         self.pad_note = QLabel("This run has no padding, so the padding masks block nothing.")
         self.pad_note.setStyleSheet("color: #555;")
+        self.pad_note.setWordWrap(True)
         self.pad_button = QPushButton("Build a padded batch from this sentence")
         self.pad_button.setToolTip("Run the sentence and two shorter versions of it as one batch, padded at the end "
                                    "to the same length: the padding masks then block the <pad> columns")
         self.pad_button.clicked.connect(lambda: self.main.run(padded=True))
-        pad_row.addWidget(self.pad_note)
+        pad_row.addWidget(self.pad_note, 1)
         pad_row.addWidget(self.pad_button)
-        pad_row.addStretch(1)
         self.pad_bar = QWidget()
         self.pad_bar.setLayout(pad_row)
         pad_row.setContentsMargins(0, 0, 0, 0)

@@ -111,7 +111,7 @@ class TrainingView(View):
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setToolTip("Which training snapshot to show")
         self.slider.setPageStep(1)
-        self.slider.setMinimumWidth(160)
+        self.slider.setMinimumWidth(120)  # with the label and the buttons, fits a 1024-pixel window
         self.slider.valueChanged.connect(lambda _v: self._select())
         bar.addWidget(self.slider, 1)
         self.step_label = QLabel()
@@ -198,6 +198,7 @@ class TrainingView(View):
         box_layout = QVBoxLayout(box)
         box_layout.setContentsMargins(0, 0, 0, 0)
         title = QLabel()
+        title.setWordWrap(True)  # a long model name wraps rather than widening a 1024-pixel window
         output = QLabel()
         output.setWordWrap(True)
         output.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -162,14 +162,19 @@ def _scene_fonts(view: QGraphicsView):
             yield "cell values", points(item.font, dpi)
 
 
-def test_no_text_in_the_window_is_below_8_points(qtbot, small_window):
-    """Every widget's font and every drawn text (diagram, plot titles and ticks, cell values), in every view."""
+def test_no_text_in_the_window_is_below_8_points_and_every_view_fits(qtbot, small_window):
+    """Every widget's font and every drawn text (diagram, plot titles and ticks, cell values), in every view; and
+    every view, drawn, fits a 1024-pixel window."""
     w = small_window
     w.go_to_step("decoder.0.cross_attn.weights")
     small: list[tuple[str, float]] = []
     for i, view in enumerate(w.views):
         w.tabs.setCurrentIndex(i)
-        qtbot.waitUntil(lambda: not w.is_busy(), timeout=30_000)
+        qtbot.waitUntil(lambda view=view: not w.is_busy() and not (hasattr(view, "is_busy") and view.is_busy()),
+                        timeout=30_000)
+        qtbot.wait(20)
+        # drawn, the view still fits: the window is not pushed wider than 1024 pixels
+        assert w.minimumSizeHint().width() <= 1024 and w.width() == 1024, (view.title, w.minimumSizeHint())
         for widget in [w, *w.findChildren(QWidget)]:
             if not widget.isVisible():
                 continue
