@@ -21,6 +21,7 @@ from .decoding import greedy
 from .device import resolve_device
 from .errors import UserError
 from .examples import Example, examples_for
+from .generation import Continuation, continue_ids, fitted
 from .masks import pad_from_ids
 from .memory import MemoryEstimate, check_budget, estimate_run
 from .model import Transformer
@@ -49,6 +50,8 @@ class Inputs:
     # walkthrough's batch, shifted right) or "none" (an encoder-only model).
     decoder_input: str = "typed"
     translation: str = ""  # the generated output as text, when decoder_input == "generated"
+    generated: list[int] = field(default_factory=list)  # its ids (no start, prefix or end token)
+    continuation: Continuation | None = None  # how a decoder-only model's generated continuation was chosen
 
 
 @dataclass
@@ -157,11 +160,17 @@ class ModelBundle:
             mode = "start_only"
         return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown, unknown_target, mode)
 
-    def prepare_run(self, source: str, target: str = "", start_only: bool = False, truncate: bool = False) -> Inputs:
+    def prepare_run(self, source: str, target: str = "", start_only: bool = False, truncate: bool = False,
+                    continuation: Continuation | None = None) -> Inputs:
         """The inputs of one walkthrough, with the decoder-input rule of the window and `trace`: a typed target
         is teacher forcing; an empty one means the model's own output (greedy decoding with the KV cache, at most
-        generation_limit() tokens) behind the start token, or the start token alone when `start_only`."""
+        generation_limit() tokens) behind the start token, or the start token alone when `start_only`.
+        A decoder-only model reads the text itself, followed by its own continuation when `continuation` says how
+        to make one (cut to the positions left, with a note)."""
         inputs = self.prepare(source, target, truncate)
+        if not self.config.has_encoder and self.config.has_decoder:
+            wanted = continuation is not None and not start_only and not (target or "").strip()
+            return self._continue(inputs, continuation) if wanted else inputs
         if inputs.decoder_input != "start_only" or start_only:
             return inputs
         src_ids = inputs.src[0].tolist()
@@ -175,6 +184,29 @@ class ModelBundle:
         inputs.target_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
         inputs.decoder_input = "generated"
         inputs.translation = self.tgt_tokenizer.decode(ids)
+        inputs.generated = ids
+        return inputs
+
+    def _continue(self, inputs: Inputs, how: Continuation) -> Inputs:
+        """A decoder-only model's text followed by its own continuation (scratchformer.generation)."""
+        prompt = inputs.tgt[0, 1:].tolist()  # the text's ids, behind the start token
+        how, note = fitted(how, self.config, len(prompt))
+        if note:
+            inputs.notes.append(note)
+        if how is None:
+            return inputs
+        ids = continue_ids(self, prompt, how)  # (T_new,) without the end token
+        if not ids:
+            inputs.notes.append("The model ended the text at once: it chose its end token first.")
+            return inputs
+        tgt_ids = [self.start_id(), *prompt, *ids]
+        inputs.tgt = torch.tensor([tgt_ids], dtype=torch.long)  # (1, 1 + P + T_new)
+        inputs.target_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
+        inputs.source_tokens = inputs.target_tokens
+        inputs.decoder_input = "generated"
+        inputs.translation = self.tgt_tokenizer.decode(ids)
+        inputs.generated = ids
+        inputs.continuation = how
         return inputs
 
     def prepare_padded(self, source: str, target: str = "", start_only: bool = False, variants: int = 3) -> Inputs:

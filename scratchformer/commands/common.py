@@ -7,6 +7,7 @@ import argparse
 from ..batching import read_text_file
 from ..bundle import Inputs, ModelBundle, default_model_name, load_model
 from ..errors import UserError
+from ..generation import Continuation
 from ..memory import default_budget
 
 
@@ -23,7 +24,8 @@ def add_input_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="", help="target sentence for teacher forcing (without it, an "
                         "encoder-decoder reads its own greedy output behind the start token)")
     parser.add_argument("--start-only", action="store_true",
-                        help="without --target: the decoder reads the start token alone")
+                        help="without --target: the decoder reads the start token alone (a decoder-only model "
+                        "reads the text without continuing it)")
     parser.add_argument("--seq-len", type=int, help="with --text-file: window length S")
     parser.add_argument("--batch", type=int, help="with --text-file: number of windows B (stride 1)")
     parser.add_argument("--memory-budget", type=float, metavar="GB",
@@ -44,8 +46,9 @@ def open_model(args: argparse.Namespace) -> ModelBundle:
     return load_model(args.model or default_model_name(), args.device)
 
 
-def read_inputs(bundle: ModelBundle, args: argparse.Namespace) -> Inputs:
-    """--source / --text-file (optionally windowed by --seq-len/--batch) → Inputs."""
+def read_inputs(bundle: ModelBundle, args: argparse.Namespace, continuation: Continuation | None = None) -> Inputs:
+    """--source / --text-file (optionally windowed by --seq-len/--batch) → Inputs. `continuation`: how a
+    decoder-only model continues the text when no --target or --start-only is given (None: it reads the text)."""
     if args.source is not None and args.text_file:
         raise UserError("Give either --source or --text-file, not both.")
     if args.text_file:
@@ -54,11 +57,11 @@ def read_inputs(bundle: ModelBundle, args: argparse.Namespace) -> Inputs:
             if not (args.seq_len and args.batch):
                 raise UserError("--seq-len and --batch go together.")
             return bundle.prepare_windows(text, args.seq_len, args.batch)
-        return bundle.prepare_run(text, args.target, args.start_only)
+        return bundle.prepare_run(text, args.target, args.start_only, continuation=continuation)
     if args.seq_len or args.batch:
         raise UserError("--seq-len and --batch need --text-file.")
     if args.source is None:
         raise UserError("Give a sentence with --source or a file with --text-file.")
     if args.start_only and args.target:
         raise UserError("--start-only and --target exclude each other: a typed target is the decoder input.")
-    return bundle.prepare_run(args.source, args.target, args.start_only)
+    return bundle.prepare_run(args.source, args.target, args.start_only, continuation=continuation)

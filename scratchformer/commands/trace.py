@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..departures import departures
+from ..generation import Continuation
 from ..interventions import intervene
 from ..trace import Trace
 from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
@@ -26,6 +27,7 @@ def add_parser(sub) -> None:
 
 DECODER_INPUT_TEXT = {
     "generated": "the model's own output (greedy decoding) behind the start token",
+    "continued": "the text and the model's greedy continuation of it behind the start token",
     "typed": "the typed target behind the start token (teacher forcing)",
     "start_only": "the start token alone",
     "windows": "each window shifted right behind the start token",
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     bundle = open_model(args)
     ablate = ablations(bundle, args)
     with intervene(bundle.model, ablate):  # a generated decoder input is the changed model's own output
-        inputs = read_inputs(bundle, args)
+        inputs = read_inputs(bundle, args, Continuation())  # a decoder-only model continues the text greedily
     changes = ablate + patches(bundle, args, inputs)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -113,11 +115,12 @@ def run(args: argparse.Namespace) -> int:
         print("untrained: random weights, attention carries no meaning yet")
     print(f"source: {' | '.join(trace.source_tokens[0]) if trace.source_tokens else '-'}")
     print(f"target: {' | '.join(trace.target_tokens[0]) if trace.target_tokens else '-'}")
-    print(f"decoder input: {DECODER_INPUT_TEXT[inputs.decoder_input]}")
+    continued = inputs.decoder_input == "generated" and not bundle.config.has_encoder
+    print(f"decoder input: {DECODER_INPUT_TEXT['continued' if continued else inputs.decoder_input]}")
     if trace.interventions:
         print(f"interventions: {'; '.join(i.spec() for i in trace.interventions)}")
     if inputs.decoder_input == "generated":
-        print(f"the model's output: {inputs.translation}")
+        print(f"the model's {'continuation' if continued else 'output'}: {inputs.translation}")
     width = max(len(s.name) for s in trace)
     print(f"{'step':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims")
     for s in trace:  # steps counted from 1, as in the window and the explanations' links (JSON "index" is 0-based)
