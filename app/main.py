@@ -128,8 +128,40 @@ def drawn(window, timeout_s: float = RUN_TIMEOUT_S) -> None:
     QApplication.processEvents()
 
 
-def screenshot(window, path: str, step: str | None) -> int:
-    """Run, go to `step`, let the window paint, save it as a PNG. Returns the exit status."""
+def find_view(window, title: str):
+    """The view whose tab title is `title` (any case), or None."""
+    return next((v for v in window.views if v.title.casefold() == title.strip().casefold()), None)
+
+
+def _derive_cell(window, step: str | None, index: str) -> bool:
+    """Open the derivation of one cell of `step` and wait for it; False (and one sentence) when it fails."""
+    from PySide6.QtWidgets import QApplication
+
+    from .views.derivation_view import DerivationView
+
+    try:
+        cell = tuple(int(i) for i in index.split(","))
+    except ValueError:
+        cell = ()
+    if step is None or not cell:
+        print("scratchformer: --derive takes a cell of --step as comma-separated indices, e.g. 0,2,3,1.",
+              file=sys.stderr)
+        return False
+    view = next(v for v in window.views if isinstance(v, DerivationView))
+    view.derive(window.current_step().name, cell)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while view.is_deriving() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    if view.derivation is None:
+        print(f"scratchformer: {window.message_text() or 'the derivation gave no result.'}", file=sys.stderr)
+        return False
+    return True
+
+
+def screenshot(window, path: str, step: str | None, view: str | None = None, derive: str | None = None) -> int:
+    """Run, go to `step` (and `view`, or the derivation of cell `derive` of the step), let the window paint, save
+    it as a PNG. Returns the exit status."""
     from PySide6.QtWidgets import QApplication
 
     window.resize(*SCREENSHOT_SIZE)
@@ -146,6 +178,22 @@ def screenshot(window, path: str, step: str | None) -> int:
             print(f"scratchformer: this model has no step named {step!r}.", file=sys.stderr)
             window.close()
             return 2
+    if derive is not None and not _derive_cell(window, step, derive):
+        window.close()
+        return 2
+    if view is not None:
+        shown = find_view(window, view)
+        if shown is None:
+            titles = ", ".join(repr(v.title) for v in window.views)
+            print(f"scratchformer: there is no view titled {view!r}; the views are {titles}.", file=sys.stderr)
+            window.close()
+            return 2
+        window.tabs.setCurrentWidget(shown)
+        drawn(window)
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while getattr(shown, "is_busy", lambda: False)() and time.monotonic() < deadline:
+            QApplication.processEvents()
+            time.sleep(0.01)
     for _ in range(5):
         QApplication.processEvents()
         time.sleep(0.05)
@@ -178,7 +226,8 @@ def run_gui(args) -> int:
     app = _application()
     window = create_window(args, persist=not shot)
     if shot:
-        status = screenshot(window, shot, getattr(args, "step", None))
+        status = screenshot(window, shot, getattr(args, "step", None), getattr(args, "view", None),
+                            getattr(args, "derive", None))
     else:
         window.show()
         if window.source_edit.text().strip():
@@ -204,6 +253,6 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser()
-    for flag in ("--model", "--device", "--source", "--target", "--step", "--screenshot"):
+    for flag in ("--model", "--device", "--source", "--target", "--step", "--view", "--screenshot"):
         parser.add_argument(flag)
     sys.exit(run_gui(parser.parse_args()))

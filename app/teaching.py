@@ -22,13 +22,14 @@ def explanation_for(result, step: Step, batch: int):
     return cache[key]
 
 
-def tab_explanation_for(result, tab: str, batch: int):
+def tab_explanation_for(result, tab: str, batch: int, view_facts: dict | None = None):
     """The core's explanation of a tab (scratchformer.explain.tabs) with what only the window knows: the
-    translation, the model's training snapshots and the interventions of this run."""
+    translation, the model's training snapshots, the interventions of this run, and what the view shows now
+    (`view_facts`, its explain_facts())."""
     from scratchformer.bundle import snapshots_of, split_snapshot
     from scratchformer.plotdata import training_record
 
-    facts: dict = {}
+    facts: dict = dict(view_facts or {})
     if result.inputs.decoder_input == "generated":
         facts["translation"] = result.inputs.translation
     if tab == "training":

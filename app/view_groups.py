@@ -15,18 +15,20 @@ from .views.derivation_view import DerivationView
 from .views.heads_view import HeadsView
 from .views.importance_view import ImportanceView
 from .views.masks_view import MasksView
+from .views.neuron_view import NeuronView
 from .views.norm_view import NormView
 from .views.output_view import OutputView
 from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
 from .views.step_view import StepView
 from .views.training_view import TrainingView
+from .views.weighted_sum_view import WeightedSumView
 
 # (group title, its views in tab order). One line per group; a new view is one more class in a list.
 GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Step", [StepView, HeadsView, DerivationView]),
     ("Encoding", [PositionalView, MasksView, NormView]),
-    ("Attention", [OverviewView]),
+    ("Attention", [OverviewView, NeuronView, WeightedSumView]),
     ("Output", [OutputView, DecodingView]),
     ("What if", [CompareView, ImportanceView]),
     ("Training", [TrainingView]),

@@ -638,6 +638,11 @@ class MainWindow(QMainWindow):
         self.inspector_panel.show_step(step, stats, n_steps, self._batch, self._head, params)
         self._update_explanation(params)
 
+    def refresh_explanation(self) -> None:
+        """Rewrite the explanation panel: a view calls it when what it shows changed without a new step."""
+        if self.tabs.currentWidget() is not None:
+            self._update_explanation()
+
     def _update_explanation(self, params: list | None = None) -> None:
         """The explanation panel: the current step's explanation on the Step and Heads tabs, the open tab's
         (what it shows, why, this run's numbers) on the others."""
@@ -649,7 +654,7 @@ class MainWindow(QMainWindow):
 
             def tab_text() -> str:
                 try:
-                    return tab_html(view.title, teaching.tab_explanation_for(result, tab, batch))
+                    return tab_html(view.title, teaching.tab_explanation_for(result, tab, batch, view.explain_facts()))
                 except Exception as exc:  # noqa: BLE001 - a missing text must not take the window down
                     self.show_error(f"No explanation for this tab: {exc}")
                     return ""

@@ -30,6 +30,10 @@ class View(QWidget):
     def shutdown(self) -> None:
         """Stop this view's own background work; the window calls it once, as it closes."""
 
+    def explain_facts(self) -> dict:
+        """What only this view knows for the explanation panel's numbers (the pair or query it shows)."""
+        return {}
+
     def current_heatmaps(self) -> list[Heatmap]:
         """The heatmaps this view shows now (for export)."""
         return []

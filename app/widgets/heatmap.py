@@ -300,8 +300,11 @@ class HeatmapWidget(QWidget):
         self.title_label.setToolTip(f"{heatmap.title}\n{heatmap.subtitle}\n{heatmap.formula}".strip())
         if not self.compact and self._axis_names != (heatmap.row_dim, heatmap.col_dim):
             self._axis_names = (heatmap.row_dim, heatmap.col_dim)  # setLabel re-lays out the axis: only on change
-            self.plot.setLabel("left", heatmap.row_dim)
-            self.plot.setLabel("bottom", heatmap.col_dim)
+            for side, name in (("left", heatmap.row_dim), ("bottom", heatmap.col_dim)):
+                if name:
+                    self.plot.setLabel(side, name)
+                else:  # a map whose rows say what they are (the neuron view's q and k) needs no axis title
+                    self.plot.getAxis(side).showLabel(False)
         self._apply_ticks()
         self._last_cell = None
         self.readout.setText(self._legend_text())

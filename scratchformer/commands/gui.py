@@ -13,6 +13,9 @@ def add_parser(sub) -> None:
     p.add_argument("--source", help="source sentence")
     p.add_argument("--target", help="target sentence (teacher forcing)")
     p.add_argument("--step", help="step name or index to show, e.g. decoder.0.cross_attn.weights")
+    p.add_argument("--view", help="the view to open, by its tab's title, e.g. 'Q·K neuron view' or 'Weighted sum'")
+    p.add_argument("--derive", metavar="I,J,…", help="with --step and --screenshot: show how this cell of the step "
+                   "was made (one 0-based index per axis, e.g. 0,2,3,1)")
     p.add_argument("--screenshot", metavar="FILE", help="render the window at --step to a PNG and exit")
 
 

@@ -50,6 +50,23 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
                "work (in translation, the word alignment). Seeing all of them side by side is the quickest way "
                "to find the ones that matter.",
     },
+    "neuron": {
+        "what": "One query position against one key position in one head: the query vector q_i and the key "
+                "vector k_j (one number per dimension of d_k), their products q_i[e]·k_j[e] as bars, whose sum is "
+                "the score q_i·k_j; then ÷ √d_k, the mask, and where the score lands in its row's softmax.",
+        "why": "This is all an attention weight is: how well a query lines up with a key, compared with how well "
+               "it lines up with every other key. Tall bars of one sign are the dimensions where the two vectors "
+               "agree (or disagree) most; dividing by √d_k keeps the sum from growing with the width of the head, "
+               "so the softmax stays soft enough to learn from (paper §3.2.1).",
+    },
+    "weighted_sum": {
+        "what": "One query's output row of one head, taken apart: every key's value vector v_j (left), the "
+                "query's weight on each key (middle), and each value scaled by its weight with their sum, the "
+                "head's output, in the last row (right).",
+        "why": "Attention does not pick one word: it blends the values of all of them, in the proportions the "
+               "softmax chose. The output is a new, contextual vector for the query's token — mostly the value of "
+               "the key it weighs most, tinted by the others.",
+    },
     "output": {
         "what": "The last step: the final linear layer turns each decoder position's vector into one score per "
                 "word of the target vocabulary, and the softmax turns the scores into probabilities. The table "
@@ -166,6 +183,8 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         listed = "; ".join(f"{_name(k)}: {layers} layer{'s' * (layers > 1)} × {heads} heads"
                            for k, (layers, heads) in counts.items())
         return f"{total} maps in all — {listed}."
+    if tab in ("neuron", "weighted_sum"):
+        return "; ".join(facts.get(tab, "").splitlines()) or "Pick an attention sublayer, a head and positions above."
     if tab == "output":
         rows = t or s
         return (f"{rows} positions × {config.tgt_vocab_size:,} vocabulary entries: each row's probabilities "

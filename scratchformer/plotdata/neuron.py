@@ -146,7 +146,7 @@ def _row_map(values: np.ndarray, labels: list[str], row: str, col_dim: str, leve
              pick: AttentionPick, extra: dict | None = None) -> Heatmap:  # fmt: skip
     values = np.ascontiguousarray(values, dtype=np.float32)
     masked = np.isneginf(values)
-    return Heatmap(values, [row], labels, "row", col_dim,
+    return Heatmap(values, [row], labels, "", col_dim,
                    levels, cmap, title, _where(pick), masked=masked if masked.any() else None,
                    extra=extra or {})  # fmt: skip
 
@@ -162,7 +162,7 @@ def neuron_heatmaps(pair: NeuronPair) -> list[Heatmap]:
     q_row = f"q{i} {abbreviate(pair.query_label, 10)}"
     k_row = f"k{j} {abbreviate(pair.key_labels[j], 10)}"
     qk = Heatmap(np.ascontiguousarray(np.stack([pair.q, pair.k]), dtype=np.float32), [q_row, k_row], dims,
-                 "vector", "d_head", _symmetric(pair.q, pair.k), DIVERGING, "Query and key vectors", _where(p),
+                 "", "d_head", _symmetric(pair.q, pair.k), DIVERGING, "Query and key vectors", _where(p),
                  "q_i = x_i W^Q,  k_j = x_j W^K")  # fmt: skip
     prod = pair.product
     product = _row_map(prod[None, :], dims, "q⊙k", "d_head", _symmetric(prod), DIVERGING,

@@ -61,3 +61,20 @@ def test_screenshot_of_a_missing_step_fails_with_one_sentence(tmp_path):
     assert "no step named 'decoder.7.nothing'" in done.stderr
     assert "Traceback" not in done.stderr
     assert not out.exists()
+
+
+def test_screenshot_of_a_view_by_title_and_of_a_missing_one(tmp_path):
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "SCRATCHFORMER_SETTINGS": str(tmp_path / "s.ini")}
+    base = [sys.executable, "-m", "scratchformer", "gui", "--model", "blog", "--source", "hello there",
+            "--target", "the answer"]
+    out = tmp_path / "neuron.png"
+    done = subprocess.run(base + ["--view", "q·k NEURON view", "--screenshot", str(out)], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert QImage(str(out)).width() == 1400
+    missing = tmp_path / "never.png"
+    done = subprocess.run(base + ["--view", "Attention flow", "--screenshot", str(missing)], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "no view titled 'Attention flow'; the views are 'Step'," in done.stderr and "'Weighted sum'" in done.stderr
+    assert not missing.exists()
