@@ -117,3 +117,20 @@ def test_picks_outside_the_run_get_one_sentence_with_the_valid_ranges(en_hi):
         neuron_pair(trace, AttentionPick("decoder.0.cross_attn", 0, 0, 0), 6)
     with pytest.raises(UserError, match="not an attention sublayer of this run; it has: encoder.0.self_attn"):
         weighted_sum(trace, AttentionPick("encoder.0.ffn", 0, 0, 0))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_draws_both_pictures_for_every_attention(en_hi, family):
+    bundle = family_bundle(en_hi[0], FAMILIES[family])
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    names = attention_sublayers(trace)
+    assert names and len(names) == len(trace.attention_steps())
+    for name in names:
+        scores = trace[f"{name}.scores"].tensor[0].double()  # (heads, queries, keys)
+        context = trace[f"{name}.context"].tensor[0].double()
+        h, i, j = scores.shape[0] - 1, scores.shape[1] - 1, 0
+        pair = neuron_pair(trace, AttentionPick(name, 0, h, i), j)
+        assert pair.score == pytest.approx(float(scores[h, i, j]), rel=1e-5, abs=1e-5)
+        assert float(pair.weights.sum()) == pytest.approx(1.0, abs=1e-5)
+        ws = weighted_sum(trace, AttentionPick(name, 0, h, i))
+        assert np.allclose(ws.total, context[h, i].numpy(), atol=1e-5)
