@@ -25,6 +25,7 @@ import torch
 
 from .interventions import active_interventions
 from .lazy import Held, OutputSummary, Recompute, RecomputeCache, storage_bytes
+from .nonfinite import any_flag, mask_blocks, resolve, step_flag
 
 KINDS = (
     "tokens", "embedding", "positional_encoding", "input", "mask", "qkv", "heads", "scores",
@@ -59,6 +60,9 @@ class Step:
     parts: list[torch.Tensor] | None = None  # per chunk of batch items, each (items in the chunk, …)
     sources: list[Recompute] | None = None  # per chunk, when nothing is held
     offsets: tuple[int, ...] = (0,)  # the first batch item of each chunk
+    # 0-dim bool, True when the values are not all finite (−∞ of masking aside; scratchformer.nonfinite), checked
+    # while the step was recorded; None when not checked (integer steps)
+    nonfinite_flag: torch.Tensor | None = None
 
     @property
     def tensor(self) -> torch.Tensor:
@@ -73,6 +77,8 @@ class Step:
     @tensor.setter
     def tensor(self, value: torch.Tensor) -> None:
         self.data, self.size, self.parts, self.sources = value, tuple(value.shape), None, None
+        # a patched step (interventions) is checked again; its masked scores may hold masking's −∞
+        self.nonfinite_flag = step_flag(value, self.kind, torch.tensor(True) if self.kind == "masked_scores" else None)
 
     @property
     def stored(self) -> bool:
@@ -197,6 +203,19 @@ class Trace:
     def recomputed_steps(self) -> list[Step]:
         return [s for s in self.steps if not s.stored]
 
+    def nonfinite_steps(self) -> list[Step]:
+        """The steps whose values are not all finite (NaN, +∞, or −∞ other than masking's), in order; found while
+        the forward pass recorded them, so a lazy trace recomputes nothing for this."""
+        if getattr(self, "_nonfinite", None) is None or self._nonfinite[0] != len(self.steps):
+            bad = resolve([s.nonfinite_flag for s in self.steps])
+            self._nonfinite = (len(self.steps), [s.index for s, b in zip(self.steps, bad) if b])
+        return [self.steps[i] for i in self._nonfinite[1]]
+
+    def first_nonfinite(self) -> Step | None:
+        """The first step whose values are not all finite, or None."""
+        found = self.nonfinite_steps()
+        return found[0] if found else None
+
 
 class Tracer:
     """Collects steps; modules reach it through `active_tracer()` while `tracing()` is open.
@@ -210,6 +229,7 @@ class Tracer:
         self.lazy, self.keep_bytes = lazy, keep_bytes
         self.cache = cache if cache is not None else RecomputeCache()
         self._source: Recompute | None = None
+        self._mask_blocks: dict[str, torch.Tensor] = {}  # sublayer → whether its mask blocks any cell
         self.key_prefix = ""  # tells apart the recomputes of batch items traced one at a time
         self.target_ids: torch.Tensor | None = None  # the decoder input, for the output summary
         self.output_summary: OutputSummary | None = None
@@ -251,13 +271,16 @@ class Tracer:
         changes = active_interventions()
         if changes is not None:  # a step an intervention changed says so in its title
             title = changes.title(name, title)
+        if kind == "mask":
+            self._mask_blocks[sublayer] = mask_blocks(tensor)
+        flag = step_flag(tensor, kind, self._mask_blocks.get(sublayer) if kind == "masked_scores" else None)
         source = self._source
         keep = source is None or tensor.numel() * tensor.element_size() <= self.keep_bytes
         data = tensor.detach().cpu() if keep else None
         if keep and source is not None and data.untyped_storage().nbytes() > self.keep_bytes:
             data = data.clone()  # a small view of a large interior (one head of Q) must not keep it all alive
         self.steps.append(Step(len(self.steps), name, kind, title, formula, data, tuple(dims), sublayer, major,
-                               tuple(tensor.shape), None, None if keep else [source]))  # fmt: skip
+                               tuple(tensor.shape), None, None if keep else [source], (0,), flag))  # fmt: skip
 
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("scratchformer_tracer", default=None)
@@ -285,7 +308,9 @@ def merge_chunks(per_chunk: list[list[Step]]) -> list[Step]:
     merged = []
     for steps in zip(*per_chunk):
         first = steps[0]
+        flag = any_flag([s.nonfinite_flag for s in steps])
         if len(steps) == 1 or "batch" not in first.dims:
+            first.nonfinite_flag = flag
             merged.append(first)
             continue
         sizes = [s.size[0] for s in steps]
@@ -294,7 +319,7 @@ def merge_chunks(per_chunk: list[list[Step]]) -> list[Step]:
         held = [s.data for s in steps] if all(s.stored for s in steps) else None
         sources = None if held is not None else [s.sources[0] if s.sources else Held(s.name, s.data) for s in steps]
         merged.append(Step(first.index, first.name, first.kind, first.title, first.formula, None, first.dims,
-                           first.sublayer, first.major, size, held, sources, offsets))  # fmt: skip
+                           first.sublayer, first.major, size, held, sources, offsets, flag))  # fmt: skip
     return merged
 
 

@@ -9,6 +9,7 @@ import sys
 from ..departures import departures
 from ..generation import Continuation
 from ..interventions import intervene
+from ..nonfinite import find_nonfinite
 from ..trace import Trace
 from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
 from .intervening import ablations, add_intervention_args, patches
@@ -96,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     with intervene(bundle.model, changes):
         _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
+    found = find_nonfinite(bundle.model, trace)  # NaN or ±∞ in the weights or the steps: said, never hidden
+    if found is not None:
+        print(f"warning: {found.sentence()}", file=sys.stderr)
     explanations = None
     if args.explain:
         from ..explain import explain_step
@@ -105,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = trace_to_dict(trace, model_dict(bundle), args.values, explanations, inputs.decoder_input,
                             inputs.translation)
+        if found is not None:
+            out["nonfinite"] = found.to_json()
         json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
@@ -125,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'step':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims")
     for s in trace:  # steps counted from 1, as in the window and the explanations' links (JSON "index" is 0-based)
         shape = "×".join(map(str, s.shape))
-        print(f"{s.index + 1:>4}  {s.name:<{width}}  {s.kind:<19}  {shape:<18}  {' × '.join(s.dims)}")
+        mark = "  ⚠ first step with values that are not finite" if found and s.index == found.first_index else ""
+        print(f"{s.index + 1:>4}  {s.name:<{width}}  {s.kind:<19}  {shape:<18}  {' × '.join(s.dims)}{mark}")
         if explanations is not None:
             for line in explanations[s.index].splitlines():
                 print(f"        {line}" if line else "")

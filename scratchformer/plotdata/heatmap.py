@@ -20,7 +20,8 @@ VOCAB_COLUMNS = 24  # a vocab axis shows the union of the top tokens per row, no
 
 @dataclass
 class Heatmap:
-    """A 2-D grid of numbers ready to draw: values[row, col], with −∞ cells flagged in `masked`."""
+    """A 2-D grid of numbers ready to draw: values[row, col], with the −∞ cells that a mask made flagged in
+    `masked` (any other −∞, NaN or +∞ is trouble: plotdata.special), and cells without data in `gaps`."""
 
     values: np.ndarray  # (rows, cols) float32, C-contiguous; masked cells hold −inf
     row_labels: list[str] | None
@@ -32,8 +33,9 @@ class Heatmap:
     title: str
     subtitle: str = ""  # shape and position in the model, for exports and tooltips
     formula: str = ""
-    masked: np.ndarray | None = None  # (rows, cols) bool, True where the value is −∞
+    masked: np.ndarray | None = None  # (rows, cols) bool, True where the value is a mask's −∞
     extra: dict = field(default_factory=dict)
+    gaps: np.ndarray | None = None  # (rows, cols) bool, True where a cell holds no data (NaN drawn empty)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -50,6 +52,8 @@ class Heatmap:
 def format_value(v: float) -> str:
     if v == float("-inf"):
         return "−∞"
+    if v == float("inf"):
+        return "+∞"
     if v != v:
         return "NaN"
     return f"{v:.4g}"
@@ -134,8 +138,26 @@ def step_heatmap(
         levels, cmap = (0.0, 1.0), MASK
     heads = f", head {head + 1}" if "head" in step.dims else ""
     subtitle = f"{step.name}  ·  {step.shape_text()}  ·  batch item {batch + 1}{heads}"
-    return labelled_heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, step_path(step), subtitle,
-                            step.formula, col_labels, extra)  # fmt: skip
+    hm = labelled_heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, step_path(step), subtitle,
+                          step.formula, col_labels, extra)  # fmt: skip
+    if hm.masked is not None:
+        hm.masked = masked_by_design(trace, step, values, batch)
+    return hm
+
+
+def masked_by_design(trace: Trace, step: Step, values: np.ndarray, batch: int) -> np.ndarray | None:
+    """Which −∞ cells of a step's map a mask put there: all of a mask's; those of the masked scores where the
+    attention's mask is −∞; none elsewhere (a −∞ in an embedding or a score is trouble, not masking)."""
+    neg = np.isneginf(values)
+    if step.kind == "masked_scores":
+        mask = trace.find(step.name.rsplit(".", 1)[0] + ".mask")
+        if mask is not None and mask.kind == "mask":
+            m = np.isneginf(matrix_of(mask, batch)[0])  # (q, k), the same for every head
+            if m.shape == neg.shape:
+                neg = neg & m
+    elif step.kind != "mask":
+        return None
+    return neg if neg.any() else None
 
 
 def labelled_heatmap(values: np.ndarray, trace: Trace, row_dim: str, col_dim: str, batch: int,
@@ -210,11 +232,11 @@ def is_integral(values: np.ndarray) -> bool:
 
 def cell_label(value: float, integer: bool = False, decimals: int | None = None) -> str:
     """A cell's value in a few characters: 3 significant figures ("0.42", "-1.3", "12", "1234", "2.5e-5"),
-    integers as they are ("30243"), a fixed number of `decimals` when given ("0.32", "0.00"), "−∞" for masked
-    cells, "" for NaN (gaps, drawn empty)."""
+    integers as they are ("30243"), a fixed number of `decimals` when given ("0.32", "0.00"), "−∞" and "∞" for
+    infinities, "NaN" for NaN (cell_labels leaves gaps empty)."""
     v = float(value)
     if v != v:
-        return ""
+        return "NaN"
     if v == float("-inf"):
         return "−∞"
     if v == float("inf"):
@@ -233,10 +255,16 @@ def cell_label(value: float, integer: bool = False, decimals: int | None = None)
     return "0" if text in ("-0", "0") else text
 
 
-def cell_labels(values: np.ndarray, integer: bool | None = None, decimals: int | None = None) -> list[list[str]]:
-    """cell_label of every cell of a (small) matrix; integers when all values are whole (is_integral)."""
+def cell_labels(values: np.ndarray, integer: bool | None = None, decimals: int | None = None,
+                gaps: np.ndarray | None = None) -> list[list[str]]:  # fmt: skip
+    """cell_label of every cell of a (small) matrix; integers when all values are whole (is_integral); "" in the
+    cells that `gaps` marks as holding no data."""
     whole = is_integral(values) if integer is None else integer
-    return [[cell_label(v, whole, decimals) for v in row] for row in np.asarray(values, dtype=np.float64).tolist()]
+    labels = [[cell_label(v, whole, decimals) for v in row] for row in np.asarray(values, dtype=np.float64).tolist()]
+    if gaps is not None:
+        for i, j in zip(*np.nonzero(gaps)):
+            labels[i][j] = ""
+    return labels
 
 
 def value_decimals(hm: Heatmap) -> int | None:

@@ -11,23 +11,29 @@ from .masks import ATTENTION_TITLES
 
 
 def _shrink(m: np.ndarray, tile: int) -> np.ndarray:
-    """Block-mean a matrix down to at most tile × tile cells (small matrices are kept as they are)."""
+    """Block-mean a matrix down to at most tile × tile cells (small matrices are kept as they are). A block
+    holding a NaN weight is NaN: a broken head must not look like a healthy one."""
     rows, cols = m.shape
     fr, fc = -(-rows // tile), -(-cols // tile)  # ceil
     if fr == 1 and fc == 1:
         return m
     pr, pc = (-rows) % fr, (-cols) % fc
-    padded = np.pad(m, ((0, pr), (0, pc)), constant_values=np.nan)
+    padded = np.pad(m, ((0, pr), (0, pc)), constant_values=np.nan)  # the padding is left out of the means
     blocks = padded.reshape(padded.shape[0] // fr, fr, padded.shape[1] // fc, fc)
     with np.errstate(invalid="ignore"):
-        return np.nanmean(blocks, axis=(1, 3))
+        means = np.nanmean(blocks, axis=(1, 3))
+    if np.isnan(m).any():
+        broken = np.pad(np.isnan(m), ((0, pr), (0, pc))).reshape(blocks.shape).any(axis=(1, 3))
+        means[broken] = np.nan
+    return means
 
 
 def overview_mosaic(trace: Trace, attention_type: str, batch: int = 0, tile: int = 48) -> Heatmap | None:
     """All layers × heads attention weights of one type as one mosaic image (rows = layers, columns = heads).
 
-    Each map is block-averaged to at most `tile` cells a side; tiles are separated by one NaN cell (drawn
-    transparent). extra holds what overview_cell() needs to map a clicked cell back to (layer, head).
+    Each map is block-averaged to at most `tile` cells a side; tiles are separated by one empty cell (NaN, marked
+    in `gaps` and drawn transparent). extra holds what overview_cell() needs to map a clicked cell back to
+    (layer, head).
     """
     stack, kind = attention_type.split(".")
     steps = [s for s in trace if s.attention_type == attention_type and s.kind == "attention_weights"]
@@ -44,10 +50,12 @@ def overview_mosaic(trace: Trace, attention_type: str, batch: int = 0, tile: int
     tw = max(t.shape[1] for row in tiles for t in row)
     gap = 1
     mosaic = np.full((len(steps) * (th + gap) - gap, n_heads * (tw + gap) - gap), np.nan, dtype=np.float32)
+    gaps = np.ones(mosaic.shape, dtype=bool)
     for li, row in enumerate(tiles):
         for h, t in enumerate(row):
             r0, c0 = li * (th + gap), h * (tw + gap)
             mosaic[r0 : r0 + t.shape[0], c0 : c0 + t.shape[1]] = t
+            gaps[r0 : r0 + t.shape[0], c0 : c0 + t.shape[1]] = False
     title = f"{ATTENTION_TITLES.get(attention_type, attention_type)}: {len(steps)} layers × {n_heads} heads"
     return Heatmap(
         values=np.ascontiguousarray(mosaic),
@@ -58,6 +66,7 @@ def overview_mosaic(trace: Trace, attention_type: str, batch: int = 0, tile: int
         formula="softmax(QKᵀ/√d_k + M)",
         extra={"tile_rows": th, "tile_cols": tw, "gap": gap, "layers": [s.layer for s in steps],
                "steps": [s.name for s in steps], "heads": n_heads},
+        gaps=gaps,
     )
 
 

@@ -65,7 +65,9 @@ def show(window, cls):
 def test_cell_labels_are_compact():
     assert [cell_label(v) for v in (0.42, -1.3, 12.0, 0.16666, 1234.4, 2.5e-5, -0.0)] == [
         "0.42", "-1.3", "12", "0.167", "1234", "2.5e-5", "0"]  # fmt: skip
-    assert cell_label(float("-inf")) == "−∞" and cell_label(float("nan")) == ""
+    assert cell_label(float("-inf")) == "−∞" and cell_label(float("inf")) == "∞" and cell_label(float("nan")) == "NaN"
+    gaps = np.array([[False, True]])  # a cell that holds no data (between the overview's tiles) stays empty
+    assert cell_labels(np.float32([[np.nan, np.nan]]), gaps=gaps) == [["NaN", ""]]
     assert cell_labels(np.float32([[50256, 4673], [354, -np.inf]])) == [["50256", "4673"], ["354", "−∞"]]
     assert cell_labels(np.float32([[0.5, 2.0]])) == [["0.5", "2"]]
 
