@@ -36,7 +36,8 @@ class OutputView(View):
         self.k_spin.valueChanged.connect(lambda _v: self.refresh())
         bar.addWidget(self.k_spin)
         layout.addLayout(bar)
-        self.empty = placeholder("This model has no decoder, so it predicts no next tokens.")
+        self.empty = placeholder("This model has no output layer over a vocabulary, so it predicts no tokens: it "
+                                 "ends with one vector per token, the last encoder layer's output.")
         layout.addWidget(self.empty)
         self.table = QTableWidget()
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)

@@ -24,6 +24,15 @@ class Ctx:
     vocab_labels: object = None  # optional ids → token strings (the target tokenizer), to name predicted tokens
     item_stats: object = None  # optional plotdata.TensorStats of this step's batch item, already computed
 
+    @property
+    def text_only(self) -> bool:
+        """A decoder-only model (GPT-2): its one input is the text, not a target; texts say so (TEXTS' "@text")."""
+        return self.config.has_decoder and not self.config.has_encoder
+
+    def noun(self, dim: str) -> str:
+        """The counted noun of a position axis: 'src_pos', 'tgt_pos', or 'text' for a decoder-only model's."""
+        return "text" if self.text_only and dim == "tgt_pos" else dim
+
     # ---------------------------------------------------------------- finding other steps
     @property
     def prefix(self) -> str:
@@ -110,13 +119,14 @@ class Ctx:
         values = {
             "d_model": Count(c.d_model), "h": Count(c.n_heads), "d_k": Count(c.d_head), "d_ff": Count(c.d_ff),
             "max_len": Count(c.max_len), "shape": step.shape_text(), "formula": step.formula, "title": step.title,
-            "n_pos": Count(n_pos), "side": PHRASES[f"side.{side}"], "block": " › ".join(step_breadcrumb(step)),
+            "n_pos": Count(n_pos), "side": PHRASES[f"side.{self.noun(side)}"],
+            "block": " › ".join(step_breadcrumb(step)),
             "vocab": Count(c.src_vocab_size if side == "src_pos" else c.tgt_vocab_size),
             "batch_no": Count(min(max(self.batch, 0), self._n_batch() - 1) + 1), "b_note": "",
         }  # fmt: skip
         values.update(
             n_tokens=counted("token", n_pos), positions=counted("position", n_pos),
-            side_positions=counted(side, n_pos), each_position=one_or_many("each", n_pos),
+            side_positions=counted(self.noun(side), n_pos), each_position=one_or_many("each", n_pos),
             all_positions=one_or_many("all", n_pos),
         )  # fmt: skip
         bias = getattr(c, "linear_bias", True)

@@ -54,7 +54,7 @@ def explain_step(trace: Trace, step: Step | int, config: TransformerConfig, batc
 
     texts, complete = {}, found_ok
     for name in FIELDS:
-        text, full = _render(found.key, step.kind, name, values)
+        text, full = _render(found.key, step.kind, name, values, ctx.text_only)
         texts[name] = text if text is not None else (step.title if name == "what" else step.formula)
         complete = complete and full
     notes = " ".join(NOTES[n] for n in found.notes if n in NOTES)
@@ -71,17 +71,17 @@ def explain_step(trace: Trace, step: Step | int, config: TransformerConfig, batc
     return Explanation(texts["what"], texts["why"], texts["numbers"], links, names, found.key, complete)
 
 
-def _render(key: str, kind: str, name: str, values: dict) -> tuple[str | None, bool]:
+def _render(key: str, kind: str, name: str, values: dict, text_only: bool = False) -> tuple[str | None, bool]:
     """The first template for this field that all its placeholders can fill, and whether it is a full one.
 
-    Order: the variant, its plain form, the kind (only where the variant has no text of its own for this field),
-    the kind's plain form, the generic "step" text.
+    Order: (for a decoder-only model, the variant's "@text" form,) the variant, its plain form, the kind (only
+    where the variant has no text of its own for this field), the kind's plain form, the generic "step" text.
     """
-    candidates = [key, f"{key}.plain"]
+    candidates = ([f"{key}@text"] if text_only else []) + [key, f"{key}.plain"]
     if name not in TEXTS.get(key, {}):
         candidates.append(kind)
     candidates += [f"{kind}.plain", "step"]
-    full_keys = {key, kind}
+    full_keys = {key, kind, f"{key}@text"}
     for candidate in dict.fromkeys(candidates):
         template = TEXTS.get(candidate, {}).get(name)
         if template is None:

@@ -128,12 +128,13 @@ def _attention_values(c: Ctx) -> dict:
     qd, kd = (pos + pos)[:2] if pos else ("tgt_pos", "tgt_pos")
     n_q, n_k = c.step.shape[-2], c.step.shape[-1]
     values = {"n_q": Count(n_q), "n_k": Count(n_k), "n_cells": Count(n_q * n_k),
-              "q_positions": counted(qd, n_q), "k_positions": counted(kd, n_k),
+              "q_positions": counted(c.noun(qd), n_q), "k_positions": counted(c.noun(kd), n_k),
               "q_first": c.label(qd, 0), "q_last": c.label(qd, n_q - 1), "k_first": c.label(kd, 0),
               "attention": PHRASES.get(f"attention.{att}", att),
               "no_mask_reason": PHRASES.get(f"no_mask.{att}", PHRASES["no_mask.other"])}  # fmt: skip
-    if f"from.{att}" in PHRASES:
-        values["qk_from"] = PHRASES[f"from.{att}"].format(**values)
+    source = f"from.{att}@text" if c.text_only and f"from.{att}@text" in PHRASES else f"from.{att}"
+    if source in PHRASES:
+        values["qk_from"] = PHRASES[source].format(**values)
     return values
 
 

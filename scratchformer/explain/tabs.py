@@ -17,6 +17,7 @@ from ..plotdata.norms import layer_norm_steps
 from ..plotdata.training import attention_layers
 from ..trace import Trace
 from .explanation import Explanation
+from .kinds import KIND_TEXTS, kind_numbers, model_kind
 
 TAB_TEXTS: dict[str, dict[str, str]] = {
     "positional": {
@@ -86,7 +87,7 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
     "training": {
         "what": "How this model learned: the loss and accuracy curves of its training run, and the current "
                 "input run through copies of the model saved along the way (snapshots), beside the final model. "
-                "Both maps read the same decoder input, so their rows line up.",
+                "Both maps read the same input, so their rows line up.",
         "why": "Attention is learned, not designed. Early in training a head spreads its weight evenly; as the "
                "loss falls it settles on the tokens that help predict the next word.",
     },
@@ -234,8 +235,13 @@ def smoothing_floor(eps: float, vocab: int) -> float:
 def explain_tab(tab: str, trace: Trace, config: TransformerConfig, batch: int = 0,
                 facts: dict | None = None) -> Explanation | None:
     """The explanation of one tab (a key of TAB_TEXTS) for this run; None for a tab without one."""
-    text = TAB_TEXTS.get(tab)
-    if text is None:
+    if tab not in TAB_TEXTS:
         return None
+    kind = model_kind(config, trace)
+    text = KIND_TEXTS.get((tab, kind), TAB_TEXTS[tab])  # the sentences for this kind of model
     batch = max(0, min(batch, max(len(trace.source_tokens), len(trace.target_tokens), 1) - 1))
-    return Explanation(text["what"], text["why"], _numbers(tab, trace, config, batch, facts or {}), key=f"tab.{tab}")
+    facts = facts or {}
+    numbers = kind_numbers(tab, kind, trace, config, sum(_lengths(trace, batch)), facts)
+    if numbers is None:
+        numbers = _numbers(tab, trace, config, batch, facts)
+    return Explanation(text["what"], text["why"], numbers, key=f"tab.{tab}")

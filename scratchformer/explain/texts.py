@@ -28,6 +28,12 @@ TEXTS: dict[str, dict[str, str]] = {
         "why": "Position t has to predict token t+1. With the start token in front, the token a position must guess is "
                "never part of its own input, so the whole target can go through in one pass (teacher forcing).",
     },
+    "tokens.target@text": {  # a decoder-only model (GPT-2): the text is its only input
+        "what": "The model's input: the start token {start} followed by the text ({n_tokens}, vocabulary of "
+                "{vocab}); when Run continued the text, its new tokens follow.",
+        "why": "Position t has to predict token t+1. Reading the whole text in one pass is possible because the "
+               "causal mask stops each position from seeing the tokens after it.",
+    },
     "embedding": {
         "what": "Each token id picks its row of the embedding table E ({vocab} × {d_model}): one learned vector of "
                 "{d_model} numbers per token ({n_tokens} here).",
@@ -474,6 +480,20 @@ TEXTS: dict[str, dict[str, str]] = {
                    "{ffn_formula} = {ffn_params} weights, shared by all positions.",
     },
     # ---------------------------------------------------------------- output
+    "mask.causal@text": {
+        "why": "The model reads the whole text at once; without this mask a position could simply copy the token it "
+               "has to predict. Blocking later positions makes training match writing, where those tokens do not "
+               "exist yet.",
+    },
+    "logits@text": {
+        "why": "A higher score means more likely, but scores are not probabilities yet. When the output layer is "
+               "the embedding table reused (tied weights, as in GPT-2), a token scores high when the last vector "
+               "points the way of that token's embedding.",
+    },
+    "probabilities@text": {
+        "what": "Softmax turns each position's {vocab} scores into probabilities for the next token: row t, which has "
+                "read the text up to token t, predicts token t+1.",
+    },
     "logits": {
         "what": "The decoder's output vectors are multiplied by a {d_model} × {vocab} matrix: for "
                 "{each_position}, one score for every token of the {vocab}-token vocabulary.",
@@ -523,6 +543,10 @@ PHRASES: dict[str, str] = {
     "count.src_poss": "{n} source positions",
     "count.tgt_pos": "{n} target position",
     "count.tgt_poss": "{n} target positions",
+    "side.text": "text",  # a decoder-only model's one input (Ctx.noun)
+    "count.text": "{n} position",
+    "count.texts": "{n} positions",
+    "from.decoder.self_attn@text": "queries, keys and values all come from the text read so far ({q_positions})",
     "each.one": "the single position",
     "each.many": "each of the {n} positions",
     "all.one": "the single position",
