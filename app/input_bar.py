@@ -35,6 +35,7 @@ from scratchformer.bundle import examples_of, model_names
 from scratchformer.device import available_devices
 from scratchformer.errors import UserError
 
+from .continuation_controls import ContinuationControls
 from .widgets.marked_line_edit import MarkedLineEdit
 
 OPEN_ITEM = "Open…"
@@ -45,6 +46,7 @@ DECODER_INPUT = {  # what the label beside the target says the decoder reads
     "start_only": "decoder input = the start token only",
     "windows": "decoder input = each window shifted right",
     "prompt": "decoder input = your text (a decoder-only model)",
+    "continued": "decoder input = text + continuation",
     "none": "",
 }
 MAX_FIELD_CHARS = 100_000  # a loaded file beyond this is cut (the model reads at most max_len tokens anyway)
@@ -114,6 +116,9 @@ class InputBar(QWidget):
         self.start_only = QCheckBox("start token only")
         self.start_only.setToolTip("With an empty target: the decoder reads just the start token (one row)")
         self.start_only.toggled.connect(lambda _on: self.update_decoder_label())
+        self.continuation_controls = ContinuationControls()  # in the target's place for a decoder-only model
+        self.continuation_controls.setVisible(False)
+        self.continuation_controls.new_tokens.valueChanged.connect(lambda _v: self.update_decoder_label())
         self.decoder_label = QLabel()
         self.decoder_label.setStyleSheet("color: #1d5fa8; font-style: italic;")
         self.examples_button = QToolButton()
@@ -153,10 +158,12 @@ class InputBar(QWidget):
         grid.addLayout(source_tools, 0, 2)
         grid.addWidget(QLabel("Model"), 0, 3)
         grid.addWidget(self.model_combo, 0, 4)
-        grid.addWidget(QLabel("Target"), 1, 0)
+        self.target_caption = QLabel("Target")
+        grid.addWidget(self.target_caption, 1, 0)
         target_row = QHBoxLayout()
         target_row.setSpacing(8)
         target_row.addWidget(self.target_edit, 1)
+        target_row.addWidget(self.continuation_controls, 1)
         target_row.addWidget(self.decoder_label)
         grid.addLayout(target_row, 1, 1)
         target_tools = QHBoxLayout()
@@ -272,9 +279,12 @@ class InputBar(QWidget):
         """Say what the decoder will read (before a run) or read (after one: `mode` from the run's inputs)."""
         if mode == "typed" and self.decoder_only:
             mode = "prompt"
+        if mode == "generated" and self.decoder_only:
+            mode = "continued"
         if mode is None:
             if self.decoder_only:
-                mode = "windows" if self.windows is not None else "prompt"
+                continues = self.continuation_controls.continuation() is not None
+                mode = "windows" if self.windows is not None else "continued" if continues else "prompt"
             elif not self.reads_target:
                 mode = "none"
             elif self.windows is not None:
@@ -284,7 +294,8 @@ class InputBar(QWidget):
             else:
                 mode = "start_only" if self.start_only.isChecked() else "generated"
         self.decoder_label.setText(DECODER_INPUT.get(mode, ""))
-        self.decoder_label.setVisible(bool(DECODER_INPUT.get(mode)))
+        # "Continue" and its controls say it already for a continuation (which needs the room when sampling)
+        self.decoder_label.setVisible(bool(DECODER_INPUT.get(mode)) and mode != "continued")
 
     # --- the walkthrough's windows -------------------------------------------------------------------------------
 
@@ -303,7 +314,17 @@ class InputBar(QWidget):
         self.decoder_only = config.has_decoder and not config.has_encoder
         self._update_target_field()
 
+    def continuation(self):
+        """How the next run continues a decoder-only model's text (scratchformer.generation.Continuation), or
+        None; encoder-decoder and encoder-only models ignore it."""
+        return self.continuation_controls.continuation()
+
     def _update_target_field(self) -> None:
+        continues = self.decoder_only and self.windows is None  # the text's continuation takes the target's place
+        if not continues:  # hide before anything is shown, so the bar never needs both widths at once
+            self.continuation_controls.setVisible(False)
+        self.target_edit.setVisible(not continues)
+        self.target_caption.setText("Continue" if continues else "Target")
         self.target_edit.setEnabled(self.windows is None and self.reads_target)
         self.start_only.setEnabled(self.windows is None and self.reads_target)
         self.target_edit.setPlaceholderText(
@@ -311,6 +332,7 @@ class InputBar(QWidget):
             else "This model has no separate target: it has no decoder, or its decoder reads the source"
         )
         self.update_decoder_label()
+        self.continuation_controls.setVisible(continues)
 
     def set_windows(self, windows: tuple[int, int] | None) -> None:
         self.windows = windows

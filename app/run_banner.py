@@ -12,8 +12,11 @@ UNTRAINED = "Untrained: random weights, attention carries no meaning yet."
 SHOWN_DEPARTURES = 5  # the banner names this many departures from the paper; the tooltip has them all
 
 
-def decoder_caption(mode: str, n_target: int, windows: tuple[int, int] | None = None) -> str:
-    """One sentence on what the decoder steps read in this run."""
+def decoder_caption(mode: str, n_target: int, windows: tuple[int, int] | None = None, how: str = "") -> str:
+    """One sentence on what the decoder steps read in this run (`how`: how a continuation was chosen)."""
+    if mode == "continued":
+        return (f"The model's continuation of your text ({how or 'greedy'}). The decoder steps below read your text "
+                f"and this continuation behind the start token: {n_target} rows, row t predicts token t+1.")
     if mode == "generated":
         return (f"The model's own translation (greedy decoding). The decoder steps below read it behind the start "
                 f"token: {n_target} rows, row t predicts token t+1.")
@@ -79,18 +82,19 @@ class RunBanner(QWidget):
         self.setVisible(False)
 
     def show_run(self, mode: str, translation: str, n_target: int, untrained: bool,
-                 windows: tuple[int, int] | None = None, departures: list[str] | None = None) -> None:
-        """`departures`: how the model differs from the 2017 paper (scratchformer.departures); none, no line."""
+                 windows: tuple[int, int] | None = None, departures: list[str] | None = None, how: str = "") -> None:
+        """`departures`: how the model differs from the 2017 paper (scratchformer.departures); none, no line.
+        `how`: for a decoder-only model's continuation, how its tokens were chosen (greedy, or sampled …)."""
         shown = list(departures or [])
         if len(shown) > SHOWN_DEPARTURES:  # T5 has a dozen: the rest are in the tooltip
             shown = shown[:SHOWN_DEPARTURES] + [f"and {len(departures) - SHOWN_DEPARTURES} more (hover to read them)"]
         self.departures.setText("Departures from the 2017 paper: " + "; ".join(shown) if departures else "")
         self.departures.setToolTip("\n".join(f"• {d}" for d in departures or []))
         self.departures.setVisible(bool(departures))
-        big = translation if mode == "generated" else ""
+        big = {"generated": translation, "continued": "… " + translation.strip()}.get(mode, "")
         self.translation.setText(big)
         self.translation.setVisible(bool(big))
-        self.caption.setText(decoder_caption(mode, n_target, windows))
+        self.caption.setText(decoder_caption(mode, n_target, windows, how))
         self.caption.setVisible(bool(self.caption.text()))
         self.untrained.setVisible(untrained)
         self.setVisible(bool(big or self.caption.text() or untrained or self._offered or departures))

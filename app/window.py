@@ -277,6 +277,7 @@ class MainWindow(QMainWindow):
             padded=padded and self.input_bar.windows is None,
             memory_budget=budget_bytes(self.settings),
             interventions=tuple(self.interventions_panel.enabled()),
+            continuation=self.input_bar.continuation(),
         )
         self._remember(source, self.target_edit.text())
         self.busy.setVisible(True)
@@ -412,9 +413,12 @@ class MainWindow(QMainWindow):
         inputs, bundle = result.inputs, result.bundle
         n_target = len(inputs.target_tokens[0]) if inputs.target_tokens else 0
         decoder_only = bundle.config.has_decoder and not bundle.config.has_encoder
-        mode = "prompt" if decoder_only and inputs.decoder_input == "typed" else inputs.decoder_input
+        mode = inputs.decoder_input
+        if decoder_only and mode in ("typed", "generated"):
+            mode = "prompt" if mode == "typed" else "continued"
+        how = inputs.continuation.describe() if inputs.continuation is not None else ""
         self.banner.show_run(mode, inputs.translation, n_target, bundle.untrained,
-                             result.request.windows, departures(bundle.config))
+                             result.request.windows, departures(bundle.config), how)
         self.input_bar.update_decoder_label(inputs.decoder_input)
         offer, known, words = teaching.should_offer(bundle.src_tokenizer, result.request.source)
         examples = bundle.examples()

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from scratchformer.bundle import Inputs, ModelBundle, load_model
 from scratchformer.errors import UserError
+from scratchformer.generation import Continuation
 from scratchformer.interventions import intervene
 from scratchformer.parameters import parameter_counts
 from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
@@ -34,6 +35,7 @@ class RunRequest:
     padded: bool = False  # a small padded batch built from the sentence (for the Masks tab)
     memory_budget: int | None = None  # bytes; a run that would need more is refused with one sentence
     interventions: tuple = ()  # scratchformer.interventions items applied to this run (heads from 0)
+    continuation: Continuation | None = None  # how a decoder-only model continues the text (None: it does not)
 
 
 @dataclass
@@ -115,7 +117,8 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
         else:
             # An empty target on an encoder-decoder: greedy-decode first, then trace with that output as decoder
             # input.
-            inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True)
+            inputs = bundle.prepare_run(request.source, request.target, request.start_only, truncate=True,
+                                        continuation=request.continuation)
         _, trace = bundle.run(inputs, keep_output=False, budget=request.memory_budget)
     forward_end = time.perf_counter()
     if is_stale():

@@ -2,8 +2,11 @@
 
 Each step shows the token fed in, the token that comes out, the new row's cross-attention over the source
 (stacked under the earlier rows) and the top-k next-token distribution. A switch picks teacher forcing (the
-typed target is fed in) or free-running generation (the model's own argmax is fed back). The timeline is
-computed by scratchformer.decoding.timeline in a short-lived worker thread, never on the UI thread.
+typed target is fed in) or free-running generation (the model's own argmax is fed back). For a decoder-only model
+the steps are the new tokens of the run's continuation of the text (greedy or sampled, as the input bar asked),
+each with its self-attention row over everything read so far. The timeline is computed by
+scratchformer.decoding.timeline (or scratchformer.generation.continuation_timeline) in a short-lived worker
+thread, never on the UI thread.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.decoding import Timeline, timeline
+from scratchformer.generation import continuation_timeline
 from scratchformer.plotdata import Heatmap, abbreviate, guided_head, head_labels, timeline_heatmap
 
 from ..gc_guard import no_collection_in_this_thread
@@ -34,6 +38,7 @@ from ..worker import friendly_error
 from .base import View, placeholder
 
 TEACHER, FREE = "teacher", "free"
+MODE_TEXT = {TEACHER: "teacher forcing", FREE: "free-running", "sampled": "sampled"}
 PLAY_INTERVAL_MS = 700
 
 
@@ -43,15 +48,15 @@ class _TimelineJob(QThread):
     done = Signal(int, object)  # generation, Timeline
     failed = Signal(int, str)
 
-    def __init__(self, generation: int, bundle, source: str, target: str | None, k: int) -> None:
+    def __init__(self, generation: int, work) -> None:
         super().__init__()
         self.setObjectName("scratchformer-decoding")
-        self.generation, self.bundle, self.source, self.target, self.k = generation, bundle, source, target, k
+        self.generation, self.work = generation, work  # work: () → Timeline, run on this thread
 
     def run(self) -> None:
         with no_collection_in_this_thread():  # see app/gc_guard.py
             try:
-                result = timeline(self.bundle, self.source, self.target, k=self.k)
+                result = self.work()
             except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
                 self.failed.emit(self.generation, friendly_error(exc))
                 return
@@ -72,6 +77,7 @@ class DecodingView(View):
         self._key = None  # (result id, mode, k): what the current timeline was computed for
         self._map: Heatmap | None = None
         self._bundle = None
+        self._continued = ""  # for a decoder-only model's continuation: how its tokens were chosen
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -102,13 +108,14 @@ class DecodingView(View):
         self.play_button.toggled.connect(self._play_toggled)
         bar.addWidget(QLabel("layer"))
         self.layer_box = QComboBox()
-        self.layer_box.setToolTip("Which decoder layer's cross-attention to show")
+        self.layer_box.setToolTip("Which decoder layer's attention to show (cross-attention; for a decoder-only "
+                                  "model, self-attention)")
         self.layer_box.currentIndexChanged.connect(lambda _i: self._draw())
         bar.addWidget(self.layer_box)
         bar.addWidget(QLabel("head"))
         self.head_box = QComboBox()
         self.head_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.head_box.setToolTip("Which cross-attention head to show (averaged: the mean over heads)")
+        self.head_box.setToolTip("Which attention head to show (averaged: the mean over heads)")
         self.head_box.currentIndexChanged.connect(lambda _i: self._draw())
         bar.addWidget(self.head_box)
         bar.addStretch(1)
@@ -163,6 +170,11 @@ class DecodingView(View):
             self._show_empty(True, "Run a model with a decoder on one sentence to watch it generate "
                                    "one token at a time.")
             return
+        self.mode_box.setVisible(bundle.config.has_encoder)  # a decoder-only model has no target to force
+        if not bundle.config.has_encoder:
+            self._refresh_continuation(result)
+            return
+        self._continued = ""
         mode = self.mode_box.currentData()
         if mode == TEACHER and not result.request.target.strip() and result.inputs.decoder_input == "generated":
             # the run's decoder read the model's own output: its timeline is the free-running one
@@ -182,6 +194,27 @@ class DecodingView(View):
             return
         self._key = key
         self._start(bundle, result.request.source, target)
+
+    def _refresh_continuation(self, result) -> None:
+        """A decoder-only model: step through the new tokens of the run's own continuation."""
+        inputs = result.inputs
+        if inputs.decoder_input != "generated" or not inputs.generated or inputs.continuation is None:
+            self.timeline = None
+            self._key = None
+            self._show_empty(True, "This run read your text only. Ask for new tokens (“new”, beside Continue in "
+                                   "the input bar) and press Run: the model continues the text, and this view "
+                                   "steps through each new token.")
+            return
+        key = (id(result), "continued")
+        if key == self._key:
+            self._draw()
+            return
+        self._key = key
+        self._continued = inputs.continuation.describe()
+        ids = inputs.tgt[0].tolist()  # [start, text…, new tokens…]
+        prompt, how, made = ids[1 : len(ids) - len(inputs.generated)], inputs.continuation, list(inputs.generated)
+        bundle = result.bundle
+        self._start_work(bundle, lambda: continuation_timeline(bundle, prompt, how, forced=made, k=8))
 
     def current_heatmaps(self) -> list[Heatmap]:
         return [self._map] if self._map is not None else []
@@ -222,11 +255,14 @@ class DecodingView(View):
     # --- the worker ----------------------------------------------------------------------------------------
 
     def _start(self, bundle, source: str, target: str | None) -> None:
+        self._start_work(bundle, lambda: timeline(bundle, source, target, k=8))
+
+    def _start_work(self, bundle, work) -> None:
         self._generation += 1
         self._bundle = bundle
         self.play_button.setChecked(False)
         self.step_label.setText("Decoding…")
-        job = _TimelineJob(self._generation, bundle, source, target, k=8)
+        job = _TimelineJob(self._generation, work)
         job.done.connect(self._on_done)
         job.failed.connect(self._on_failed)
         job.finished.connect(lambda j=job: self._forget(j))
@@ -244,8 +280,10 @@ class DecodingView(View):
         self.timeline = tl
         self.position = 0
         n_layers, n_heads = 0, 0
-        if tl.steps and tl.steps[0].cross_attention is not None:
-            n_layers, n_heads = tl.steps[0].cross_attention.shape[:2]
+        if tl.steps:  # the rows drawn: cross-attention, or a decoder-only model's self-attention
+            first = tl.steps[0]
+            rows = first.cross_attention if first.cross_attention is not None else first.self_attention
+            n_layers, n_heads = rows.shape[:2]
         # default: the layer that aligns best (chosen on validation data at training time), else the last one
         chosen = self._bundle.config.extra.get("alignment_layer", n_layers - 1)
         self._fill_box(self.layer_box, ["all averaged"] + [str(i + 1) for i in range(n_layers)],
@@ -314,16 +352,18 @@ class DecodingView(View):
                        f"{text}</span>" if token == "<unk>" else text)
         note = (f" &nbsp; <span style='color:#c00'>Unknown words (read as &lt;unk&gt;): "
                 f"{html.escape(', '.join(sorted(unknown)))}</span>") if unknown else ""
-        self.source_label.setText(f"<b>source</b>: {' '.join(src)}{note}")
+        self.source_label.setText(f"<b>{'text' if self._continued else 'source'}</b>: {' '.join(src)}{note}")
         out = []
         for i, s in enumerate(tl.steps[: self.position + 1]):
             text = html.escape(s.token)
             out.append(f"<b style='background:#ffe08a'>{text}</b>" if i == self.position else text)
-        mode = "teacher forcing" if tl.mode == TEACHER else "free-running"
-        self.target_label.setText(f"<b>output</b> ({mode}): {' '.join(out)}")
+        if self._continued:
+            self.target_label.setText(f"<b>continuation</b> ({html.escape(self._continued)}): {' '.join(out)}")
+        else:
+            self.target_label.setText(f"<b>output</b> ({MODE_TEXT.get(tl.mode, tl.mode)}): {' '.join(out)}")
         p = dict(step.top_k).get(step.token)
         p_text = f"p = {p:.3f}" if p is not None else "not in the top-k"
-        forced = " (forced)" if tl.mode == TEACHER else ""
+        forced = {TEACHER: " (forced)", "sampled": " (drawn)"}.get(tl.mode, "")
         self.step_label.setText(
             f"step {self.position + 1} of {len(tl.steps)} — position {step.position}: reads "
             f"<b>{html.escape(step.input_token)}</b> → emits <b>{html.escape(step.token)}</b>{forced}, {p_text}")

@@ -237,6 +237,7 @@ def test_a_decoder_only_model_reads_the_typed_text_and_shows_its_pre_ln_steps(qt
 
     _save_gpt2(tmp_path / "gpt2")
     w = make_window(source="machine learning using PyTorch", target="", model=str(tmp_path / "gpt2"))
+    w.input_bar.continuation_controls.new_tokens.setValue(0)  # the text alone, not continued
     run_and_wait(qtbot, w)
     assert w.input_bar.decoder_label.text() == "decoder input = your text (a decoder-only model)"
     assert "decoder-only" in w.banner.caption.text() and "pre-LN" in w.banner.departures.text()
