@@ -231,6 +231,9 @@ class TrainingView(View):
         # output is decoded separately for the output line.
         typed = result.request.target
         translation = result.inputs.translation if result.inputs.decoder_input == "generated" else ""
+        source = result.request.source
+        if not result.bundle.config.has_encoder:  # a decoder-only model read its text and its continuation: so do all
+            source, translation = result.bundle.tgt_tokenizer.decode(result.inputs.tgt[0, 1:].tolist()), ""
         target = shared_decoder_input(typed, translation)
         if typed.strip():
             note = "Both maps read the typed target as decoder input (teacher forcing)."
@@ -241,7 +244,7 @@ class TrainingView(View):
         else:
             note = ""
         self.reads_note.setText(note)
-        self._input = (result.request.source, target)
+        self._input = (source, target)
         self._fill_selectors(result.trace)
         self._select()
 

@@ -114,3 +114,27 @@ def test_sampled_runs_repeat_with_their_seed(qtbot, make_window, gpt2):
     run_and_wait(qtbot, w)
     assert w.current_result().inputs.decoder_input == "typed"
 
+
+
+def test_a_trained_decoder_only_models_snapshots_read_the_text_and_its_continuation(qtbot, make_window, tmp_path):
+    """The Training tab runs each snapshot on what the window's model read, continuation included: rows line up."""
+    from app.views.training_view import TrainingView
+    from scratchformer.cli import main
+
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(["the cat sat on the mat and the dog ran to the park"] * 40), encoding="utf-8")
+    assert main(["train", "--text", str(text), "--out", str(tmp_path / "m"), "--d-model", "16", "--heads", "2",
+                 "--layers", "1", "--d-ff", "32", "--seq-len", "16", "--epochs", "1", "--max-steps", "2",
+                 "--snapshots", "2", "--quiet"]) == 0  # fmt: skip
+    w = make_window(source="the cat sat", target="", model=str(tmp_path / "m"))
+    w.input_bar.continuation_controls.new_tokens.setValue(4)
+    run_and_wait(qtbot, w)
+    result = w.current_result()
+    assert result is not None and result.inputs.decoder_input == "generated", w.message_text()
+    view = next(v for v in w.views if isinstance(v, TrainingView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not view.is_busy() and view.current_run() is not None, timeout=60_000)
+    n = result.inputs.tgt.shape[1]  # the start token, the text and its continuation
+    assert view.final_map.heatmap.shape == (n, n)
+    qtbot.waitUntil(lambda: view.snapshot_map.heatmap is not None, timeout=30_000)
+    assert view.snapshot_map.heatmap.shape == (n, n)
