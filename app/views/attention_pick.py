@@ -128,8 +128,14 @@ def default_pick(window, trace) -> AttentionPick | None:
     if not names:
         return None
     name = step.sublayer if step is not None and step.attention_type and step.sublayer in names else names[0]
-    queries = trace[f"{name}.weights"].shape[2]
-    return AttentionPick(name, window.current_batch(), window.current_head(), queries - 1)
+    batches, heads, queries, _ = trace[f"{name}.weights"].shape
+    return AttentionPick(name, min(window.current_batch(), batches - 1), min(window.current_head(), heads - 1),
+                         queries - 1)
+
+
+def batch_of(window, trace, sublayer: str) -> int:
+    """The window's batch item, within this sublayer's batch."""
+    return min(max(window.current_batch(), 0), trace[f"{sublayer}.weights"].shape[0] - 1)
 
 
 def preparation(trace, pick: AttentionPick | None, batch: int) -> list:

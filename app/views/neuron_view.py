@@ -17,7 +17,7 @@ from scratchformer.errors import UserError
 from scratchformer.plotdata.neuron import AttentionPick, NeuronPair, neuron_heatmaps, neuron_pair, neuron_summary
 
 from ..widgets.heatmap import HeatmapWidget
-from .attention_pick import PickBar, ReadyFirst, default_pick, pick_steps, preparation, sublayer_title
+from .attention_pick import PickBar, ReadyFirst, batch_of, default_pick, pick_steps, preparation, sublayer_title
 from .base import View, placeholder
 
 POSITIVE, NEGATIVE = (33, 102, 172), (178, 24, 43)  # the diverging map's two ends: bars read like the cells
@@ -115,7 +115,7 @@ class NeuronView(View):
         if self._pick is None:
             self._show(None)
             return
-        self._pick.batch = self.main.current_batch()
+        self._pick.batch = batch_of(self.main, trace, self._pick.sublayer)
         self._ready.run(pick_steps(trace, self._pick.sublayer), self._pick.batch, lambda e: self._draw(trace, e))
 
     def _draw(self, trace, error: str) -> None:

@@ -21,7 +21,7 @@ from scratchformer.plotdata.neuron import (
 )
 
 from ..widgets.heatmap import HeatmapWidget
-from .attention_pick import PickBar, ReadyFirst, default_pick, pick_steps, preparation, sublayer_title
+from .attention_pick import PickBar, ReadyFirst, batch_of, default_pick, pick_steps, preparation, sublayer_title
 from .base import View, placeholder
 
 
@@ -93,7 +93,7 @@ class WeightedSumView(View):
         if self._pick is None:
             self._show(None)
             return
-        self._pick.batch = self.main.current_batch()
+        self._pick.batch = batch_of(self.main, trace, self._pick.sublayer)
         self._ready.run(pick_steps(trace, self._pick.sublayer), self._pick.batch, lambda e: self._draw(trace, e))
 
     def _draw(self, trace, error: str) -> None:
