@@ -1,5 +1,6 @@
 """The strip under the inputs that says, after a run, what the decoder reads — in large type when it is the model's
-own translation — whether the model is untrained, and offers the model's example when it knows few of the words."""
+own translation — whether the model is untrained, and offers the model's example when it knows few of the words.
+When the weights or the steps hold NaN or ±∞ it says which, in one sentence, with a button to that first step."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class RunBanner(QWidget):
     """Hidden until a run; `example_chosen(Example)` when the user takes the offered example."""
 
     example_chosen = Signal(object)
+    nonfinite_step_requested = Signal(str)  # the name of the first step whose values are not finite
 
     def __init__(self) -> None:
         super().__init__()
@@ -67,6 +69,21 @@ class RunBanner(QWidget):
         text_box.addWidget(self.translation)
         text_box.addWidget(self.caption)
         text_box.addWidget(self.departures)
+        self.nonfinite_row = QWidget()  # NaN or ±∞ in the weights or the steps: which, and a way to the first step
+        row = QHBoxLayout(self.nonfinite_row)
+        row.setContentsMargins(0, 2, 0, 0)
+        self.nonfinite = QLabel()
+        self.nonfinite.setWordWrap(True)
+        self.nonfinite.setTextFormat(Qt.TextFormat.PlainText)
+        self.nonfinite.setStyleSheet("color: #8a1c12; font-weight: bold;")
+        self.nonfinite.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        row.addWidget(self.nonfinite, 1)
+        self.nonfinite_button = QPushButton("Go to first non-finite step")
+        self.nonfinite_button.clicked.connect(self._go_to_nonfinite)
+        row.addWidget(self.nonfinite_button)
+        self._nonfinite_step: str | None = None
+        self.nonfinite_row.setVisible(False)
+        text_box.addWidget(self.nonfinite_row)
         outer.addLayout(text_box, 1)
         self.untrained = QLabel(UNTRAINED)
         self.untrained.setStyleSheet(
@@ -98,6 +115,24 @@ class RunBanner(QWidget):
         self.caption.setVisible(bool(self.caption.text()))
         self.untrained.setVisible(untrained)
         self.setVisible(bool(big or self.caption.text() or untrained or self._offered or departures))
+
+    def show_nonfinite(self, sentence: str, step: str | None = None, where: str = "") -> None:
+        """Say what holds NaN or ±∞ (`sentence`, scratchformer.nonfinite.NonFinite.sentence()) and offer to go to
+        the first step whose values are not finite (`step`, its name; `where`, its breadcrumb). "" hides the line."""
+        self._nonfinite_step = step
+        self.nonfinite.setText(f"⚠ {sentence}" if sentence else "")
+        self.nonfinite.setToolTip(
+            "A checkpoint whose weights hold NaN or ±∞ still opens, so you can see where its numbers break. "
+            "Heatmaps draw NaN in magenta, +∞ in orange and −∞ that no mask explains in cyan (a mask's −∞ is grey).")
+        self.nonfinite_button.setVisible(step is not None)
+        self.nonfinite_button.setToolTip(f"Show step {where or step}" if step else "")
+        self.nonfinite_row.setVisible(bool(sentence))
+        if sentence:
+            self.setVisible(True)
+
+    def _go_to_nonfinite(self) -> None:
+        if self._nonfinite_step is not None:
+            self.nonfinite_step_requested.emit(self._nonfinite_step)
 
     def offer_example(self, example: Example | None, model: str = "", known: int = 0, words: int = 0) -> None:
         """Offer `example` because the model knows only `known` of the text's `words` words (None: no offer)."""

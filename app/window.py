@@ -83,6 +83,7 @@ class MainWindow(QMainWindow):
         self.notes_label, self.windows_label = bar.notes_label, bar.windows_label
         self.banner = RunBanner()
         self.banner.example_chosen.connect(self.use_example)
+        self.banner.nonfinite_step_requested.connect(self.go_to_step)
         self._build_centre()
         self.stepper = StepperBar(self)
         st = self.stepper
@@ -425,6 +426,10 @@ class MainWindow(QMainWindow):
         same = bool(examples) and examples[0].source == result.request.source.strip()
         self.banner.offer_example(examples[0] if offer and examples and not same else None, bundle.name, known,
                                   words)
+        found = result.nonfinite
+        first = result.trace[found.first_index] if found is not None and found.first_index is not None else None
+        self.banner.show_nonfinite(found.sentence() if found is not None else "", first.name if first else None,
+                                   step_path(first) if first else "")
 
     # --- stepping --------------------------------------------------------------------------------------------
 

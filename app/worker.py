@@ -16,6 +16,7 @@ from scratchformer.bundle import Inputs, ModelBundle, load_model
 from scratchformer.errors import UserError
 from scratchformer.generation import Continuation
 from scratchformer.interventions import intervene
+from scratchformer.nonfinite import NonFinite, find_nonfinite
 from scratchformer.parameters import parameter_counts
 from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
 from scratchformer.trace import Step, Trace
@@ -56,6 +57,7 @@ class RunResult:
     before: Trace | None = None
     before_output: str = ""
     after_output: str = ""
+    nonfinite: NonFinite | None = None  # NaN or ±∞ in the weights or the steps (None: everything is finite)
 
     def stats_for(self, step: Step, batch: int) -> TensorStats:
         """The inspector's numbers: over the batch item shown when there are several (each is one sentence or
@@ -125,6 +127,7 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
         return None
     result = RunResult(request, bundle, inputs, trace, seconds=0.0, parameters=parameter_counts(bundle.model),
                        forward_end=forward_end)
+    result.nonfinite = find_nonfinite(bundle.model, trace)
     if changes:
         _compare(result, changes)
         if is_stale():

@@ -50,10 +50,11 @@ from PySide6.QtGui import (
 )
 from PySide6.QtSvg import QSvgGenerator
 
-from app.widgets.colormaps import MASKED_RGBA, heatmap_rgba, lookup_table
+from app.widgets.colormaps import MASKED_RGBA, SPECIAL_RGBA, heatmap_rgba, lookup_table
 from scratchformer.exporting.figure import Figure
 from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
 from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on, value_decimals
+from scratchformer.plotdata.special import MASKED, heatmap_classes, legend_entries, trouble_count
 
 VECTOR_CELLS = 40_000  # above this many cells in a figure, cells become one crisp embedded image
 VALUE_MAX_SIDE = 20  # maps up to this many rows and columns carry their values in the cells
@@ -190,9 +191,24 @@ def _bar_width(maps: list[Heatmap], fonts: _Fonts) -> float:
     texts = ["may attend", "−∞ blocked"] if any(m.colormap == MASK for m in maps) else []
     for m in maps:
         texts += [format_value(v) for v in (m.levels[0], m.levels[1], (m.levels[0] + m.levels[1]) / 2)]
-    if any(m.masked is not None for m in maps):
-        texts.append("−∞")
+    texts += [text for _, text in _special_swatches(maps)]
     return BAR_GAP + BAR_W + 6.0 + max(fm.horizontalAdvance(t) for t in texts)
+
+
+def _special_swatches(maps: list[Heatmap]) -> list[tuple[int, str]]:
+    """The legend under a colour bar for cells that are not on its scale (plotdata.special): "−∞" for a mask's
+    cells alone, as before; with NaN or ±∞ anywhere, every special class present, named."""
+    classes = [heatmap_classes(m) for m in maps]
+    if not any(trouble_count(c) for c in classes):
+        return [(MASKED, "−∞")] if any(m.masked is not None for m in maps if m.colormap != MASK) else []
+    found = {code: text for c in classes for code, text in legend_entries(c)}
+    return sorted(found.items(), key=lambda item: -item[0])  # NaN, +∞, −∞, masked: the order of LEGEND_TEXT
+
+
+def _legend_height(maps: list[Heatmap]) -> float:
+    """Room the special-cell swatches need under a colour bar."""
+    n = len(_special_swatches(maps))
+    return 8.0 + n * (BAR_W + 6.0) if n else 0.0
 
 
 def layout(fig: Figure) -> _Layout:
@@ -208,6 +224,7 @@ def layout(fig: Figure) -> _Layout:
     n_rows, n_cols = fig.grid()
     col_w = max(p.width for p in panels) + (0.0 if shared else bar_w)
     row_h = max(p.height for p in panels)
+    row_h = max(row_h, max(p.title_h + p.heat_h for p in panels) + _legend_height(fig.heatmaps))  # swatches fit
     grid_w = n_cols * col_w + (n_cols - 1) * GAP
     grid_h = n_rows * row_h + (n_rows - 1) * GAP
     header = [(fonts.title, INK, fig.title)]
@@ -357,7 +374,7 @@ def _paint_cells_image(painter: QPainter, rgba: np.ndarray, heat: QRectF, cell: 
 
 def _paint_values(painter: QPainter, h: Heatmap, rgba: np.ndarray, heat: QRectF, cell: float) -> None:
     """Each cell's value centred in it (the window's labels and text colours); nothing if it cannot be read."""
-    labels = cell_labels(h.values, decimals=value_decimals(h))
+    labels = cell_labels(h.values, decimals=value_decimals(h), gaps=h.gaps)
     size = math.floor(min(VALUE_FONT[1], cell * 0.4))
     font = _font(size)
     longest = sorted({t for row in labels for t in row}, key=len)[-4:]  # digits are equally wide
@@ -404,8 +421,9 @@ def _paint_colour_bar(painter: QPainter, maps: list[Heatmap], bar: QRectF, fonts
         y = bar.top() + frac * bar.height()
         painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3.0, y))
         painter.drawText(QPointF(bar.right() + 6.0, y + (fm.ascent() - fm.descent()) / 2), format_value(v))
-    if any(h.masked is not None for h in maps):
-        _paint_swatches(painter, [(QColor(*MASKED_RGBA), "−∞")], QPointF(bar.left(), bar.bottom() + 8.0), fm)
+    swatches = [(QColor(*SPECIAL_RGBA[code]), text) for code, text in _special_swatches(maps)]
+    if swatches:
+        _paint_swatches(painter, swatches, QPointF(bar.left(), bar.bottom() + 8.0), fm)
 
 
 def _paint_swatches(painter: QPainter, items: list[tuple[QColor, str]], at: QPointF, fm: QFontMetricsF) -> None:

@@ -1,7 +1,9 @@
 """LayerNorm: per-token mean and std before and after, and what BatchNorm would have normalised instead.
 
 Shows the current step when it is a LayerNorm, otherwise the next LayerNorm at or after it (and says so).
-All numbers come from scratchformer.plotdata.norm_comparison, which the exporters can call too.
+All numbers come from scratchformer.plotdata.norm_comparison, which the exporters can call too. The bar charts'
+token labels are thinned to what the plot's width holds (every k-th token), again when the plot is resized, so
+thirteen tokens never run into each other ("[CLS]thebankraised…").
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import (
@@ -118,6 +121,9 @@ class NormView(View):
         self.stats_mode.currentIndexChanged.connect(lambda _i: self._draw())
         self.ln_mode.currentIndexChanged.connect(lambda _i: self._draw())
         self._comparison: NormComparison | None = None
+        self._token_labels: list[str] | None = None  # the per-token charts' labels, thinned on every resize
+        for plot in (self.mean_plot, self.std_plot):
+            plot.getViewBox().sigResized.connect(lambda vb, p=plot: self._apply_token_ticks(p))
         self._key = None
         self._shown: list[Heatmap] = []
 
@@ -201,7 +207,7 @@ class NormView(View):
         )
         n = len(c.labels)
         x = np.arange(n, dtype=np.float64)
-        ticks = _token_ticks(c.labels)
+        self._token_labels = list(c.labels)
         for plot, before, after, target, what in (
             (self.mean_plot, c.mean_before, c.mean_after, 0.0, "Mean of each token's row"),
             (self.std_plot, c.std_before, c.std_after, 1.0, "Std of each token's row"),
@@ -211,9 +217,10 @@ class NormView(View):
             plot.addItem(pg.BarGraphItem(x=x + 0.2, height=after, width=0.38, brush=AFTER, pen=None))
             plot.addItem(pg.InfiniteLine(pos=target, angle=0,
                                          pen=pg.mkPen(REFERENCE, width=1, style=Qt.PenStyle.DashLine)))
-            plot.getAxis("bottom").setTicks([ticks])
             plot.setLabel("bottom", c.pos_dim)
             plot.enableAutoRange()
+            plot.setXRange(-0.5, n - 0.5, padding=0.02)
+            self._apply_token_ticks(plot)
 
     def _draw_per_feature(self, c: NormComparison) -> None:
         self.legend.setText(
@@ -222,6 +229,7 @@ class NormView(View):
         )
         d = c.feature_mean.shape[0]
         x = np.arange(d, dtype=np.float64)
+        self._token_labels = None
         for plot, values, target, what in (
             (self.mean_plot, c.feature_mean, 0.0, "Mean of each feature (column)"),
             (self.std_plot, c.feature_std, 1.0, "Std of each feature (column)"),
@@ -232,6 +240,16 @@ class NormView(View):
             plot.plot(x, values, pen=pg.mkPen(BEFORE, width=1.5))
             plot.plot([0, d - 1], [target, target], pen=pg.mkPen(AFTER, width=2))
             plot.enableAutoRange()
+
+    def _apply_token_ticks(self, plot: pg.PlotWidget) -> None:
+        """Label every k-th token bar, k as small as the plot's width allows without labels touching."""
+        if self._token_labels is None:
+            return
+        axis = plot.getAxis("bottom")
+        font = axis.style.get("tickFont") or axis.font()
+        (x0, x1), _ = plot.getViewBox().viewRange()
+        per_bar = plot.getViewBox().width() / max(x1 - x0, 1e-9)  # pixels between neighbouring bars
+        axis.setTicks([_token_ticks(self._token_labels, per_bar, QFontMetricsF(font))])
 
     def current_heatmaps(self) -> list[Heatmap]:
         return list(self._shown)
@@ -245,6 +263,14 @@ def _swatch(colour: str) -> str:
     return f"<span style='color:{colour}'>■</span>"
 
 
-def _token_ticks(labels: list[str], max_ticks: int = 24) -> list[tuple[float, str]]:
-    stride = max(1, -(-len(labels) // max_ticks))
-    return [(float(i), abbreviate(labels[i], 6)) for i in range(0, len(labels), stride)]
+LABEL_CHARS = 6  # a token label's length on the bar charts (the full token is on the heatmaps' hover)
+LABEL_GAP_PX = 6.0  # at least this much space between neighbouring labels
+
+
+def _token_ticks(labels: list[str], per_bar: float, metrics: QFontMetricsF) -> list[tuple[float, str]]:
+    """Every stride-th token with its label abbreviated: the stride is the smallest for which the widest label
+    plus LABEL_GAP_PX fits between two labelled bars (`per_bar`: pixels from one bar to the next)."""
+    texts = [abbreviate(t, LABEL_CHARS) for t in labels]
+    widest = max((metrics.horizontalAdvance(t) for t in texts), default=0.0)
+    stride = max(1, int(np.ceil((widest + LABEL_GAP_PX) / max(per_bar, 1e-9))))
+    return [(float(i), texts[i]) for i in range(0, len(texts), stride)]

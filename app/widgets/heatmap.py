@@ -2,8 +2,10 @@
 
 One ImageItem of RGBA pixels shifted by half a cell (cells centre on integer ticks), y inverted so row 0 is at
 the top, token tick labels abbreviated and thinned to what fits, a colour bar with the heatmap's explicit
-levels, and a read-out of the cell under the mouse. −∞ cells get colormaps.MASKED_RGBA. No per-cell items:
-a 512 × 512 map is one image.
+levels, and a read-out of the cell under the mouse. A mask's −∞ cells are grey; NaN, +∞ and other −∞ cells (a
+model whose numbers broke) get colours of their own with a legend under the map (plotdata.special, colormaps).
+No per-cell items: a 512 × 512 map is one image. Tick marks point outward, away from the cells and their values
+(pointing in, as pyqtgraph draws them by default, a row's tick reads as a minus sign before the first value).
 
 A map with more cells than the plot has pixels is drawn from plotdata.block_reduce (block maximum, or the value
 farthest from 0 on diverging maps) at about the plot's pixel size, again when the user zooms in; the read-out
@@ -46,9 +48,15 @@ from scratchformer.plotdata.heatmap import (
     is_integral,
     value_decimals,
 )
+from scratchformer.plotdata.special import (
+    heatmap_classes,
+    legend_entries,
+    reduce_classes,
+    trouble_count,
+)
 
 from ..fonts import min_pixels, scaled
-from .colormaps import MASKED_RGBA, colormap, rgba_image
+from .colormaps import MASKED_RGBA, colormap, rgba_image, swatch_css
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, background="w", foreground="#333")
 
@@ -68,6 +76,7 @@ VALUE_FONT_PX = (8.0, 13.0)  # the values' font: smallest readable (and never be
 MAX_CELL_W = 160.0  # a map with few columns is not stretched wider than this per column
 MIN_ROW_PX = 48.0  # rows may always be this tall; taller only as far as cells are wide
 PLOT_MARGIN = 2.0
+TICK_LENGTH = 4  # outward (positive), so no tick mark reaches into the cells
 
 
 def full_label(labels: list[str] | None, dim: str, i: int) -> str:
@@ -206,6 +215,7 @@ class HeatmapWidget(QWidget):
         self.plot.addItem(self.values_item)
         self._values_key = None
         self._integral_of: tuple | None = None  # (heatmap, whether its values are all whole numbers)
+        self._classes = None  # plotdata.special codes of the heatmap's cells; None when all are finite numbers
         self._margins: tuple[float, float, float, float] | None = None
         self.colorbar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if compact else 14,
@@ -222,9 +232,17 @@ class HeatmapWidget(QWidget):
         tick_font.setPointSizeF(8.5)
         for name in ("left", "bottom"):
             self.plot.getAxis(name).setTickFont(tick_font)
+            if ticks:
+                self.plot.getAxis(name).setStyle(tickLength=TICK_LENGTH)
             # axes count cells, never physical units: no "(x0.001)" SI prefix when a map is one row tall
             self.plot.getAxis(name).enableAutoSIPrefix(False)
         layout.addWidget(self.view, 1)
+
+        self.special_legend = QLabel()  # swatches of NaN, ±∞ (and masked −∞) when the map holds any trouble
+        self.special_legend.setTextFormat(Qt.TextFormat.RichText)
+        self.special_legend.setWordWrap(True)
+        self.special_legend.setVisible(False)
+        layout.addWidget(self.special_legend)
 
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)
@@ -271,6 +289,8 @@ class HeatmapWidget(QWidget):
         same_shape = self.heatmap is not None and heatmap is not None and self.heatmap.shape == heatmap.shape
         self.heatmap = heatmap
         self._key = key
+        self._classes = heatmap_classes(heatmap) if heatmap is not None else None
+        self._show_special_legend()
         if heatmap is None:
             self.image.clear()
             self._image_of = None
@@ -344,7 +364,8 @@ class HeatmapWidget(QWidget):
         rgba = self.image_cache.get(cache_key) if cache_key is not None else None
         if rgba is None:
             shown = block_reduce(hm.values, block, display_reduction(hm.colormap))  # (R, C), as is at 1 × 1
-            rgba = rgba_image(shown, hm.levels, hm.colormap)
+            classes = None if self._classes is None else reduce_classes(self._classes, block)  # trouble wins
+            rgba = rgba_image(shown, hm.levels, hm.colormap, classes)
             if cache_key is not None:
                 self.image_cache.put(cache_key, rgba)
         # levels=None: uint8 RGBA goes to a QImage as it is (levels would send it through makeARGB again).
@@ -449,8 +470,10 @@ class HeatmapWidget(QWidget):
         if self._values_key is not None and item.isVisible() and self._same_values_key(key):
             return
         shown = hm.values[r0:r1, c0:c1]
-        labels = cell_labels(shown, self._integral(hm), value_decimals(hm))
-        dark = dark_text_on(rgba_image(shown, hm.levels, hm.colormap))
+        gaps = hm.gaps[r0:r1, c0:c1] if hm.gaps is not None else None
+        labels = cell_labels(shown, self._integral(hm), value_decimals(hm), gaps)
+        classes = self._classes[r0:r1, c0:c1] if self._classes is not None else None
+        dark = dark_text_on(rgba_image(shown, hm.levels, hm.colormap, classes))
         font = QFont()
         lo, hi = max(VALUE_FONT_PX[0], min_pixels(self.logicalDpiY())), VALUE_FONT_PX[1]
         size = min(hi, cell_h * 0.42) * (0.85 if self.compact else 1.0)
@@ -499,6 +522,9 @@ class HeatmapWidget(QWidget):
         text = f"{hm.shape[0]} × {hm.shape[1]}" + ("" if hm.colormap == MASK else f"; colour range {lo} … {hi}")
         if hm.masked is not None:
             text += "; grey = −∞ (masked)"
+        trouble = trouble_count(self._classes)
+        if trouble:
+            text += f"; {trouble} cell{'s' * (trouble > 1)} not finite (see the colours below)"
         if hm.row_dim == "tgt_pos":  # decoder-input rows (the trace); the decoding timeline's rows are "emitted"
             text += "; row t = decoder input t, which predicts token t+1"
         br, bc = self.display_block
@@ -506,6 +532,25 @@ class HeatmapWidget(QWidget):
             which = "value farthest from 0" if display_reduction(hm.colormap) == EXTREME else "maximum"
             text += f"; a pixel shows the {which} of {br} × {bc} cells"
         return text + ". Hover a cell to read it."
+
+    def _show_special_legend(self) -> None:
+        """Swatches for the cells that are not numbers on the colour bar's scale, shown when any is trouble."""
+        entries = legend_entries(self._classes) if trouble_count(self._classes) else []
+        if not entries:
+            self.special_legend.setVisible(False)
+            return
+        parts = [f"<span style='{swatch_css(code)}'>&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;{text}"
+                 for code, text in entries]
+        self.special_legend.setText("Not finite: " + "&nbsp;&nbsp; ".join(parts))
+        self.special_legend.setToolTip("NaN and ±∞ come from the model's numbers (its weights or an overflow), not "
+                                       "from masking: a mask's −∞ is grey.")
+        self.special_legend.setVisible(True)
+
+    def special_legend_entries(self) -> list[str]:
+        """What the legend under the map lists now (for tests): e.g. ['NaN', '+∞']; [] when it is hidden."""
+        if self.special_legend.isHidden():
+            return []
+        return [text for _, text in legend_entries(self._classes)]
 
     def _apply_ticks(self) -> None:
         hm = self.heatmap
@@ -571,7 +616,8 @@ class HeatmapWidget(QWidget):
         value = float(hm.values[row, col])
         r = full_label(hm.row_labels, hm.row_dim, row)
         c = full_label(hm.col_labels, hm.col_dim, col)
-        suffix = "  (masked)" if value == float("-inf") else ""
+        masked = hm.masked is not None and bool(hm.masked[row, col])
+        suffix = "  (masked)" if masked else ("  (not finite)" if value != value or abs(value) == float("inf") else "")
         return f"row {r}  ·  column {c}  =  {format_value(value)}{suffix}"
 
     def set_highlight(self, cells: list[tuple[int, int]]) -> None:
