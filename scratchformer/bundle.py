@@ -147,7 +147,8 @@ class ModelBundle:
             text = target if c.has_encoder else source
             # tgt_prefix: tokens a model is trained to read right after the start token (BART's forced <s>)
             prefix = self._special("tgt_prefix", self.tgt_tokenizer) if c.has_encoder else []
-            typed = self._ids(text, self.tgt_tokenizer, "target", c.max_len - 1 - len(prefix), truncate, notes)
+            side = "target" if c.has_encoder else "text"  # a decoder-only model's text is its decoder input
+            typed = self._ids(text, self.tgt_tokenizer, side, c.max_len - 1 - len(prefix), truncate, notes)
             tgt_ids = [self.start_id()] + prefix + typed
             tgt = torch.tensor([tgt_ids], dtype=torch.long)  # (1, T)
             tgt_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]

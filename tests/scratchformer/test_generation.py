@@ -166,3 +166,10 @@ def test_the_timeline_steps_through_the_continuation_with_transformers_rows(gpt2
     # forced tokens that stop short of max_new: the model chose its end token there, and a last step says so
     short = continuation_timeline(bundle, prompt, how, forced=made[:2])
     assert [s.token_id for s in short.steps] == made[:2] + [50256]
+
+
+def test_a_text_longer_than_the_model_reads_is_one_sentence(gpt2, capsys):
+    code, out, err = _cli(capsys, "translate", "--model", str(gpt2[0]), "--source", " ".join(["word"] * 40))
+    assert code == 2 and out == ""
+    assert err.strip() == ("scratchformer: The text has 40 tokens but this model reads at most 31; shorten the "
+                           "text.")
