@@ -17,7 +17,7 @@ from scratchformer.bundle import load_model
 from scratchformer.checkpoint import save_checkpoint
 from scratchformer.cli import main
 from scratchformer.nonfinite import step_flag
-from scratchformer.plotdata import step_heatmap
+from scratchformer.plotdata import step_heatmap, tensor_stats
 from scratchformer.plotdata.special import (
     FINITE,
     MASKED,
@@ -180,3 +180,10 @@ def test_plot_data_tells_nan_infinity_and_masked_cells_apart(nan_checkpoint):
     classes = cell_classes(np.float32([[-np.inf, np.inf, np.nan, 1.0]]), masked=np.array([[False] * 4]))
     assert classes.tolist() == [[NEG_INF, POS_INF, NAN, FINITE]]
     assert reduce_classes(classes, (1, 2)).tolist() == [[POS_INF, NAN]]
+
+
+def test_inspector_numbers_count_every_kind_of_non_finite_cell():
+    s = tensor_stats(torch.tensor([[1.0, float("nan")], [float("inf"), float("-inf")], [3.0, 5.0]]))
+    assert (s.minimum, s.maximum, s.mean) == (1.0, 5.0, 3.0)  # over the three finite cells
+    assert (s.n_nan, s.n_posinf, s.n_masked) == (1, 1, 1)
+    assert "NaN  1 cells" in s.lines() and "+∞   1 cells" in s.lines()
