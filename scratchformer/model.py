@@ -177,11 +177,13 @@ class Transformer(nn.Module):
         tgt_pad: torch.Tensor | None = None,
         cache: list[dict] | None = None,
         offset: int = 0,
+        causal: bool = True,
     ) -> torch.Tensor:
         """tgt: (B, T) ids (decoder input, starting with the start token) → hidden: (B, T, d_model).
 
         With `cache` (one dict per layer, filled as it goes) only the new positions are passed in; `offset`
-        is the number of positions decoded before them.
+        is the number of positions decoded before them. causal=False drops the causal mask (padding stays
+        masked): every position sees the later ones too, as the `mask` experiment shows.
         """
         if not self.config.has_decoder:
             raise UserError("This model has no decoder.")
@@ -193,8 +195,10 @@ class Transformer(nn.Module):
         # One new token with nothing padded (cached decoding) may see every earlier position: no mask needed.
         one_free_token = tgt_pad is None and t == 1
         self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)
+        if not causal:  # padding only: (B, T, offset + T), or None when nothing is padded
+            self_mask = None if tgt_pad is None else masks.padding_mask(tgt_pad).expand(b, t, offset + t)
         cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
-        pure_causal = tgt_pad is None and offset == 0 and t > 1  # the mask is exactly the causal triangle
+        pure_causal = causal and tgt_pad is None and offset == 0 and t > 1  # exactly the causal triangle
         bias = self._position_bias(self.decoder, t, offset + t, offset)  # (h, T, T_past + T) or None
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None, pure_causal, bias)

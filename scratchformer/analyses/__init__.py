@@ -10,4 +10,5 @@ from __future__ import annotations
 # command name → module (imported only when used, so `scratchformer --help` stays quick)
 ANALYSES: dict[str, str] = {
     "derive": "scratchformer.analyses.derive",
+    "experiment": "scratchformer.experiments.command",  # the live experiments (scratchformer.experiments)
 }
