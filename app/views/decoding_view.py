@@ -42,6 +42,11 @@ MODE_TEXT = {TEACHER: "teacher forcing", FREE: "free-running", "sampled": "sampl
 PLAY_INTERVAL_MS = 700
 
 
+def _probability(p: float) -> str:
+    """0.245, or 2.1e-05 for the tiny ones (an untrained model spreads its mass over 50,000 tokens: not 0.000)."""
+    return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.1e}"
+
+
 class _TimelineJob(QThread):
     """Computes one Timeline off the UI thread; the result comes back by a queued signal."""
 
@@ -362,7 +367,7 @@ class DecodingView(View):
         else:
             self.target_label.setText(f"<b>output</b> ({MODE_TEXT.get(tl.mode, tl.mode)}): {' '.join(out)}")
         p = dict(step.top_k).get(step.token)
-        p_text = f"p = {p:.3f}" if p is not None else "not in the top-k"
+        p_text = f"p = {_probability(p)}" if p is not None else "not in the top-k"
         forced = {TEACHER: " (forced)", "sampled": " (drawn)"}.get(tl.mode, "")
         self.step_label.setText(
             f"step {self.position + 1} of {len(tl.steps)} — position {step.position}: reads "
@@ -378,7 +383,7 @@ class DecodingView(View):
             if token == step.token:
                 item.setBackground(QColor("#ffe08a"))
             self.top_table.setItem(i, 0, item)
-            self.top_table.setItem(i, 1, QTableWidgetItem(f"{prob:.3f}"))
+            self.top_table.setItem(i, 1, QTableWidgetItem(_probability(prob)))
         self.prev_button.setEnabled(self.position > 0)
         self.first_button.setEnabled(self.position > 0)
         self.next_button.setEnabled(self.position < len(tl.steps) - 1)
