@@ -12,6 +12,7 @@ from .views.base import View
 from .views.compare_view import CompareView
 from .views.decoding_view import DecodingView
 from .views.derivation_view import DerivationView
+from .views.experiments_view import ExperimentsView
 from .views.heads_view import HeadsView
 from .views.importance_view import ImportanceView
 from .views.masks_view import MasksView
@@ -30,7 +31,7 @@ GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Encoding", [PositionalView, MasksView, NormView]),
     ("Attention", [OverviewView, NeuronView, WeightedSumView]),
     ("Output", [OutputView, DecodingView]),
-    ("What if", [CompareView, ImportanceView]),
+    ("What if", [CompareView, ImportanceView, ExperimentsView]),
     ("Training", [TrainingView]),
 ]
 

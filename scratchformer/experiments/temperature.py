@@ -22,7 +22,7 @@ TITLE = "Temperature"
 CLAIM = ("Dividing the logits by a temperature T sharpens the next-token distribution below 1 and flattens it "
          "above: entropy grows with T, and sampled text drifts from the greedy one.")  # fmt: skip
 CONTROLS = {"temperature": 1.0, "seed": 0, "position": 0}
-CURVE_T = tuple(round(0.1 * 1.25**i, 4) for i in range(26))  # 0.1 … about 26, log-spaced
+CURVE_T = tuple(round(0.1 * 10 ** (i / 10), 4) for i in range(21))  # 0.1 … 10, log-spaced
 TOP = 8
 MAX_T = 100.0
 
