@@ -2,10 +2,14 @@
 WarmUp thread reruns that sublayer (scratchformer.trace: `step.item(b)` fills the trace's recompute cache), and
 the window draws once it is done. A view that reads many sublayers at once (the Overview) gives its own
 preparation, which runs in the same thread. The UI thread then only reads what is ready; it never runs the model.
+
+While the user looks at a step, the window also recomputes the sublayers of the steps next to it
+(neighbour_work) in another WarmUp thread, so that Next, held down, finds them ready.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 
 from PySide6.QtCore import QThread, Signal
@@ -18,6 +22,27 @@ from .gc_guard import no_collection_in_this_thread
 def step_work(steps: list[Step], batch: int) -> list[Callable[[], object]]:
     """What must run before these steps' batch item `batch` can be shown: one recompute per step not ready."""
     return [lambda s=s: s.item(batch) for s in steps if not s.ready(batch)]
+
+
+def neighbour_work(steps: list[Step], at: int, batch: int, ahead: int = 12, behind: int = 2,
+                   limit: int = 2) -> list[Callable[[], object]]:
+    """Prefetch while the user looks at steps[at]: the recomputes that the next `ahead` steps (then the `behind`
+    steps before it) will need for batch item `batch`, nearest first, at most `limit` distinct sublayer reruns.
+    Steps of one sublayer share one rerun, so holding Next finds a whole sublayer ready."""
+    order = steps[at + 1: at + 1 + ahead] + steps[max(0, at - behind): at][::-1]
+    work, seen = [], set()
+    for s in order:
+        if s.ready(batch) or s.sources is None:
+            continue
+        k = bisect_right(s.offsets, min(max(batch, 0), s.size[0] - 1)) - 1 if "batch" in s.dims else 0
+        source = s.sources[k]
+        if source.key in seen:
+            continue
+        seen.add(source.key)
+        work.append(source.get)
+        if len(work) >= limit:
+            break
+    return work
 
 
 class WarmUp(QThread):

@@ -38,13 +38,14 @@ from .input_bar import InputBar
 from .inspector import Inspector
 from .interventions_panel import InterventionsPanel, add_head_actions
 from .memory_status import MemoryStatus, ask_budget, budget_bytes
+from .prebuild import Prebuild
 from .run_banner import RunBanner
 from .settings import AppSettings
 from .side_panel import SidePanel
 from .stepper import StepKeys, StepperBar
 from .view_tabs import ViewTabs
 from .views.base import View
-from .warmup import WarmUp, step_work
+from .warmup import WarmUp, neighbour_work, step_work
 from .worker import RunResult, WorkerThread
 
 
@@ -69,9 +70,11 @@ class MainWindow(QMainWindow):
         self._dirty: set[int] = set()
         self._warm_jobs: list = []  # WarmUp threads recomputing what the next drawing reads
         self._after_warm = None  # the drawing to do once they are done
+        self._prefetch_job: WarmUp | None = None  # recomputing the neighbouring steps while the user looks
         self._message_before_warm = ""
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
+        self.prebuild = Prebuild(self)  # the views' many plots, built ahead while the window waits
         self.worker = WorkerThread(self)
         self.worker.worker.finished.connect(self._on_finished)
         self.worker.worker.failed.connect(self._on_failed)
@@ -281,6 +284,7 @@ class MainWindow(QMainWindow):
             continuation=self.input_bar.continuation(),
         )
         self._remember(source, self.target_edit.text())
+        self._queue_prebuild()  # while the run is in flight
         self.busy.setVisible(True)
         self.show_message(f"Running {model} on {self.device_combo.currentText()}…")
 
@@ -407,6 +411,10 @@ class MainWindow(QMainWindow):
             self.go_to(int(target) % len(trace), force=True)
         else:
             self.go_to(self._visible[0] if self._visible else 0, force=True)
+        self._queue_prebuild()  # now with this run's numbers of heads and masks
+
+    def _queue_prebuild(self) -> None:
+        self.prebuild.queue([job for view in self.views for job in view.prebuild()])
 
     def _show_banner(self, result: RunResult) -> None:
         """The translation in large type (or what else the decoder reads), the untrained badge, and an offer of
@@ -543,6 +551,29 @@ class MainWindow(QMainWindow):
         self._update_inspector()
         self._refresh_views(all_dirty)
         self.memory_status.refresh()  # a recompute may have filled the cache
+        self._prefetch()
+
+    def _prefetch(self) -> None:
+        """Recompute the sublayers of the next (and previous) steps off the UI thread while the user looks at
+        this one; one prefetch at a time, and when it ends it looks again from wherever the user is then."""
+        trace = self.current_trace()
+        if self._closing or trace is None or (self._prefetch_job is not None and self._prefetch_job.isRunning()):
+            return
+        steps = [trace[i] for i in self._visible]
+        at = self._position()
+        work = neighbour_work(steps, at, self._batch) if 0 <= at < len(steps) else []
+        if not work:
+            self._prefetch_job = None
+            return
+        job = WarmUp(work, "the next steps", self)
+        job.setObjectName("scratchformer-prefetch")
+        job.finished.connect(self._prefetched)  # a method of the window: called on the UI thread
+        self._prefetch_job = job
+        job.start()
+
+    def _prefetched(self) -> None:
+        if not self._closing:
+            self._prefetch()
 
     # --- recomputed steps: rerun off the UI thread, drawn when ready -----------------------------------------------
 
@@ -766,9 +797,10 @@ class MainWindow(QMainWindow):
             return
         self._closing = True
         self.stop_play()
+        self.prebuild.stop()
         self.explain_panel.stop()
-        for job in list(self._warm_jobs):  # a recompute in flight finishes (it cannot be interrupted midway)
-            job.wait()
+        for job in list(self._warm_jobs) + [self._prefetch_job] * (self._prefetch_job is not None):
+            job.wait()  # a recompute in flight finishes (it cannot be interrupted midway)
         app = QApplication.instance()
         if app is not None:
             app.removeEventFilter(self.keys)

@@ -1,5 +1,5 @@
 """What every view of the window provides: redraw on demand, what it shows for the exporters, and its hooks
-(preparation before drawing, shutdown on close) that the window calls on every view."""
+(preparation before drawing, widgets built ahead, shutdown on close) that the window calls on every view."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ class View(QWidget):
     def preparation(self, trace, batch: int) -> list:
         """What must be recomputed off the UI thread before refresh() can draw (app/warmup.py step_work jobs);
         the window runs it in a WarmUp thread first. Nothing by default."""
+        return []
+
+    def prebuild(self) -> list:
+        """Widgets this view will want, each built by one function of nothing that does nothing when its widget
+        is already there; the window builds them one per event-loop turn while it waits (app/prebuild.py), so a
+        first visit does not build many plots at once. Nothing by default."""
         return []
 
     def shutdown(self) -> None:

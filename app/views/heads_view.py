@@ -111,29 +111,49 @@ class HeadsView(View):
         self.splitter.addWidget(self.large)
         self.splitter.setSizes([480, 520])
         layout.addWidget(self.splitter, 1)
-        self.thumbs: list[HeatmapWidget] = []
+        self.thumbs: list[HeatmapWidget] = []  # in the grid, head h at h
+        self._spare: list[HeatmapWidget] = []  # built, hidden, not in the grid
         self._maps: list[Heatmap] = []
         self._step = None
         self.grid_dims: tuple[int, int] = (0, 0)  # (rows, columns) of the thumbnails now
         self._resize_watch = _OnResize(self.grid_host, self._arrange)
 
     def _ensure_thumbs(self, n: int) -> None:
+        """n thumbnails in the grid: spare ones (built ahead, or left by a model with more heads) first."""
         if len(self.thumbs) == n:
             return
-        for t in self.thumbs:
+        for t in self.thumbs[n:]:
             self.grid.removeWidget(t)
-            t.deleteLater()
-        self.thumbs = []
+            t.hide()
+        self._spare = self.thumbs[n:] + self._spare
+        self.thumbs = self.thumbs[:n]
+        while len(self.thumbs) < n:
+            self.thumbs.append(self._spare.pop(0) if self._spare else self._new_thumb())
+        for t in self.thumbs:
+            t.show()
         self.grid_dims = (0, 0)
-        for h in range(n):
-            w = HeatmapWidget(compact=True, ticks=False, colorbar=False, square=True)
-            w.setToolTip(f"Head {h + 1}: click to enlarge")
-            w.clicked.connect(lambda _r, _c, h=h: self.main.set_head(h))
-            w.hovered.connect(self.main.show_hover)
-            w.export_requested.connect(self.main.request_export)
-            w.menu_hook = lambda menu, _cell, h=h: self._head_menu(menu, h)
-            self.thumbs.append(w)
         self._arrange()
+
+    def _new_thumb(self) -> HeatmapWidget:
+        """A thumbnail that, once in the grid as head h, reports clicks, hovers and right-clicks as head h."""
+        w = HeatmapWidget(self.grid_host, compact=True, ticks=False, colorbar=False, square=True)
+        w.hide()
+        w.clicked.connect(lambda _r, _c, w=w: self.main.set_head(self.thumbs.index(w)))
+        w.hovered.connect(self.main.show_hover)
+        w.export_requested.connect(self.main.request_export)
+        w.menu_hook = lambda menu, _cell, w=w: self._head_menu(menu, self.thumbs.index(w))
+        return w
+
+    def prebuild(self) -> list:
+        """One thumbnail per head of the model shown (8, the paper's, before the first run)."""
+        bundle = self.main.current_bundle()
+        wanted = bundle.config.n_heads if bundle is not None else 8
+
+        def build() -> None:
+            if len(self.thumbs) + len(self._spare) < wanted:
+                self._spare.append(self._new_thumb())
+
+        return [build] * max(0, wanted - len(self.thumbs) - len(self._spare))
 
     def _arrange(self) -> None:
         """Lay the thumbnails out in the grid that draws them largest in the space they have now."""
@@ -171,7 +191,8 @@ class HeadsView(View):
                 self.grid_dims = (0, 0)  # another shape may want another grid
             self._ensure_thumbs(len(self._maps))
             self._arrange()
-            for w, m in zip(self.thumbs, self._maps):
+            for h, (w, m) in enumerate(zip(self.thumbs, self._maps)):
+                w.setToolTip(f"Head {h + 1}: click to enlarge")
                 w.set_heatmap(m)
         head = min(head, len(self._maps) - 1)
         for h, w in enumerate(self.thumbs):

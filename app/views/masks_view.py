@@ -56,12 +56,13 @@ class MasksView(View):
         outer.addWidget(self.empty)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        host = QWidget()
-        self.grid = QGridLayout(host)
+        self.host = QWidget()
+        self.grid = QGridLayout(self.host)
         self.grid.setSpacing(8)
-        scroll.setWidget(host)
+        scroll.setWidget(self.host)
         outer.addWidget(scroll, 1)
         self.widgets: list[HeatmapWidget] = []
+        self._spare: dict[bool, list[HeatmapWidget]] = {False: [], True: []}  # by colour bar: built, not shown
         self.headers: list[QLabel] = []
         self._maps: list[Heatmap] = []
         self._signature: list = []
@@ -70,19 +71,23 @@ class MasksView(View):
         """(Re)create the grid only when its shape changes; otherwise just redraw the heatmaps."""
         signature = [[m.colormap == MASK for m in maps] for _, maps in rows]
         if signature != self._signature:
-            for w in self.widgets + self.headers:
+            for w in self.headers:
                 self.grid.removeWidget(w)
                 w.deleteLater()
+            for w in self.widgets:  # kept for the next grid: building a plot is the slow part
+                self.grid.removeWidget(w)
+                w.hide()
+                self._spare[w.colorbar is not None].append(w)
             self.widgets, self.headers = [], []
             for r, (_, maps) in enumerate(rows):
                 label = QLabel()
                 self.grid.addWidget(label, 2 * r, 0, 1, 4)
                 self.headers.append(label)
                 for col, m in enumerate(maps):
-                    w = HeatmapWidget(compact=True, colorbar=m.colormap != MASK)
-                    w.setMinimumSize(220, 220)
-                    self.connect_heatmap(w)
+                    spare = self._spare[m.colormap != MASK]
+                    w = spare.pop(0) if spare else self._new_widget(m.colormap != MASK)
                     self.grid.addWidget(w, 2 * r + 1, col)
+                    w.show()
                     self.widgets.append(w)
             self._signature = signature
         flat = [m for _, maps in rows for m in maps]
@@ -90,6 +95,26 @@ class MasksView(View):
             label.setText(f"<b>{header}</b>")
         for w, m in zip(self.widgets, flat):
             w.set_heatmap(m)
+
+    def _new_widget(self, colorbar: bool) -> HeatmapWidget:
+        w = HeatmapWidget(self.host, compact=True, colorbar=colorbar)  # masks (0 or −∞) need no colour bar
+        w.hide()
+        w.setMinimumSize(220, 220)
+        self.connect_heatmap(w)
+        return w
+
+    def prebuild(self) -> list:
+        """The grid's maps: each attention type's masks (at most three) and the softmax's before and after."""
+        trace = self.main.current_trace()
+        n_types = len(attention_types(trace)) if trace is not None else 3
+        wanted = {False: 3 * n_types, True: 2}  # colour bar or not → how many
+
+        def build(colorbar: bool) -> None:
+            shown = sum((w.colorbar is not None) == colorbar for w in self.widgets)
+            if shown + len(self._spare[colorbar]) < wanted[colorbar]:
+                self._spare[colorbar].append(self._new_widget(colorbar))
+
+        return [lambda c=c: build(c) for c in (True, False) for _ in range(wanted[c])]
 
     def _steps(self, trace) -> list:
         """The steps this tab reads: each attention type's combined mask (plotdata.mask_step) in the current step's

@@ -18,13 +18,11 @@ from scratchformer.plotdata import (
     Heatmap,
     NormComparison,
     abbreviate,
-    layer_norm_input,
     layer_norm_step_near,
     norm_comparison,
 )
 from scratchformer.trace import step_breadcrumb
 
-from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
@@ -125,6 +123,7 @@ class NormView(View):
         for plot in (self.mean_plot, self.std_plot):
             plot.getViewBox().sigResized.connect(lambda vb, p=plot: self._apply_token_ticks(p))
         self._key = None
+        self._prepared: dict = {}  # (run, step, batch) → the comparison preparation() made, taken by refresh()
         self._shown: list[Heatmap] = []
 
     @staticmethod
@@ -140,13 +139,24 @@ class NormView(View):
     # --- data ------------------------------------------------------------------------------------------------
 
     def preparation(self, trace, batch: int) -> list:
-        """What the window recomputes off the UI thread before this tab draws: the LayerNorm step shown and the
-        residual sum it normalises (a long lazy trace keeps neither)."""
+        """The window runs this off the UI thread before this tab draws: the comparison of the LayerNorm step
+        shown (it reads every batch item of the step and of the residual sum it normalises, which a long lazy
+        trace recomputes); refresh() then only draws."""
         current = self.main.current_step()
         step = layer_norm_step_near(trace, current.index if current is not None else 0)
-        if step is None:
+        key = (id(self.main.current_result()), step.index, batch) if step is not None else None
+        if step is None or key == self._key or key in self._prepared:
             return []
-        return step_work([s for s in (step, layer_norm_input(trace, step)) if s is not None], batch)
+        eps = self._eps()
+
+        def prepare() -> None:
+            self._prepared = {key: norm_comparison(trace, step, batch, eps)}
+
+        return [prepare]
+
+    def _eps(self) -> float:
+        bundle = self.main.current_bundle()
+        return bundle.config.layer_norm_eps if bundle is not None else 1e-5
 
     def refresh(self) -> None:
         trace = self.main.current_trace()
@@ -164,9 +174,10 @@ class NormView(View):
         batch = self.main.current_batch()
         key = (id(self.main.current_result()), step.index, batch)
         if key != self._key:
-            bundle = self.main.current_bundle()
-            eps = bundle.config.layer_norm_eps if bundle is not None else 1e-5
-            self._comparison = norm_comparison(trace, step, batch, eps)
+            if key in self._prepared:  # made off the UI thread (None when there is nothing to compare)
+                self._comparison = self._prepared.pop(key)
+            else:
+                self._comparison = norm_comparison(trace, step, batch, self._eps())
             self._key = key
         place = " › ".join(step_breadcrumb(step))
         if current is not None and current.index == step.index:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from scratchformer.plotdata import Heatmap, attention_types, overview_cell, overview_mosaic, overview_tick_positions
+from scratchformer.plotdata import (
+    ATTENTION_TITLES,
+    Heatmap,
+    attention_types,
+    overview_cell,
+    overview_mosaic,
+    overview_tick_positions,
+)
 
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
@@ -59,6 +66,17 @@ class OverviewView(View):
             self.widgets[kind] = w
             self.grid_dims = (0, 0)
         return w
+
+    def prebuild(self) -> list:
+        """One mosaic per attention type of the run shown (all three before the first run), built hidden."""
+        trace = self.main.current_trace()
+        kinds = attention_types(trace) if trace is not None else list(ATTENTION_TITLES)
+
+        def build(kind: str) -> None:
+            if kind not in self.widgets:
+                self._widget(kind).setVisible(kind in self._maps)
+
+        return [lambda k=k: build(k) for k in kinds if k not in self.widgets]
 
     def _arrange(self) -> None:
         """Lay the mosaics out in the grid that draws them largest in the space they have now."""

@@ -198,8 +198,9 @@ class HeatmapWidget(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         self.view.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.view.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot = self.view.addPlot(row=0, col=0)
-        self.plot.setMenuEnabled(False)
+        # No pyqtgraph context menus (the widget has its own): a ViewBox built without its menu is cheaper, and a
+        # view with many maps builds many of these.
+        self.plot = self.view.addPlot(row=0, col=0, viewBox=pg.ViewBox(enableMenu=False), enableMenu=False)
         self.plot.hideButtons()
         self.plot.invertY(True)
         self.plot.setDefaultPadding(0.0)
@@ -217,11 +218,12 @@ class HeatmapWidget(QWidget):
         self._integral_of: tuple | None = None  # (heatmap, whether its values are all whole numbers)
         self._classes = None  # plotdata.special codes of the heatmap's cells; None when all are finite numbers
         self._margins: tuple[float, float, float, float] | None = None
-        self.colorbar = pg.ColorBarItem(
-            values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if compact else 14,
-            colorMapMenu=False,
-        )
+        self.colorbar = None  # a thumbnail without a colour bar does not build one (it is a whole plot)
         if colorbar:
+            self.colorbar = pg.ColorBarItem(
+                values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if compact else 14,
+                colorMapMenu=False,
+            )
             self.view.addItem(self.colorbar, row=0, col=1)
         if not ticks:
             for name in ("left", "bottom"):
@@ -308,7 +310,7 @@ class HeatmapWidget(QWidget):
         self._show_image()
         self._update_values()
         colorbar_state = (heatmap.colormap, tuple(heatmap.levels))
-        if colorbar_state != self._colorbar_state:  # a new colour map rebuilds the bar's pixmap: only on change
+        if self.colorbar is not None and colorbar_state != self._colorbar_state:  # a new map rebuilds its pixmap
             if self._colorbar_state is None or colorbar_state[0] != self._colorbar_state[0]:
                 self.colorbar.setColorMap(colormap(heatmap.colormap))
                 # a mask holds 0 and −∞, not a range: its cells say so, and a 0 … 1 bar would mislead

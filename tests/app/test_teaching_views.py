@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from app.main import drawn
 from app.views.norm_view import NormView
 from app.views.pe_view import PositionalView
 from scratchformer.plotdata import pe_wavelengths
@@ -32,8 +33,10 @@ def norm_window(qtbot, make_window):
 
 
 def show(w, cls):
+    """Open the view's tab and wait until it is drawn (its data is prepared off the UI thread first)."""
     i = next(i for i, v in enumerate(w.views) if isinstance(v, cls))
     w.tabs.setCurrentIndex(i)
+    drawn(w)
     return w.views[i]
 
 
@@ -72,6 +75,7 @@ def test_norm_view_compares_layer_norm_with_batch_norm_on_en_hi(qtbot, norm_wind
 
     # on a LayerNorm step it shows that step; the output map is the step's tensor (γ, β applied)
     w.go_to_step("decoder.1.add_norm2.out")
+    drawn(w)
     assert "next one" not in view.where.text() and "decoder.1.add_norm2.out" in view.where.text()
     view.ln_mode.setCurrentIndex(1)
     np.testing.assert_allclose(view.current_heatmaps()[0].values,
@@ -83,6 +87,7 @@ def test_norm_view_compares_layer_norm_with_batch_norm_on_en_hi(qtbot, norm_wind
 
     # past the last LayerNorm the view keeps the last one and says so
     w.go_to_step("generator.probs")
+    drawn(w)
     assert "last one" in view.where.text() and "decoder.1.add_norm3.out" in view.where.text()
 
 

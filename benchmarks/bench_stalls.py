@@ -1,0 +1,288 @@
+"""Does the window ever stall? (issue 20; a script, not a timed test.) Paper preset, random weights, CPU, the
+walkthrough's batch of 8 windows × 512 tokens from data/samples/long_text.txt, a 1400 × 900 offscreen window.
+
+A 10 ms QTimer on the UI thread records when it fires; a gap between two ticks is time the UI thread could not
+answer (the window was frozen). It runs while the script
+  1. presses Run and waits until the first step is drawn;
+  2. visits every view in tab order, each until it is drawn (the window and the view no longer busy), then
+     rests 0.4 s on it (the explanation panel fills in after a pause);
+  3. holds Next on the Step tab: a press every 30 ms, as key auto-repeat sends them, for --steps steps through
+     every operation, starting a little before the first step a lazy trace recomputes; each step is timed from
+     the press to the step drawn, split into steps the trace holds and steps whose sublayer is recomputed;
+and then 4. times launch to the window shown in fresh processes (bench_gui's LAUNCH_PROBE).
+
+Targets: no gap over 100 ms from Run to the last tab (holding Next included); holding Next p90 ≤ 16 ms per step,
+held or recomputed; launch ≤ 1.5 s.
+Run:  python benchmarks/bench_stalls.py [--steps 60] [--seq-len 512] [--batch 8] [--threads 2] [--launches 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SCRATCHFORMER_SETTINGS", os.path.join(tempfile.mkdtemp(), "bench.ini"))
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+TEXT = ROOT / "data" / "samples" / "long_text.txt"
+
+GAP_TARGET_MS = 100.0
+STEP_TARGET_MS = 16.0
+LAUNCH_TARGET_S = 1.5
+PRESS_MS = 30.0  # key auto-repeat: one Next every ~30 ms while the key is held
+REST_S = 0.4  # time on each tab after it is drawn
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0…1) by nearest rank; NaN for no values."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
+
+
+class GapMeter:
+    """A 10 ms timer on the UI thread; each gap between ticks is attributed to the phase named when it ended."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import QTimer
+
+        self.phase = ""
+        self.gaps: list[tuple[str, float]] = []  # (phase, seconds)
+        self._last = None
+        self.timer = QTimer()
+        self.timer.setInterval(10)
+        self.timer.timeout.connect(self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.gaps.append((self.phase, now - self._last))
+        self._last = now
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self._tick()
+        self.timer.stop()
+
+    def of(self, phase: str | None = None) -> list[float]:
+        return [g for p, g in self.gaps if phase is None or p == phase]
+
+
+class StallSampler:
+    """--why: a thread that samples the UI thread's stack while a timer tick is late, to say what froze it."""
+
+    def __init__(self, meter: GapMeter) -> None:
+        import threading
+
+        self.meter, self.samples = meter, []  # (phase, the UI thread's innermost project frames)
+        self.main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import traceback
+
+        while not self._stop.wait(0.01):
+            last = self.meter._last
+            if last is None or time.perf_counter() - last < 0.05:
+                continue
+            frame = sys._current_frames().get(self.main)
+            if frame is None:
+                continue
+            ours = ("/app/", "/scratchformer/")
+            stack = [f for f in traceback.extract_stack(frame) if any(p in f.filename for p in ours)]
+            if stack:
+                self.samples.append((self.meter.phase, tuple(f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                                                              for f in stack[-4:])))
+
+    def report(self) -> None:
+        from collections import Counter
+
+        counts = Counter(self.samples)
+        print("where the UI thread was while a tick was over 50 ms late (10 ms samples):")
+        for (phase, stack), n in counts.most_common(25):
+            print(f"  {n * 10:5d} ms  {phase}: {' < '.join(reversed(stack))}")
+
+
+def pump(seconds: float) -> None:
+    """Process events for this long (the timer keeps ticking)."""
+    from PySide6.QtWidgets import QApplication
+
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        QApplication.processEvents()
+        time.sleep(0.001)
+
+
+def until_drawn(window, view=None, timeout_s: float = 600.0) -> None:
+    """Process events until the window (and the view, if it has background work) is idle, then paint."""
+    from PySide6.QtWidgets import QApplication
+
+    deadline = time.perf_counter() + timeout_s
+    QApplication.processEvents()
+    while time.perf_counter() < deadline and (
+        window.is_busy() or (view is not None and getattr(view, "is_busy", lambda: False)())
+    ):
+        QApplication.processEvents()
+        time.sleep(0.0005)
+    QApplication.processEvents()
+
+
+def gap_line(what: str, gaps: list[float]) -> str:
+    worst = max(gaps, default=0.0) * 1000
+    mark = "ok " if worst <= GAP_TARGET_MS else "OVER"
+    return (f"  {what:34s} longest gap {worst:6.0f} ms, p99 {pct(gaps, 0.99) * 1000:5.0f} ms "
+            f"({len(gaps):5d} ticks)  {mark}")
+
+
+def hold_next(window, meter: GapMeter, n_steps: int) -> tuple[list[float], list[float], int]:
+    """Press Next every PRESS_MS from a little before the first recomputed step; (held, recomputed) seconds from
+    each press to the step drawn, and how many steps were pressed."""
+    trace = window.current_trace()
+    visible = window.visible_steps()
+    lazy = [i for i in visible if not trace[i].stored]
+    start = visible[max(0, visible.index(lazy[0]) - 3)] if lazy else visible[0]
+    window.go_to(start)
+    until_drawn(window)
+    pump(1.0)  # the user looks at the first step for a moment
+    held, redone = [], []
+    meter.phase = "hold Next"
+    next_press = time.perf_counter()
+    pressed = 0
+    for _ in range(n_steps):
+        pump(max(0.0, next_press - time.perf_counter()))
+        t = time.perf_counter()
+        next_press = t + PRESS_MS / 1000
+        before = window.current_step()
+        window.next_step()
+        step = window.current_step()
+        if step is before:
+            break  # the last step
+        pressed += 1
+        until_drawn(window)
+        (held if step.stored else redone).append(time.perf_counter() - t)
+    return held, redone, pressed
+
+
+def launch_times(n: int) -> list[float]:
+    from bench_gui import LAUNCH_PROBE
+
+    out = []
+    for _ in range(n):
+        t0 = time.time()
+        proc = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, str(t0)], capture_output=True, text=True,
+                              env=os.environ, cwd=ROOT)
+        numbers = [x for x in proc.stdout.split() if x.replace(".", "", 1).isdigit()]
+        if numbers:
+            out.append(float(numbers[-1]))
+        else:
+            print(f"launch probe failed: {proc.stderr.strip()[-400:]}")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=60, help="Next presses while holding the key")
+    parser.add_argument("--seq-len", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--launches", type=int, default=3, help="fresh processes timed from launch to window")
+    parser.add_argument("--why", action="store_true", help="sample the UI thread's stack during stalls")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from app.main import _application
+    from app.settings import AppSettings
+    from app.window import MainWindow
+    from scratchformer.batching import read_text_file
+
+    app = _application()  # noqa: F841 (the QApplication must stay referenced)
+    window = MainWindow(AppSettings(), persist=False)
+    window.resize(1400, 900)
+    window.show()
+    window.set_model("paper")
+    window.set_device("cpu")
+    window.set_detail("all")
+    window.source_edit.setText(read_text_file(TEXT))
+    window.set_windows((args.seq_len, args.batch))
+    window.tabs.setCurrentIndex(0)
+    pump(0.3)
+
+    meter = GapMeter()
+    sampler = StallSampler(meter) if args.why else None
+    if sampler is not None:
+        sampler.thread.start()
+    meter.start()
+    meter.phase = "Run"
+    t = time.perf_counter()
+    window.run()
+    until_drawn(window)
+    run_s = time.perf_counter() - t
+    if window.current_result() is None:
+        print(f"the run failed: {window.message_text()}")
+        return 1
+    pump(REST_S)
+    tabs: list[tuple[str, float]] = []  # (phase, seconds from the tab switch to drawn)
+    for i, view in enumerate(window.views):
+        meter.phase = f"tab {view.title}"
+        t = time.perf_counter()
+        window.tabs.setCurrentIndex(i)
+        until_drawn(window, view)
+        tabs.append((meter.phase, time.perf_counter() - t))
+        pump(REST_S)
+    window.tabs.setCurrentIndex(0)
+    until_drawn(window)
+    held, redone, pressed = hold_next(window, meter, args.steps)
+    meter.phase = "after"
+    pump(0.2)
+    meter.stop()
+
+    trace = window.current_trace()
+    print(f"paper preset, CPU, {args.batch} windows × {args.seq_len} tokens: {len(trace)} steps, "
+          f"{sum(not s.stored for s in trace)} recomputed by the lazy trace; torch threads {args.threads}")
+    print(f"UI timer gaps (10 ms timer; target: none over {GAP_TARGET_MS:.0f} ms)")
+    print(gap_line(f"Run ({run_s:.1f} s to the first step)", meter.of("Run")))
+    for phase, seconds in tabs:
+        print(gap_line(f"{phase} ({seconds * 1000:.0f} ms to drawn)", meter.of(phase)))
+    print(gap_line("holding Next", meter.of("hold Next")))
+    everything = [g for p, g in meter.gaps if p != "after"]
+    print(gap_line("Run to the last tab and Next, all", everything))
+    print(f"holding Next ({pressed} presses every {PRESS_MS:.0f} ms, every operation; target p90 ≤ "
+          f"{STEP_TARGET_MS:.0f} ms per step)")
+    for what, times in (("steps the trace holds", held), ("steps recomputed by the lazy trace", redone)):
+        if times:
+            p90 = pct(times, 0.9) * 1000
+            print(f"  {what:34s} p50 {pct(times, 0.5) * 1000:6.1f} ms, p90 {p90:6.1f} ms over {len(times):3d}  "
+                  f"{'ok ' if p90 <= STEP_TARGET_MS else 'OVER'}")
+        else:
+            print(f"  {what:34s} none pressed")
+    if sampler is not None:
+        sampler._stop.set()
+        sampler.report()
+    window.close()
+    launches = launch_times(args.launches)
+    if launches:
+        median = statistics.median(launches)
+        print(f"launch to window shown: median {median:.2f} s over {len(launches)} fresh processes "
+              f"({', '.join(f'{x:.2f}' for x in launches)})  target ≤ {LAUNCH_TARGET_S} s  "
+              f"{'ok' if median <= LAUNCH_TARGET_S else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
