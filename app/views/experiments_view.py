@@ -108,7 +108,9 @@ class ExperimentsView(View):
             row.addWidget(plot, 1)
             self.plots.append(plot)
         self.body.addWidget(plots)
-        self.body.setSizes([240, 320])
+        self.body.setSizes([330, 230])
+        self.body.setStretchFactor(0, 3)
+        self.body.setStretchFactor(1, 2)
         layout.addWidget(self.body, 1)
         self.result: dict | None = None  # the result drawn now
         self.drawn_charts: list[Chart] = []

@@ -69,7 +69,8 @@ def run(bundle, source: str, target: str | None = None, masked: bool = True, see
     with_mask, without = result["with_mask"]["max_change_from_future"], result["without_mask"]["max_change_from_future"]
     result.update(
         decoder_tokens=text.target_tokens, replaced_with=["—"] + new_tokens[1:], decoder_input=text.decoder_input,
-        summary=(f"Replacing a later token moves an earlier position's output by at most {with_mask:g} with the mask "
-                 f"and by up to {without:.3g} without it."),
+        summary=(f"Replacing a later token moves an earlier position's output by "
+                 f"{'exactly 0' if with_mask == 0 else f'at most {with_mask:.3g}'} with the mask and by up to "
+                 f"{without:.3g} without it."),
     )
     return result

@@ -222,3 +222,20 @@ def test_the_command_line_refuses_in_one_sentence(capsys, tmp_path, families):
     assert "temperature must be above 0" in capsys.readouterr().err
     assert main(["experiment", "teacher-forcing", "--model", "en-hi", "--source", SOURCE, "--snapshot", "5"]) == 2
     assert "no training snapshot at step 5" in capsys.readouterr().err
+
+
+def test_plot_data_draws_the_switch_side_on_one_colour_scale(en_hi):
+    from scratchformer.plotdata.experiments import charts, charts_csv, maps
+
+    r = run_experiment("mask", en_hi, SOURCE)
+    on, off = maps(r, True)[0], maps(r, False)[0]
+    assert np.array_equal(on.values, np.array(r["with_mask"]["changes"], dtype=np.float32))
+    assert np.array_equal(off.values, np.array(r["without_mask"]["changes"], dtype=np.float32))
+    top = max(np.abs(on.values).max(), np.abs(off.values).max())
+    assert on.levels == off.levels == (0.0, pytest.approx(top))
+    assert on.row_labels == r["decoder_tokens"] and on.col_labels[1].startswith("लड़की → ")
+    chart = charts(r)[0]  # per position: the largest change any later token makes
+    want = [max(row[i + 1 :], default=0.0) for i, row in enumerate(r["without_mask"]["changes"])]
+    assert chart.series[1].y == pytest.approx(want) and chart.series[0].y == [0.0] * len(want)
+    lines = charts_csv([chart]).splitlines()
+    assert lines[0] == "chart,series,x,y" and len(lines) == 1 + 2 * len(want)
