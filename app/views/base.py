@@ -7,6 +7,8 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 from scratchformer.plotdata import Heatmap
 
+from ..widgets.heatmap import HeatmapWidget
+
 
 class View(QWidget):
     """A tab. The window calls refresh() when the view is visible and the run, step, batch or head changed."""
@@ -30,8 +32,15 @@ class View(QWidget):
     def prebuild(self) -> list:
         """Widgets this view will want, each built by one function of nothing that does nothing when its widget
         is already there; the window builds them one per event-loop turn while it waits (app/prebuild.py), so a
-        first visit does not build many plots at once. Nothing by default."""
-        return []
+        first visit does not build many plots at once. By default: its heatmaps' colour bars."""
+        pending = [w for w in self.findChildren(HeatmapWidget) if w.has_colorbar and w.colorbar is None]
+        return [self.build_one_colorbar] * len(pending)
+
+    def build_one_colorbar(self) -> None:
+        """Build the colour bar of one of this view's heatmaps that has none yet (a prebuild job)."""
+        w = next((w for w in self.findChildren(HeatmapWidget) if w.has_colorbar and w.colorbar is None), None)
+        if w is not None:
+            w.ensure_colorbar()
 
     def shutdown(self) -> None:
         """Stop this view's own background work; the window calls it once, as it closes."""

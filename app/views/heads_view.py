@@ -153,7 +153,7 @@ class HeadsView(View):
             if len(self.thumbs) + len(self._spare) < wanted:
                 self._spare.append(self._new_thumb())
 
-        return [build] * max(0, wanted - len(self.thumbs) - len(self._spare))
+        return [build] * max(0, wanted - len(self.thumbs) - len(self._spare)) + super().prebuild()
 
     def _arrange(self) -> None:
         """Lay the thumbnails out in the grid that draws them largest in the space they have now."""

@@ -77,7 +77,7 @@ class MasksView(View):
             for w in self.widgets:  # kept for the next grid: building a plot is the slow part
                 self.grid.removeWidget(w)
                 w.hide()
-                self._spare[w.colorbar is not None].append(w)
+                self._spare[w.has_colorbar].append(w)
             self.widgets, self.headers = [], []
             for r, (_, maps) in enumerate(rows):
                 label = QLabel()
@@ -110,11 +110,12 @@ class MasksView(View):
         wanted = {False: 3 * n_types, True: 2}  # colour bar or not → how many
 
         def build(colorbar: bool) -> None:
-            shown = sum((w.colorbar is not None) == colorbar for w in self.widgets)
+            shown = sum(w.has_colorbar == colorbar for w in self.widgets)
             if shown + len(self._spare[colorbar]) < wanted[colorbar]:
                 self._spare[colorbar].append(self._new_widget(colorbar))
 
-        return [lambda c=c: build(c) for c in (True, False) for _ in range(wanted[c])]
+        builds = [lambda c=c: build(c) for c in (True, False) for _ in range(wanted[c])]
+        return builds + [self.build_one_colorbar] * wanted[True] + super().prebuild()
 
     def _steps(self, trace) -> list:
         """The steps this tab reads: each attention type's combined mask (plotdata.mask_step) in the current step's

@@ -76,7 +76,8 @@ class OverviewView(View):
             if kind not in self.widgets:
                 self._widget(kind).setVisible(kind in self._maps)
 
-        return [lambda k=k: build(k) for k in kinds if k not in self.widgets]
+        builds = [lambda k=k: build(k) for k in kinds if k not in self.widgets]
+        return builds + [self.build_one_colorbar] * len(builds) + super().prebuild()
 
     def _arrange(self) -> None:
         """Lay the mosaics out in the grid that draws them largest in the space they have now."""

@@ -218,13 +218,10 @@ class HeatmapWidget(QWidget):
         self._integral_of: tuple | None = None  # (heatmap, whether its values are all whole numbers)
         self._classes = None  # plotdata.special codes of the heatmap's cells; None when all are finite numbers
         self._margins: tuple[float, float, float, float] | None = None
-        self.colorbar = None  # a thumbnail without a colour bar does not build one (it is a whole plot)
-        if colorbar:
-            self.colorbar = pg.ColorBarItem(
-                values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if compact else 14,
-                colorMapMenu=False,
-            )
-            self.view.addItem(self.colorbar, row=0, col=1)
+        # The colour bar is a whole plot of its own: built on the first drawing (or ahead, by ensure_colorbar from
+        # the window's prebuild), not with the widget, so a window of many maps opens sooner; never for thumbnails.
+        self.colorbar: pg.ColorBarItem | None = None
+        self.has_colorbar = colorbar  # whether it draws one (built or not yet)
         if not ticks:
             for name in ("left", "bottom"):
                 self.plot.getAxis(name).setStyle(showValues=False, tickLength=0)
@@ -285,6 +282,15 @@ class HeatmapWidget(QWidget):
 
     # --- drawing ---------------------------------------------------------------------------------------------
 
+    def ensure_colorbar(self) -> None:
+        """Build the colour bar now if this widget has one and it is not built yet."""
+        if self.has_colorbar and self.colorbar is None:
+            self.colorbar = pg.ColorBarItem(
+                values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if self.compact else 14,
+                colorMapMenu=False,
+            )
+            self.view.addItem(self.colorbar, row=0, col=1)
+
     def set_heatmap(self, heatmap: Heatmap | None, reset_view: bool = True, key=None) -> None:
         """Draw a heatmap (None clears). Levels come from the heatmap, never from the image. `key` names its
         content for image_cache (e.g. (step, batch, head)); None draws without caching."""
@@ -309,6 +315,7 @@ class HeatmapWidget(QWidget):
             self._placing = False
         self._show_image()
         self._update_values()
+        self.ensure_colorbar()
         colorbar_state = (heatmap.colormap, tuple(heatmap.levels))
         if self.colorbar is not None and colorbar_state != self._colorbar_state:  # a new map rebuilds its pixmap
             if self._colorbar_state is None or colorbar_state[0] != self._colorbar_state[0]:
