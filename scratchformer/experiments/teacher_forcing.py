@@ -94,8 +94,9 @@ def _decoded(bundle, src, forced, ref) -> dict:
 
 def run(bundle, source: str, target: str | None = None, snapshot: int | None = None) -> dict:
     """`snapshot`: the training step of the snapshot to decode. By default the loaded model when it is itself a
-    snapshot, else the earliest snapshot that already gets half of the reference right with teacher forcing
-    (the last one if none does): early enough to make mistakes, late enough that they are not all mistakes."""
+    snapshot, else the earliest snapshot that already gets half of the reference right with teacher forcing and
+    is right less often free-running (else the earliest with half right, else the last): early enough to make
+    mistakes, late enough that they are not all mistakes."""
     src, forced, ref = reference_ids(bundle, source, target)
     snaps = snapshots_for(bundle)
     notes = []
@@ -109,7 +110,9 @@ def run(bundle, source: str, target: str | None = None, snapshot: int | None = N
         step = int(bundle.name.rsplit("@step-", 1)[1])
         chosen = next((s for s in snaps if s.step == step), None)
     else:
-        chosen = next((s for s in snaps if runs[s.step]["teacher_forced"] >= 0.5), snaps[-1] if snaps else None)
+        half = [s for s in snaps if runs[s.step]["teacher_forced"] >= 0.5]
+        gap = [s for s in half if runs[s.step]["teacher_forced"] > runs[s.step]["free_running"]]
+        chosen = (gap or half or snaps[-1:] or [None])[0]
     if chosen is not None:
         snap_info, decoded = {"spec": chosen.spec, "step": chosen.step}, runs[chosen.step]
     else:
