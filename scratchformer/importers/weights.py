@@ -68,10 +68,11 @@ def _read_pickle(path: Path) -> dict[str, torch.Tensor]:
     try:
         data = torch.load(str(path), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as exc:
-        raise UserError(
-            f"{path} cannot be read safely (only plain tensors are accepted; convert it to model.safetensors): "
-            f"{str(exc).strip().splitlines()[0]}"
-        ) from exc
+        # PyTorch explains a refused pickle in a paragraph about trusting the file; one sentence says what matters.
+        if isinstance(exc, pickle.UnpicklingError) or "weights only load failed" in str(exc).lower():
+            raise UserError(f"{path} cannot be read safely: it holds Python objects besides tensors, which could run "
+                            "code, so it was not opened; save the model as model.safetensors instead.") from exc
+        raise UserError(f"{path} cannot be read: it is damaged or not a PyTorch weights file.") from exc
     if not isinstance(data, Mapping) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise UserError(f"{path} does not hold a plain dictionary of named tensors.")
     return dict(data)

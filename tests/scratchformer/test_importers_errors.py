@@ -124,8 +124,18 @@ def test_a_pickle_with_code_is_refused_and_never_runs(bert_dir, tmp_path):
         pickle.dump({"x": _Exploit(marker)}, f)
     with pytest.raises(UserError) as exc:
         load_model(str(bert_dir))
-    assert "cannot be read safely" in _one_sentence(exc)
+    text = _one_sentence(exc)
+    assert "cannot be read safely" in text and "save the model as model.safetensors" in text
+    assert "trust" not in text and "weights_only" not in text and len(text) < 250  # not PyTorch's paragraph
     assert not marker.exists()
+
+
+def test_a_damaged_pytorch_weights_file_is_one_sentence(bert_dir):
+    (bert_dir / "model.safetensors").unlink()
+    (bert_dir / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not a real archive")
+    with pytest.raises(UserError) as exc:
+        load_model(str(bert_dir))
+    assert "is damaged or not a PyTorch weights file" in _one_sentence(exc)
 
 
 def test_missing_tokenizer(bert_dir):
