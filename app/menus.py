@@ -81,6 +81,20 @@ def build_view_entries(window, menu) -> None:
     tick(tabs.currentIndex())
 
 
+def fill_cache_menu(window, menu) -> None:
+    """The models of supported families in the local Hugging Face cache, read when the menu opens (a folder scan,
+    no network); choosing one opens it by its id."""
+    from scratchformer.hf_cache import cached_models, hub_cache
+
+    menu.clear()
+    models = cached_models()
+    for m in models:
+        add_action(window, menu, f"{m.repo_id}  ({m.model_type})", lambda _=False, i=m.repo_id: window.open_model(i))
+    if not models:
+        none = menu.addAction(f"No cached models of a supported family in {hub_cache()}")
+        none.setEnabled(False)
+
+
 def build_menus(window) -> dict[str, QAction]:
     """Fill the window's menu bar; returns the export actions by kind (enabled only once there is a run)."""
     w = window
@@ -88,6 +102,9 @@ def build_menus(window) -> dict[str, QAction]:
     file_menu = mb.addMenu("&File")
     add_action(w, file_menu, "Open &text…", lambda: w.open_text_dialog(), QKeySequence.StandardKey.Open)
     add_action(w, file_menu, "Open &model…", lambda: w.open_model_dialog(), "Ctrl+Shift+O")
+    cached = file_menu.addMenu("Open from the Hugging Face &cache")
+    cached.setObjectName("hf_cache_menu")
+    cached.aboutToShow.connect(lambda: fill_cache_menu(w, cached))
     add_action(w, file_menu, "&Train…", lambda: open_train_dialog(w), "Ctrl+Shift+T")
     export = file_menu.addMenu("&Export")
     export_actions: dict[str, QAction] = {}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from . import hf_cache
 from .batching import sliding_windows
 from .checkpoint import SNAPSHOTS, is_checkpoint, is_hf_config, load_checkpoint, snapshot_dirs, snapshot_name
 from .config import PRESETS, preset
@@ -419,8 +420,9 @@ def examples_of(spec: str) -> list[Example]:
 
 
 def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> ModelBundle:
-    """A preset name (random weights from `seed`), a bundled model's name, or a path to a model directory; any
-    of the trained ones followed by `@step-NNNNNN` for one of its training snapshots."""
+    """A preset name (random weights from `seed`), a bundled model's name, a path to a model directory, or a
+    Hugging Face id (org/name) found in the local cache (scratchformer.hf_cache); any of the trained ones
+    followed by `@step-NNNNNN` for one of its training snapshots."""
     dev = resolve_device(device)
     spec = (spec or "").strip()
     if not spec:
@@ -444,6 +446,8 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
         tok = gpt2_tokenizer()
         return ModelBundle(model.to(dev).eval(), tok, tok, spec, "preset")
     path = Path(spec).expanduser()
+    if hf_cache.looks_like_id(spec):  # 'org/name': the local Hugging Face cache's snapshot, never a download
+        path = hf_cache.resolve(spec)
     if path.exists():
         if not path.is_dir():
             raise UserError(f"{path} is a file; a model is a folder (config.json, model.safetensors, tokenizer).")
@@ -454,11 +458,15 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
                 load_hf_directory,  # Hugging Face directories (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT, BART, mBART)
             )
 
-            return load_hf_directory(path, dev)
+            bundle = load_hf_directory(path, dev)
+            if hf_cache.looks_like_id(spec):
+                bundle.name = spec  # a cached model is called by its id, not its snapshot's hash
+            return bundle
         model, src_tok, tgt_tok = load_checkpoint(path, dev)  # says precisely what is missing or damaged
         name = model.config.name or path.name
         if path.resolve().parent.name == SNAPSHOTS and "training_step" in model.config.extra:
             name = f"{name}@{snapshot_name(int(model.config.extra['training_step']))}"  # a snapshot's own folder
         return ModelBundle(model, src_tok, tgt_tok, name, str(path))
     choices = ", ".join(model_names())
-    raise UserError(f"Unknown model {spec!r}: not a preset, a bundled model or an existing folder ({choices}).")
+    raise UserError(f"Unknown model {spec!r}: not a preset, a bundled model, an existing folder or a Hugging Face id "
+                    f"(org/name) ({choices}).")
