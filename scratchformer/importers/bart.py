@@ -37,10 +37,11 @@ from .hf import (
     byte_level_bpe,
     check_vocab_size,
     first_eos,
+    folder_tokenizer,
     hf_config,
     model_name,
     read_hf_config,
-    read_tokenizer,
+    token_kind,
     tokenizer_label,
 )
 from .seq2seq_layers import put_layers, stack_sizes
@@ -125,7 +126,7 @@ def bart_tokenizer(directory: Path) -> TextTokenizer:
     from transformers import BartTokenizerFast
 
     hf = byte_level_bpe(BartTokenizerFast, directory)
-    return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")  # byte-level BPE: 'Ġ' is shown as a space
+    return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "gpt2-bpe"))  # byte-level BPE: 'Ġ' shown as ' '
 
 
 def mbart_tokenizer(directory: Path) -> TextTokenizer:
@@ -137,8 +138,8 @@ def mbart_tokenizer(directory: Path) -> TextTokenizer:
     from transformers import MBart50TokenizerFast, MBartTokenizerFast
 
     cls = MBart50TokenizerFast if _tokenizer_class_name(directory).startswith("MBart50") else MBartTokenizerFast
-    hf = read_tokenizer(cls, directory)
-    return TextTokenizer(hf, tokenizer_label(hf), "sentencepiece")
+    hf = folder_tokenizer(directory, cls)
+    return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "sentencepiece"))
 
 
 def special_affixes(hf) -> tuple[list[str], list[str]]:

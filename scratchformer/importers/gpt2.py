@@ -21,7 +21,7 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, token_kind, tokenizer_label
 from .weights import Weights, build_model, put
 
 
@@ -88,8 +88,10 @@ def gpt2_tokenizer_from(directory: Path) -> TextTokenizer:
     from transformers import GPT2TokenizerFast
 
     hf = byte_level_bpe(GPT2TokenizerFast, directory)
-    hf.unk_token = None  # byte-level BPE reads every byte; <|endoftext|> is the start/end token, not "unknown"
-    return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")
+    kind = token_kind(hf, "gpt2-bpe")
+    if kind == "gpt2-bpe":
+        hf.unk_token = None  # byte-level BPE reads every byte; <|endoftext|> is the start/end token, not "unknown"
+    return TextTokenizer(hf, tokenizer_label(hf), kind)
 
 
 def load_gpt2(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:

@@ -89,26 +89,56 @@ def model_name(directory: Path, data: dict) -> str:
 
 def read_tokenizer(tokenizer_class, directory: Path):
     """tokenizer_class (a transformers tokenizer) from the folder's files (offline), or one sentence saying why not."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its notes on tokenizer classes and special tokens are not the user's to act on
     try:
         return tokenizer_class.from_pretrained(str(directory), local_files_only=True)
     except Exception as exc:  # a damaged tokenizer file: one sentence
         raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def folder_tokenizer(directory: Path, family_class):
+    """The folder's tokenizer exactly as transformers.AutoTokenizer reads it — tokenizer.json first, the class
+    tokenizer_config.json declares, its special tokens and post-processor — so that a folder of one family that
+    carries another tokenizer (a word-level or WordPiece vocabulary of its own) keeps its own. `family_class` reads
+    a folder with neither file (GPT-2's vocab.json + merges.txt alone, BERT's vocab.txt alone)."""
+    if (directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+
+        return read_tokenizer(AutoTokenizer, directory)
+    return read_tokenizer(family_class, directory)
 
 
 def fast_tokenizer(directory: Path):
-    """transformers.PreTrainedTokenizerFast from the folder's tokenizer.json (offline)."""
+    """The folder's tokenizer.json as AutoTokenizer reads it (PreTrainedTokenizerFast without a tokenizer_config)."""
     from transformers import PreTrainedTokenizerFast
 
-    return read_tokenizer(PreTrainedTokenizerFast, directory)
+    return folder_tokenizer(directory, PreTrainedTokenizerFast)
 
 
 def byte_level_bpe(tokenizer_class, directory: Path):
-    """GPT-2's byte-level BPE (as GPT-2, RoBERTa and BART use it) in tokenizer_class: from tokenizer.json, or
-    vocab.json + merges.txt."""
+    """A GPT-2, RoBERTa or BART folder's tokenizer: as AutoTokenizer reads it (its byte-level BPE, or whatever
+    tokenizer.json the folder carries), or tokenizer_class from vocab.json + merges.txt."""
     has_json = (directory / "tokenizer.json").is_file()
     if not has_json and not ((directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()):
         raise UserError(f"{directory} has no tokenizer (tokenizer.json, or vocab.json + merges.txt).")
-    return read_tokenizer(tokenizer_class, directory)
+    return folder_tokenizer(directory, tokenizer_class)
+
+
+def token_kind(hf, usual: str) -> str:
+    """What kind of tokenizer it really is (how its pieces are shown): 'gpt2-bpe' for a byte-level BPE, 'wordpiece',
+    'word-level', 'sentencepiece' for a unigram; `usual` (the family's) when the backend does not say."""
+    backend = getattr(hf, "backend_tokenizer", None)
+    if backend is None:
+        return usual
+    model = type(backend.model).__name__
+    if model == "BPE":
+        return "gpt2-bpe" if "ByteLevel" in repr(backend.pre_tokenizer) else usual
+    return {"WordPiece": "wordpiece", "WordLevel": "word-level", "Unigram": "sentencepiece"}.get(model, usual)
 
 
 def check_vocab_size(tokenizer, size: int, directory: Path, what: str = "tokenizer") -> None:

@@ -19,7 +19,7 @@ from ..bundle import ModelBundle
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import bert_state, config_from_bert, require_cls_sep
-from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, token_kind, tokenizer_label
 from .weights import build_model
 
 
@@ -29,7 +29,7 @@ def roberta_tokenizer(directory: Path) -> TextTokenizer:
 
     hf = byte_level_bpe(RobertaTokenizerFast, directory)
     require_cls_sep(hf, directory, "RoBERTa needs <s> and </s>")
-    return TextTokenizer(hf, tokenizer_label(hf), "gpt2-bpe")  # byte-level BPE: 'Ġ' is shown as a space
+    return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "gpt2-bpe"))  # byte-level BPE: 'Ġ' shown as ' '
 
 
 def load_roberta(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:

@@ -11,10 +11,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     BartConfig,
     BartForConditionalGeneration,
+    BartTokenizerFast,
     MBartConfig,
     MBartForConditionalGeneration,
     MBartTokenizerFast,
-    PreTrainedTokenizerFast,
 )
 
 from scratchformer.bundle import load_model
@@ -44,7 +44,7 @@ def _save_bart_tokenizer(directory) -> int:
     trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
     tok.train_from_iterator((SOURCES + TARGETS) * 3, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", cls_token="<s>",
+    hf = BartTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", cls_token="<s>",  # as BART saves
                                  sep_token="</s>", pad_token="<pad>", unk_token="<unk>",
                                  mask_token="<mask>")  # fmt: skip
     hf.save_pretrained(str(directory))
