@@ -14,11 +14,17 @@ GPT2_EOT = "<|endoftext|>"
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 
 
+LONGEST = 10**30  # the tokenizer itself never limits a text's length (bundle.encode_source does)
+
+
 class TextTokenizer:
     """A thin wrapper over transformers.PreTrainedTokenizerFast with the few operations the app needs."""
 
     def __init__(self, hf, name: str, kind: str) -> None:
         self.hf = hf  # transformers.PreTrainedTokenizerFast
+        # Our own code cuts a text to the model's positions and says so in a note; transformers' warning that a
+        # text is "longer than the specified maximum" would only reach stderr as noise.
+        hf.model_max_length = LONGEST
         self.name = name
         self.kind = kind  # "gpt2-bpe", "word-level", "wordpiece", "sentencepiece", …
 

