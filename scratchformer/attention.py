@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .interventions import active_interventions, applying
+from .intervention_context import active_interventions, applying
 from .masks import additive, causal_mask
 from .trace import Tracer, active_tracer
 

@@ -23,7 +23,6 @@ positions counted from 1 in titles, from 0 in specs, like layers), and lists the
 
 from __future__ import annotations
 
-import contextvars
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +30,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .attention import MultiHeadAttention, attention
+from .embeddings import Embeddings
 from .errors import UserError
+from .intervention_context import active_interventions as active_interventions  # re-exported: its old home
+from .intervention_context import applying
+from .layers import AddNorm, PositionwiseFeedForward
+from .trace import active_tracer
 
 HEAD_HOWS = ("zero", "mean", "keep", "scale")
 ATTENTION_PARTS = ("q", "k", "v", "weights", "context")  # patched inside the attention's written-out path
@@ -157,10 +162,6 @@ def parse_spec(text: str, model) -> HeadChange | KeyKnockout:
 def patchable_steps(model) -> dict[str, torch.nn.Module]:
     """Step name → the module whose forward output is that step (replaced by a forward hook), plus each
     attention's interior steps (q, k, v, weights, context → the attention module, patched inside it)."""
-    from .attention import MultiHeadAttention
-    from .embeddings import Embeddings
-    from .layers import AddNorm, PositionwiseFeedForward
-
     steps: dict[str, torch.nn.Module] = {}
     for module in model.modules():
         n = getattr(module, "trace_name", None)
@@ -225,8 +226,6 @@ class Interventions:
                cache: dict | None) -> tuple[torch.Tensor, dict, torch.Tensor | None]:  # fmt: skip
         """The written-out attention of `module` with this run's changes: (context (B, h, Tq, d_k), the maps
         of attention(), the mask used). Patched Q, K, V replace those in `parts`."""
-        from .attention import attention
-
         n = module.trace_name
         for p in ("q", "k", "v"):
             parts[f"{p}_heads"] = self.patched(f"{n}.{p}", parts[f"{p}_heads"])  # (B, h, T, d_k)
@@ -284,32 +283,11 @@ def _change_head(context: torch.Tensor, change: HeadChange, causal: bool, cache:
     return out
 
 
-_ACTIVE: contextvars.ContextVar[Interventions | None] = contextvars.ContextVar("scratchformer_interventions",
-                                                                               default=None)  # fmt: skip
-
-
-def active_interventions() -> Interventions | None:
-    """The interventions of the forward pass now running, or None (the normal case: nothing changes)."""
-    return _ACTIVE.get()
-
-
-@contextmanager
-def applying(active: Interventions | None) -> Iterator[None]:
-    """Make `active` the current interventions (a lazy trace's rerun uses this to redo what its pass did)."""
-    token = _ACTIVE.set(active)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
 def _output_hook(step: str, active: Interventions):
     """A forward hook that replaces a module's output by the patch of `step`, in the trace too."""
 
     def hook(module, args, output):
         value = active.patched(step, output)
-        from .trace import active_tracer
-
         tracer = active_tracer()
         if tracer is not None:
             recorded = next((s for s in reversed(tracer.steps) if s.name == step), None)

@@ -9,7 +9,7 @@ from . import masks
 from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
-from .interventions import active_interventions
+from .intervention_context import active_interventions
 from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
 from .lazy import OutputSummary, RecomputeCache
 from .trace import Trace, active_tracer, merge_chunks, tracing

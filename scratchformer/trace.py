@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .interventions import active_interventions
+from .intervention_context import active_interventions
 from .lazy import Held, OutputSummary, Recompute, RecomputeCache, storage_bytes
 from .nonfinite import any_flag, mask_blocks, resolve, step_flag
 
