@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from .batching import collate
 from .decoding import greedy_batch
 from .errors import UserError
 from .interventions import head_name
 from .trace import tracing
-from .training import collate
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Evaluation:
 
 def _examples(bundle, pairs):
     """(Example, scorable) per pair: scorable when every word is one token and the pair has an alignment."""
-    from .training import Example
+    from .batching import Example
 
     src_tok, tgt_tok = bundle.src_tokenizer, bundle.tgt_tokenizer
     start, end = bundle.start_id(), bundle.config.eos_id

@@ -91,8 +91,8 @@ def head_importance(
 def head_importance_on_pairs(bundle, pairs, batch_size: int = 128) -> HeadImportance:
     """Head importance over many (source, target) pairs, teacher-forced on the gold target: each batch's drops
     weighted by its number of chosen tokens (what `evaluate --head-importance` prints)."""
+    from .batching import collate
     from .evaluation import _examples
-    from .training import collate
 
     model = bundle.model
     if not pairs:

@@ -7,35 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
-from ..batching import read_text_file, sliding_windows
+from ..batching import Batch as Batch  # Example, Batch and collate live with the batching; re-exported
+from ..batching import Example, read_text_file, sliding_windows
+from ..batching import collate as collate
 from ..errors import UserError
 from ..tokenizers import GPT2_EOT, TextTokenizer, gpt2_tokenizer, word_level_tokenizer
-from .formulas import IGNORE
 
 if TYPE_CHECKING:
     from .options import TrainOptions
-
-@dataclass
-class Example:
-    """One training example as ids: encoder input, decoder input (starts with the start token), labels."""
-
-    src: list[int]
-    tgt_in: list[int]
-    labels: list[int]
-    alignment: tuple[int, ...] = ()  # gold: source word of each target word (when the task knows it)
-
-
-@dataclass
-class Batch:
-    src: torch.Tensor | None  # (B, S)
-    src_pad: torch.Tensor | None  # (B, S) True at padding
-    tgt_in: torch.Tensor  # (B, T)
-    tgt_pad: torch.Tensor | None  # (B, T)
-    labels: torch.Tensor  # (B, T), IGNORE at padding
-    n_tokens: int  # real (non-padding) target tokens
-    alignment: torch.Tensor | None = None  # (B, T) gold source index of the word each position emits, or IGNORE
 
 
 @dataclass
@@ -138,37 +117,6 @@ def token_batches(examples: list[Example], batch_tokens: int, rng: random.Random
         batches.append(current)
     rng.shuffle(batches)
     return batches
-
-
-def collate(examples: list[Example], device: torch.device, pad_id: int = 0) -> Batch:
-    """Pad to the longest example; padding masks from the lengths (True at padding)."""
-    b = len(examples)
-    t = max(len(e.tgt_in) for e in examples)
-    tgt_in = torch.full((b, t), pad_id, dtype=torch.long)
-    labels = torch.full((b, t), IGNORE, dtype=torch.long)
-    for i, e in enumerate(examples):
-        tgt_in[i, : len(e.tgt_in)] = torch.tensor(e.tgt_in)
-        labels[i, : len(e.labels)] = torch.tensor(e.labels)
-    tgt_pad = labels == IGNORE  # (B, T)
-    src = src_pad = None
-    if examples[0].src:
-        s = max(len(e.src) for e in examples)
-        src = torch.full((b, s), pad_id, dtype=torch.long)
-        src_pad = torch.ones(b, s, dtype=torch.bool)
-        for i, e in enumerate(examples):
-            src[i, : len(e.src)] = torch.tensor(e.src)
-            src_pad[i, : len(e.src)] = False
-        src, src_pad = src.to(device), (src_pad.to(device) if bool(src_pad.any()) else None)
-    n_tokens = int((~tgt_pad).sum())
-    alignment = None
-    if any(e.alignment for e in examples):
-        alignment = torch.full((b, t), IGNORE, dtype=torch.long)
-        for i, e in enumerate(examples):
-            if e.alignment:
-                alignment[i, : len(e.alignment)] = torch.tensor(e.alignment)
-        alignment = alignment.to(device)
-    return Batch(src, src_pad, tgt_in.to(device), tgt_pad.to(device) if bool(tgt_pad.any()) else None,
-                 labels.to(device), n_tokens, alignment)
 
 
 def load_data(opts: TrainOptions) -> TrainData:
