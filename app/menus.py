@@ -140,7 +140,7 @@ ABOUT_ICON_SIZE = 96
 
 def about_box(parent) -> QMessageBox:
     """Help › About: the application icon, what the app does and what it is made with (not shown yet)."""
-    from .main import icon_pixmap
+    from .icon import icon_pixmap
 
     box = QMessageBox(parent)
     box.setWindowTitle("About scratchformer")
