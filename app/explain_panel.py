@@ -1,17 +1,21 @@
 """The explanation beside the views: for the current step, what happens, why, and the equation with this run's
 numbers (texts and numbers come from scratchformer.explain; this panel only lays them out). Links to related
-steps ("the V from step 17") move the stepper there."""
+steps ("the V from step 17") move the stepper there.
+
+The text is made off the UI thread: its numbers read the step's tensor (a 512 × 512 map converted to float64, or a
+sublayer a lazy trace reruns), which would stall the window. Only the latest request is shown."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtCore import QThread, QTimer, QUrl, Signal
 from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from scratchformer.trace import Step
 
+from .gc_guard import no_collection_in_this_thread
 from .stepper import step_path
 
 CSS = """
@@ -61,6 +65,41 @@ TAB_TITLE = "<b>Explanation</b> — what this tab shows, and why"
 REST_MS = 40  # show_later waits this long after the last step change
 
 
+class ExplanationFailed(Exception):
+    """Raised by a make_html function that still has something to show (`html`) beside its one-sentence error."""
+
+    def __init__(self, html_text: str, message: str) -> None:
+        super().__init__(message)
+        self.html = html_text
+
+
+def _made(make_html: Callable[[], str]) -> tuple[str | None, str]:
+    """(html or None, error sentence or '') of one make_html call."""
+    try:
+        return make_html(), ""
+    except ExplanationFailed as exc:
+        return exc.html, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a missing text must not take the window down
+        return None, f"No explanation here: {exc}"
+
+
+class _MakeJob(QThread):
+    """make_html() on a worker thread; `result` = (html or None, error), then `done`."""
+
+    done = Signal()
+
+    def __init__(self, generation: int, make_html: Callable[[], str], parent) -> None:
+        super().__init__(parent)
+        self.setObjectName("scratchformer-explanation")
+        self.generation, self.make_html = generation, make_html
+        self.result: tuple[str | None, str] = (None, "")
+
+    def run(self) -> None:
+        with no_collection_in_this_thread():
+            self.result = _made(self.make_html)
+        self.done.emit()
+
+
 class ExplainPanel(QWidget):
     """'Explanation' title above a read-only rich-text browser; `step_link(index)` when a link is clicked.
 
@@ -68,6 +107,7 @@ class ExplainPanel(QWidget):
     costs a few milliseconds a step, and while Next is held down only the step you stop at needs its text."""
 
     step_link = Signal(int)
+    failed = Signal(str)  # one sentence: an explanation could not be made
 
     def __init__(self) -> None:
         super().__init__()
@@ -82,10 +122,12 @@ class ExplainPanel(QWidget):
         self.browser.setStyleSheet("QTextBrowser { background: #fcfcfd; }")
         layout.addWidget(self.browser, 1)
         self._pending: Callable[[], str] | None = None
+        self._generation = 0  # of the latest request; a job's result for an older one is dropped
+        self._job: _MakeJob | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(REST_MS)
-        self._timer.timeout.connect(self.flush)
+        self._timer.timeout.connect(self._start)
 
     def set_title(self, text: str) -> None:
         """The line above the text; set only when it changes (a rich-text label relays out the panel)."""
@@ -97,20 +139,60 @@ class ExplainPanel(QWidget):
         self.browser.setHtml(text)
 
     def show_later(self, make_html: Callable[[], str]) -> None:
-        """Show make_html() once REST_MS have passed without another request."""
+        """Show make_html() — made on a worker thread — once REST_MS have passed without another request."""
         self._pending = make_html
+        self._generation += 1
         self._timer.start()
 
+    def _start(self) -> None:
+        if self._pending is None or self._job is not None:
+            return  # a job is running: the pending request starts when it ends
+        make, self._pending = self._pending, None
+        job = _MakeJob(self._generation, make, self)
+        job.done.connect(lambda: self._done(job))
+        self._job = job
+        job.start()
+
+    def _done(self, job: _MakeJob) -> None:
+        if job is not self._job:
+            return  # already shown by flush()
+        job.wait()
+        self._job = None
+        text, error = job.result
+        if job.generation == self._generation:
+            if text is not None:
+                self.browser.setHtml(text)
+            if error:
+                self.failed.emit(error)
+        if self._pending is not None and not self._timer.isActive():
+            self._start()
+
+    def is_busy(self) -> bool:
+        """Whether an explanation is still being made (tests wait for it)."""
+        return self._job is not None or self._pending is not None
+
     def flush(self) -> None:
-        """Show a pending explanation now."""
+        """Make and show a pending explanation now, on this thread (tests, and reading the text)."""
         make, self._pending = self._pending, None
         self._timer.stop()
+        if make is None and self._job is not None:  # the latest one is being made: wait for it
+            self._done(self._job)
+            return
         if make is not None:
-            self.browser.setHtml(make())
+            self._generation += 1  # a job still running for it is no longer wanted
+            text, error = _made(make)
+            if text is not None:
+                self.browser.setHtml(text)
+            if error:
+                self.failed.emit(error)
 
     def stop(self) -> None:
+        """Drop pending requests and wait for a job in flight (the window calls it as it closes)."""
         self._pending = None
+        self._generation += 1
         self._timer.stop()
+        if self._job is not None:
+            self._job.wait()
 
     def plain_text(self) -> str:
         self.flush()

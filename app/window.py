@@ -33,7 +33,7 @@ from scratchformer.trace import Step, step_path
 
 from . import menus, teaching, view_groups
 from .diagram import ArchitectureDiagram
-from .explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, explanation_html, tab_html
+from .explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, ExplanationFailed, explanation_html, tab_html
 from .input_bar import InputBar
 from .inspector import Inspector
 from .interventions_panel import InterventionsPanel, add_head_actions
@@ -133,6 +133,7 @@ class MainWindow(QMainWindow):
         self.inspector, self.hover_label = self.inspector_panel.text, self.inspector_panel.hover_label
         self.explain_panel = ExplainPanel()
         self.explain_panel.step_link.connect(lambda i: self.go_to(i))
+        self.explain_panel.failed.connect(self.show_error)
         self.side = SidePanel(self.explain_panel, self.inspector_panel)  # explanation above the inspector, or tabs
         diagram_host = QWidget()
         dl = QVBoxLayout(diagram_host)
@@ -689,12 +690,13 @@ class MainWindow(QMainWindow):
         if result is not None and tab is not None:
             self.explain_panel.set_title(TAB_TITLE)
 
+            facts = view.explain_facts()  # read here: the text is made on a worker thread (explain_panel)
+
             def tab_text() -> str:
                 try:
-                    return tab_html(view.title, teaching.tab_explanation_for(result, tab, batch, view.explain_facts()))
+                    return tab_html(view.title, teaching.tab_explanation_for(result, tab, batch, facts))
                 except Exception as exc:  # noqa: BLE001 - a missing text must not take the window down
-                    self.show_error(f"No explanation for this tab: {exc}")
-                    return ""
+                    raise ExplanationFailed("", f"No explanation for this tab: {exc}") from exc
 
             self.explain_panel.show_later(tab_text)
             return
@@ -705,12 +707,12 @@ class MainWindow(QMainWindow):
         if params is None:
             params = teaching.parameter_lines(result.parameters, step)
 
-        def html() -> str:
+        def html() -> str:  # made on a worker thread: it reads the step's numbers (explain_panel)
             try:
                 explanation = teaching.explanation_for(result, step, batch)
             except Exception as exc:  # noqa: BLE001 - a missing text must not take the stepper down
-                self.show_error(f"No explanation for this step: {exc}")
-                explanation = None
+                raise ExplanationFailed(explanation_html(step, None, params),
+                                        f"No explanation for this step: {exc}") from exc
             return explanation_html(step, explanation, params)
 
         self.explain_panel.show_later(html)  # the heatmap first; the text once stepping pauses
