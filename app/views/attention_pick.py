@@ -149,38 +149,36 @@ def pick_steps(trace, sublayer: str) -> list:
 
 
 class ReadyFirst:
-    """Runs the recompute of a sublayer's steps off the UI thread (when a lazy trace did not keep them), then
-    calls back on the UI thread; only the latest request is kept."""
+    """Recomputes a sublayer's steps off the UI thread (when a lazy trace did not keep them) and makes the
+    picture's numbers there too (`compute`: reading a 512 × 512 map as float64 takes tens of milliseconds), then
+    calls `then(error, value)` on the UI thread; only the latest request is kept."""
 
     def __init__(self, owner: QWidget) -> None:
         self.owner = owner
         self.job: WarmUp | None = None
-        self.pending = None  # (steps, batch, then) asked for while a job runs
+        self.pending = None  # (steps, batch, compute, then) asked for while a job runs
 
-    def run(self, steps: list, batch: int, then) -> None:
-        work = step_work(steps, batch)
-        if not work and self.job is None:
-            then("")
-            return
-        self.pending = (steps, batch, then)
+    def run(self, steps: list, batch: int, compute, then) -> None:
+        self.pending = (steps, batch, compute, then)
         if self.job is None:
             self._start()
 
     def _start(self) -> None:
-        steps, batch, then = self.pending
+        steps, batch, compute, then = self.pending
         self.pending = None
-        job = WarmUp(step_work(steps, batch), "the attention steps", self.owner)
-        job.ready.connect(lambda error: self._done(job, then, error))
+        out: list = []
+        job = WarmUp([*step_work(steps, batch), lambda: out.append(compute())], "the attention steps", self.owner)
+        job.ready.connect(lambda error: self._done(job, then, error, out))
         self.job = job
         job.start()
 
-    def _done(self, job: WarmUp, then, error: str) -> None:
+    def _done(self, job: WarmUp, then, error: str, out: list) -> None:
         job.wait()
         self.job = None
         if self.pending is not None:
             self._start()
             return
-        then(error)
+        then(error, out[0] if out else None)
 
     def busy(self) -> bool:
         return self.job is not None

@@ -23,6 +23,17 @@ from .base import View, placeholder
 POSITIVE, NEGATIVE = (33, 102, 172), (178, 24, 43)  # the diverging map's two ends: bars read like the cells
 
 
+def _pair_or_error(trace, pick: AttentionPick, key: int | None) -> NeuronPair | UserError:
+    """The pair's numbers (off the UI thread); the key the query attends to most when none is chosen yet."""
+    try:
+        if key is None:
+            weights = trace[f"{pick.sublayer}.weights"].item(pick.batch)  # (heads, queries, keys)
+            key = int(weights[min(pick.head, weights.shape[0] - 1), min(pick.query, weights.shape[1] - 1)].argmax())
+        return neuron_pair(trace, pick, key)
+    except UserError as exc:
+        return exc
+
+
 class NeuronView(View):
     title = "Q·K neuron view"
     tooltip = "One query against one key: q, k, their products, the score ÷ √d_k and its place in the softmax"
@@ -116,26 +127,20 @@ class NeuronView(View):
             self._show(None)
             return
         self._pick.batch = batch_of(self.main, trace, self._pick.sublayer)
-        self._ready.run(pick_steps(trace, self._pick.sublayer), self._pick.batch, lambda e: self._draw(trace, e))
+        pick, key = self._pick, self._key
+        self._ready.run(pick_steps(trace, pick.sublayer), pick.batch, lambda: _pair_or_error(trace, pick, key),
+                        lambda error, found: self._draw(trace, pick, error, found))
 
-    def _draw(self, trace, error: str) -> None:
-        if error:
-            self.main.show_error(error)
+    def _draw(self, trace, pick: AttentionPick, error: str, found) -> None:
+        if error or isinstance(found, UserError):
+            self.main.show_error(error or str(found))
+            self._pick = None if found is not None else self._pick
             return
-        if trace is not self.main.current_trace() or self._pick is None:
+        if trace is not self.main.current_trace() or pick is not self._pick or found is None:
             return
-        pick = self._pick
-        try:
-            if self._key is None:  # the key this query attends to most
-                weights = trace[f"{pick.sublayer}.weights"].item(pick.batch)
-                self._key = int(weights[min(pick.head, weights.shape[0] - 1), pick.query].argmax())
-            pair = neuron_pair(trace, pick, self._key)
-        except UserError as exc:
-            self.main.show_error(str(exc))
-            self._pick = None
-            return
-        self.bar.fill(trace, pick.batch, pick, self._key)
-        self._show(pair)
+        self._key = found.key
+        self.bar.fill(trace, pick.batch, pick, found.key)
+        self._show(found)
 
     def _show(self, pair: NeuronPair | None) -> None:
         self.pair = pair

@@ -25,6 +25,14 @@ from .attention_pick import PickBar, ReadyFirst, batch_of, default_pick, pick_st
 from .base import View, placeholder
 
 
+def _sum_or_error(trace, pick: AttentionPick) -> WeightedSum | UserError:
+    """The weighted sum's numbers (off the UI thread)."""
+    try:
+        return weighted_sum(trace, pick)
+    except UserError as exc:
+        return exc
+
+
 class WeightedSumView(View):
     title = "Weighted sum"
     tooltip = "A query's output as every key's value vector, scaled by its weight, summed"
@@ -94,22 +102,19 @@ class WeightedSumView(View):
             self._show(None)
             return
         self._pick.batch = batch_of(self.main, trace, self._pick.sublayer)
-        self._ready.run(pick_steps(trace, self._pick.sublayer), self._pick.batch, lambda e: self._draw(trace, e))
+        pick = self._pick
+        self._ready.run(pick_steps(trace, pick.sublayer), pick.batch, lambda: _sum_or_error(trace, pick),
+                        lambda error, found: self._draw(trace, pick, error, found))
 
-    def _draw(self, trace, error: str) -> None:
-        if error:
-            self.main.show_error(error)
+    def _draw(self, trace, pick: AttentionPick, error: str, found) -> None:
+        if error or isinstance(found, UserError):
+            self.main.show_error(error or str(found))
+            self._pick = None if found is not None else self._pick
             return
-        if trace is not self.main.current_trace() or self._pick is None:
+        if trace is not self.main.current_trace() or pick is not self._pick or found is None:
             return
-        try:
-            ws = weighted_sum(trace, self._pick)
-        except UserError as exc:
-            self.main.show_error(str(exc))
-            self._pick = None
-            return
-        self.bar.fill(trace, self._pick.batch, self._pick, None)
-        self._show(ws)
+        self.bar.fill(trace, pick.batch, pick, None)
+        self._show(found)
 
     def _show(self, ws: WeightedSum | None) -> None:
         self.ws = ws

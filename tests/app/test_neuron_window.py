@@ -111,3 +111,22 @@ def test_the_weighted_sum_rebuilds_the_output_and_a_key_leads_to_its_pair(qtbot,
             assert data[:4] in (b"\x89PNG", b"<?xm", b"%PDF") and len(data) > 1000
         if os.environ.get("SCRATCHFORMER_SCREENSHOTS"):
             w.grab().save(os.path.join(os.environ["SCRATCHFORMER_SCREENSHOTS"], f"{type(v).__name__}.png"))
+
+
+def test_both_pictures_read_their_numbers_off_the_ui_thread(qtbot, en_hi, monkeypatch):
+    import threading
+
+    import app.views.neuron_view as neuron_module
+    import app.views.weighted_sum_view as sum_module
+
+    threads: list[str] = []
+    for module, name in ((neuron_module, "neuron_pair"), (sum_module, "weighted_sum")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, real=real: threads.append(threading.current_thread().name)
+                            or real(*a))  # fmt: skip
+    w = en_hi
+    for cls in (NeuronView, WeightedSumView):
+        view = view_of(w, cls)
+        w.tabs.setCurrentWidget(view)
+        settle(qtbot, w, view)
+    assert len(threads) >= 2 and threading.main_thread().name not in threads
