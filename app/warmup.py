@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
-from PySide6.QtCore import QThread, Signal
+from PySide6.QtCore import QObject, QThread, Signal
 
 from scratchformer.trace import Step
 
@@ -64,3 +64,44 @@ class WarmUp(QThread):
             except Exception as exc:  # noqa: BLE001 - the window says it in one sentence
                 error = f"Recomputing {self.what} failed: {exc}"
         self.ready.emit(error)
+
+
+class ReadyFirst:
+    """Recomputes a sublayer's steps off the UI thread (when a lazy trace did not keep them) and makes the
+    picture's numbers there too (`compute`: reading a 512 × 512 map as float64 takes tens of milliseconds), then
+    calls `then(error, value)` on the UI thread; only the latest request is kept."""
+
+    def __init__(self, owner: QObject) -> None:
+        self.owner = owner
+        self.job: WarmUp | None = None
+        self.pending = None  # (steps, batch, compute, then) asked for while a job runs
+
+    def run(self, steps: list, batch: int, compute, then) -> None:
+        self.pending = (steps, batch, compute, then)
+        if self.job is None:
+            self._start()
+
+    def _start(self) -> None:
+        steps, batch, compute, then = self.pending
+        self.pending = None
+        out: list = []
+        job = WarmUp([*step_work(steps, batch), lambda: out.append(compute())], "the attention steps", self.owner)
+        job.ready.connect(lambda error: self._done(job, then, error, out))
+        self.job = job
+        job.start()
+
+    def _done(self, job: WarmUp, then, error: str, out: list) -> None:
+        job.wait()
+        self.job = None
+        if self.pending is not None:
+            self._start()
+            return
+        then(error, out[0] if out else None)
+
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def shutdown(self) -> None:
+        self.pending = None
+        if self.job is not None:
+            self.job.wait()

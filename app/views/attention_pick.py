@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
 from scratchformer.plotdata.neuron import AttentionPick, attention_sublayers
 
-from ..warmup import WarmUp, step_work
+from ..warmup import step_work
 
 STEPS = ("q", "k", "v", "scores", "scaled_scores", "position_bias", "mask", "masked_scores", "weights", "context")
 
@@ -146,44 +146,3 @@ def preparation(trace, pick: AttentionPick | None, batch: int) -> list:
 def pick_steps(trace, sublayer: str) -> list:
     """The trace steps of one attention sublayer that the two pictures read."""
     return [s for s in (trace.find(f"{sublayer}.{part}") for part in STEPS) if s is not None]
-
-
-class ReadyFirst:
-    """Recomputes a sublayer's steps off the UI thread (when a lazy trace did not keep them) and makes the
-    picture's numbers there too (`compute`: reading a 512 × 512 map as float64 takes tens of milliseconds), then
-    calls `then(error, value)` on the UI thread; only the latest request is kept."""
-
-    def __init__(self, owner: QWidget) -> None:
-        self.owner = owner
-        self.job: WarmUp | None = None
-        self.pending = None  # (steps, batch, compute, then) asked for while a job runs
-
-    def run(self, steps: list, batch: int, compute, then) -> None:
-        self.pending = (steps, batch, compute, then)
-        if self.job is None:
-            self._start()
-
-    def _start(self) -> None:
-        steps, batch, compute, then = self.pending
-        self.pending = None
-        out: list = []
-        job = WarmUp([*step_work(steps, batch), lambda: out.append(compute())], "the attention steps", self.owner)
-        job.ready.connect(lambda error: self._done(job, then, error, out))
-        self.job = job
-        job.start()
-
-    def _done(self, job: WarmUp, then, error: str, out: list) -> None:
-        job.wait()
-        self.job = None
-        if self.pending is not None:
-            self._start()
-            return
-        then(error, out[0] if out else None)
-
-    def busy(self) -> bool:
-        return self.job is not None
-
-    def shutdown(self) -> None:
-        self.pending = None
-        if self.job is not None:
-            self.job.wait()

@@ -16,8 +16,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from scratchformer.errors import UserError
 from scratchformer.plotdata.neuron import AttentionPick, NeuronPair, neuron_heatmaps, neuron_pair, neuron_summary
 
+from ..warmup import ReadyFirst
 from ..widgets.heatmap import HeatmapWidget
-from .attention_pick import PickBar, ReadyFirst, batch_of, default_pick, pick_steps, preparation, sublayer_title
+from .attention_pick import PickBar, batch_of, default_pick, pick_steps, preparation, sublayer_title
 from .base import View, placeholder
 
 POSITIVE, NEGATIVE = (33, 102, 172), (178, 24, 43)  # the diverging map's two ends: bars read like the cells

@@ -8,9 +8,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout
 
-from scratchformer.plotdata import Heatmap, abbreviate, top_k_changes, top_k_table
+from scratchformer.plotdata import Heatmap, abbreviate, step_heatmap, top_k_changes, top_k_table
 
-from ..warmup import step_work
+from ..warmup import ReadyFirst, step_work
 from .base import View, placeholder
 from .compare_view import decoder_input_note
 
@@ -45,6 +45,7 @@ class OutputView(View):
         self.table.setAlternatingRowColors(False)
         layout.addWidget(self.table, 1)
         self._map: Heatmap | None = None
+        self._ready = ReadyFirst(self)  # the rows are made off the UI thread, the latest request only
 
     def refresh(self) -> None:
         trace, result = self.main.current_trace(), self.main.current_result()
@@ -56,11 +57,28 @@ class OutputView(View):
             self.caption.setText("")
             return
         batch, k = self.main.current_batch(), self.k_spin.value()
-        self._map = self.main.heatmap_for(step, batch, 0)
-        if result.before is not None and result.before.find("generator.probs") is not None:
-            self._show_changes(result, batch, k)
+        changes = result.before is not None and result.before.find("generator.probs") is not None
+        self._ready.run([], batch, lambda: _output_data(result, step, batch, k, changes),
+                        lambda error, data: self._fill(result, batch, k, error, data))
+
+    def _fill(self, result, batch: int, k: int, error: str, data) -> None:
+        """On the UI thread: the rows made off it (top-k of up to 50,257 columns, and the map's reduction)."""
+        if error:
+            self.main.show_error(error)
             return
-        rows = top_k_table(trace, k, batch, result.vocab_labels)
+        if data is None or result is not self.main.current_result():
+            return
+        self._map, rows = data
+        self.table.setUpdatesEnabled(False)  # one repaint for the whole table
+        try:
+            if result.before is not None and result.before.find("generator.probs") is not None:
+                self._show_changes(result, rows, k)
+            else:
+                self._show_rows(rows, k)
+        finally:
+            self.table.setUpdatesEnabled(True)
+
+    def _show_rows(self, rows, k: int) -> None:
         self.caption.setText(
             "Row t: having read the decoder input up to and including token t, the model's most likely next "
             "tokens (bar = probability). Presets have random weights, so their guesses are near uniform."
@@ -79,6 +97,12 @@ class OutputView(View):
                 self.table.setItem(i, 2 + j, item)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 
+    def is_busy(self) -> bool:
+        return self._ready.busy()
+
+    def shutdown(self) -> None:
+        self._ready.shutdown()
+
     def preparation(self, trace, batch: int) -> list:
         """Recomputed off the UI thread before this tab draws: with interventions, both runs' output
         probabilities (their top tokens before → after)."""
@@ -88,10 +112,9 @@ class OutputView(View):
         steps = [t.find("generator.probs") for t in (result.before, result.trace)]
         return step_work([s for s in steps if s is not None], batch)
 
-    def _show_changes(self, result, batch: int, k: int) -> None:
+    def _show_changes(self, result, rows, k: int) -> None:
         """With interventions: each position's top tokens (of either run) with probability before → after, and
         the decoded output of the model without and with the changes."""
-        rows = top_k_changes(result.before, result.trace, k, batch, result.vocab_labels)
         specs = "; ".join(i.spec() for i in result.trace.interventions)
         lines = [f"<b>Before → after</b> the interventions ({html.escape(specs)}). "
                  f"{html.escape(decoder_input_note(result.inputs.decoder_input))}"]
@@ -119,6 +142,18 @@ class OutputView(View):
 
     def view_title(self) -> str:
         return "Output: top-k next tokens"
+
+
+def _output_data(result, step, batch: int, k: int, changes: bool) -> tuple[Heatmap, list]:
+    """(the output map, the top-k rows) — run off the UI thread: a top-k over the vocabulary and the map's
+    reduction of its columns take tens of milliseconds at 512 positions."""
+    key = (step.index, batch, 0)
+    if key not in result.heatmap_cache:  # the window's cache of vocabulary-wide maps (window.heatmap_for)
+        result.heatmap_cache[key] = step_heatmap(result.trace, step, batch, 0, result.vocab_labels)
+    hm = Heatmap(**{**result.heatmap_cache[key].__dict__})
+    if changes:
+        return hm, top_k_changes(result.before, result.trace, k, batch, result.vocab_labels)
+    return hm, top_k_table(result.trace, k, batch, result.vocab_labels)
 
 
 def _item(text: str, tooltip: str = "") -> QTableWidgetItem:

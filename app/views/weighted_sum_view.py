@@ -20,8 +20,9 @@ from scratchformer.plotdata.neuron import (
     weighted_sum_summary,
 )
 
+from ..warmup import ReadyFirst
 from ..widgets.heatmap import HeatmapWidget
-from .attention_pick import PickBar, ReadyFirst, batch_of, default_pick, pick_steps, preparation, sublayer_title
+from .attention_pick import PickBar, batch_of, default_pick, pick_steps, preparation, sublayer_title
 from .base import View, placeholder
 
 

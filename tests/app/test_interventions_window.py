@@ -3,8 +3,11 @@ before → after, and head importance in a worker thread."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from app.views.compare_view import CompareView
 from app.views.importance_view import ImportanceView
@@ -21,8 +24,17 @@ def view_of(w, cls):
 
 
 def show(w, cls):
-    w.tabs.setCurrentIndex(w.views.index(view_of(w, cls)))
-    return view_of(w, cls)
+    """Open the view and wait until it has drawn (views make their heavy data off the UI thread)."""
+    from app.main import drawn
+
+    view = next(v for v in w.views if isinstance(v, cls))
+    w.tabs.setCurrentWidget(view)
+    drawn(w)
+    deadline = time.monotonic() + 30
+    while getattr(view, "is_busy", lambda: False)() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    return view
 
 
 def trigger(menu, text):

@@ -1,7 +1,10 @@
 """The views: heads (click to enlarge), overview (click a thumbnail), masks, PE, output, hover read-out."""
 
+import time
+
 import numpy as np
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QApplication
 
 from app.views.heads_view import HeadsView
 from app.views.masks_view import MasksView
@@ -13,9 +16,17 @@ from scratchformer.plotdata import Heatmap, overview_tick_positions
 
 
 def show(w, cls):
-    i = next(i for i, v in enumerate(w.views) if isinstance(v, cls))
-    w.tabs.setCurrentIndex(i)
-    return w.views[i]
+    """Open the view and wait until it has drawn (views make their heavy data off the UI thread)."""
+    from app.main import drawn
+
+    view = next(v for v in w.views if isinstance(v, cls))
+    w.tabs.setCurrentWidget(view)
+    drawn(w)
+    deadline = time.monotonic() + 30
+    while getattr(view, "is_busy", lambda: False)() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    return view
 
 
 def click_cell(qtbot, heatmap_widget, row, col):
