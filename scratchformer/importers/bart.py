@@ -41,6 +41,7 @@ from .hf import (
     hf_config,
     model_name,
     read_hf_config,
+    special_affixes,
     token_kind,
     tokenizer_label,
 )
@@ -48,7 +49,6 @@ from .seq2seq_layers import put_layers, stack_sizes
 from .weights import Weights, build_model, put
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: "offset the embedding ids by 2"
-PROBE = "scratchformer probe"  # any text: encoded with and without special tokens to find how the tokenizer wraps it
 
 
 def config_from_bart(hf, directory: Path, name: str, family: str, start_id: int, extra: dict) -> TransformerConfig:
@@ -140,18 +140,6 @@ def mbart_tokenizer(directory: Path) -> TextTokenizer:
     cls = MBart50TokenizerFast if _tokenizer_class_name(directory).startswith("MBart50") else MBartTokenizerFast
     hf = folder_tokenizer(directory, cls)
     return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "sentencepiece"))
-
-
-def special_affixes(hf) -> tuple[list[str], list[str]]:
-    """The special tokens the tokenizer puts before and after a text (BART: <s> … </s>; mBART: … </s> en_XX)."""
-    plain = list(hf.encode(PROBE, add_special_tokens=False))
-    full = list(hf.encode(PROBE, add_special_tokens=True))
-    for start in range(len(full) - len(plain) + 1):
-        if full[start : start + len(plain)] == plain:
-            prefix, suffix = full[:start], full[start + len(plain) :]
-            names = hf.convert_ids_to_tokens(prefix + suffix)
-            return [str(t) for t in names[: len(prefix)]], [str(t) for t in names[len(prefix) :]]
-    return [], [str(hf.eos_token)] if hf.eos_token is not None else []
 
 
 def _generation_value(directory: Path, data: dict, key: str):

@@ -18,7 +18,16 @@ from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
-from .hf import check_vocab_size, fast_tokenizer, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import (
+    check_vocab_size,
+    fast_tokenizer,
+    hf_config,
+    model_name,
+    read_hf_config,
+    token_kind,
+    tokenizer_label,
+    wrap_as_tokenizer_does,
+)
 from .weights import Weights, build_model, put
 
 # transformers' ACT2FN names → our activations ("gelu" in BERT is the exact erf form)
@@ -132,14 +141,6 @@ def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     return state
 
 
-def require_cls_sep(hf, directory: Path, needs: str = "BERT needs [CLS] and [SEP]") -> None:
-    """UserError unless the tokenizer has the classification and separator tokens the encoder wraps text in."""
-    for role in ("cls_token", "sep_token"):
-        if getattr(hf, role, None) is None:
-            what = role.replace("_", " ")
-            raise UserError(f"The tokenizer in {directory} has no {what}; {needs}.")
-
-
 def bert_tokenizer(directory: Path) -> TextTokenizer:
     """The folder's WordPiece tokenizer: tokenizer.json if present, else vocab.txt."""
     if (directory / "tokenizer.json").is_file():
@@ -153,8 +154,7 @@ def bert_tokenizer(directory: Path) -> TextTokenizer:
             raise UserError(f"The tokenizer in {directory} (vocab.txt) cannot be read: {exc}.") from exc
     else:
         raise UserError(f"{directory} has no tokenizer (tokenizer.json or vocab.txt).")
-    require_cls_sep(hf, directory)
-    return TextTokenizer(hf, tokenizer_label(hf), "wordpiece")
+    return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "wordpiece"))
 
 
 def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
@@ -166,6 +166,7 @@ def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundl
     tokenizer = bert_tokenizer(directory)
     name = model_name(directory, data)
     config = config_from_bert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
+    wrap_as_tokenizer_does(config, tokenizer.hf)  # [CLS] … [SEP] when the tokenizer adds them, as it does for BERT
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, bert_state, prefixes=("", "bert."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

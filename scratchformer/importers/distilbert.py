@@ -18,7 +18,7 @@ from ..config import TransformerConfig
 from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
 from .bert import EncoderLayerNames, activation_for, bert_tokenizer, encoder_only_config, put_encoder_layers
-from .hf import check_vocab_size, hf_config, model_name, read_hf_config
+from .hf import check_vocab_size, hf_config, model_name, read_hf_config, wrap_as_tokenizer_does
 from .weights import Weights, build_model, put
 
 LAYER_NORM_EPS = 1e-12  # DistilBERT's nn.LayerNorm(dim, eps=1e-12), not a config.json field
@@ -75,6 +75,7 @@ def load_distilbert(directory: Path, device: str | torch.device = "cpu") -> Mode
     tokenizer = bert_tokenizer(directory)  # the same WordPiece as BERT's: tokenizer.json or vocab.txt
     name = model_name(directory, data)
     config = config_from_distilbert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
+    wrap_as_tokenizer_does(config, tokenizer.hf)  # [CLS] … [SEP] when the tokenizer adds them
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, distilbert_state, prefixes=("", "distilbert."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -151,6 +151,30 @@ def token_kind(hf, usual: str) -> str:
     return {"WordPiece": "wordpiece", "WordLevel": "word-level", "Unigram": "sentencepiece"}.get(model, usual)
 
 
+PROBE = "scratchformer probe"  # any text: encoded with and without special tokens to find how the tokenizer wraps it
+
+
+def special_affixes(hf) -> tuple[list[str], list[str]]:
+    """The special tokens the tokenizer's post-processor puts before and after a text, as AutoTokenizer adds them
+    (BERT: [CLS] … [SEP]; RoBERTa and BART: <s> … </s>; T5 and Marian: … </s>; mBART: … </s> en_XX; a tokenizer
+    saved without a post-processor: nothing)."""
+    plain = list(hf.encode(PROBE, add_special_tokens=False))
+    full = list(hf.encode(PROBE, add_special_tokens=True))
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            prefix, suffix = full[:start], full[start + len(plain) :]
+            names = hf.convert_ids_to_tokens(prefix + suffix)
+            return [str(t) for t in names[: len(prefix)]], [str(t) for t in names[len(prefix) :]]
+    return [], [str(hf.eos_token)] if hf.eos_token is not None else []
+
+
+def wrap_as_tokenizer_does(config, hf) -> None:
+    """The source is wrapped in exactly the special tokens the folder's tokenizer adds (config.extra's src_prefix
+    and src_suffix), so the ids the encoder reads are AutoTokenizer's ids for the same text."""
+    prefix, suffix = special_affixes(hf)
+    config.extra["src_prefix"], config.extra["src_suffix"] = prefix, suffix
+
+
 def check_vocab_size(tokenizer, size: int, directory: Path, what: str = "tokenizer") -> None:
     """UserError when the tokenizer has more tokens than the model's embedding (config.json's vocabulary) has rows."""
     if tokenizer.vocab_size > size:

@@ -20,7 +20,17 @@ from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
-from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import (
+    check_vocab_size,
+    fast_tokenizer,
+    first_eos,
+    hf_config,
+    model_name,
+    read_hf_config,
+    token_kind,
+    tokenizer_label,
+    wrap_as_tokenizer_does,
+)
 from .seq2seq_layers import put_layers, stack_sizes
 from .weights import Weights, build_model
 
@@ -99,7 +109,7 @@ def marian_tokenizers(directory: Path) -> tuple[TextTokenizer, TextTokenizer]:
     """(source, target) tokenizers: tokenizer.json if the folder has one, else MarianTokenizer's .spm files."""
     if (directory / "tokenizer.json").is_file():
         hf = fast_tokenizer(directory)
-        tok = TextTokenizer(hf, tokenizer_label(hf), "marian")
+        tok = TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "sentencepiece"))
         return tok, tok
     if not (directory / "source.spm").is_file():
         raise UserError(f"{directory} has no tokenizer (tokenizer.json, or source.spm + target.spm + vocab.json).")
@@ -128,6 +138,7 @@ def load_marian(directory: Path, device: str | torch.device = "cpu") -> ModelBun
     eos_id = first_eos(hf)
     eos_token = src_tok.hf.convert_ids_to_tokens(eos_id) if eos_id is not None else None
     config = config_from_marian(hf, directory, name, eos_token)
+    wrap_as_tokenizer_does(config, src_tok.hf)  # … </s>, as Marian's tokenizer ends every source
     for side, tok, size in (("source", src_tok, config.src_vocab_size), ("target", tgt_tok, config.tgt_vocab_size)):
         check_vocab_size(tok, size, directory, f"{side} tokenizer")
     model = build_model(directory, config, marian_state, prefixes=("model.", ""))

@@ -18,8 +18,17 @@ import torch
 from ..bundle import ModelBundle
 from ..errors import UserError
 from ..tokenizers import TextTokenizer
-from .bert import bert_state, config_from_bert, require_cls_sep
-from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, token_kind, tokenizer_label
+from .bert import bert_state, config_from_bert
+from .hf import (
+    byte_level_bpe,
+    check_vocab_size,
+    hf_config,
+    model_name,
+    read_hf_config,
+    token_kind,
+    tokenizer_label,
+    wrap_as_tokenizer_does,
+)
 from .weights import build_model
 
 
@@ -28,7 +37,6 @@ def roberta_tokenizer(directory: Path) -> TextTokenizer:
     from transformers import RobertaTokenizerFast
 
     hf = byte_level_bpe(RobertaTokenizerFast, directory)
-    require_cls_sep(hf, directory, "RoBERTa needs <s> and </s>")
     return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "gpt2-bpe"))  # byte-level BPE: 'Ġ' shown as ' '
 
 
@@ -50,6 +58,7 @@ def load_roberta(directory: Path, device: str | torch.device = "cpu") -> ModelBu
         )
     config = dataclasses.replace(config, max_len=hf.max_position_embeddings - offset, position_offset=offset,
                                  extra={**config.extra, "architecture": "roberta"})  # fmt: skip
+    wrap_as_tokenizer_does(config, tokenizer.hf)  # <s> … </s>, as RoBERTa's tokenizer adds them
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
     model = build_model(directory, config, bert_state, prefixes=("", "roberta."))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

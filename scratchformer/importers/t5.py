@@ -27,7 +27,17 @@ from ..errors import UserError
 from ..model import Transformer
 from ..tokenizers import TextTokenizer
 from .bert import HF_ACTIVATIONS
-from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, tokenizer_label
+from .hf import (
+    check_vocab_size,
+    fast_tokenizer,
+    first_eos,
+    hf_config,
+    model_name,
+    read_hf_config,
+    token_kind,
+    tokenizer_label,
+    wrap_as_tokenizer_does,
+)
 from .weights import Weights, load_state, put, read_weights
 
 MAX_LEN = 512  # T5 has no position table; its pre-training inputs were 512 tokens long
@@ -163,7 +173,7 @@ def t5_tokenizer_from(directory: Path) -> TextTokenizer:
         what = " (it has spiece.model: convert it to tokenizer.json)" if (directory / "spiece.model").is_file() else ""
         raise UserError(f"{directory} has no tokenizer.json{what}.")
     hf = fast_tokenizer(directory)
-    return TextTokenizer(hf, tokenizer_label(hf), "sentencepiece")
+    return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "sentencepiece"))
 
 
 def load_t5(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
@@ -177,8 +187,7 @@ def load_t5(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
     weights = Weights(tensors, str(directory / filename), prefixes=("", "transformer."))
     config = config_from_t5(hf, data, directory, model_name(directory, data), _untied(weights))
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
-    eos = tokenizer.hf.convert_ids_to_tokens(config.eos_id) if config.eos_id is not None else None
-    config.extra["src_suffix"] = [eos] if eos else []  # T5's tokenizer ends every input with </s>
+    wrap_as_tokenizer_does(config, tokenizer.hf)  # T5's tokenizer ends every input with </s>
     model = Transformer(config)  # the weights were read once, to see whether the output layer is tied
     load_state(model, t5_state(weights, config), weights.origin)
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))

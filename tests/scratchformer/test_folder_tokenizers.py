@@ -1,10 +1,12 @@
 """A folder's own tokenizer, exactly: for every family that opens, a folder saved with a tokenizer that is not
 the family's usual one (a word-level or WordPiece vocabulary of its own, as people who train small models save
-them) gives the same ids as transformers.AutoTokenizer on the same folder — never the family's BPE silently."""
+them) gives the same ids as transformers.AutoTokenizer on the same folder — never the family's BPE silently — and
+the encoder reads the text wrapped in exactly the special tokens that tokenizer's post-processor adds (none when
+it has none, [CLS] … [SEP] when it says so), not the family's usual ones."""
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import (
     AutoTokenizer,
     BartConfig,
@@ -17,6 +19,8 @@ from transformers import (
     GPT2LMHeadModel,
     MarianConfig,
     MarianMTModel,
+    MBartConfig,
+    MBartForConditionalGeneration,
     PreTrainedTokenizerFast,
     RobertaConfig,
     RobertaModel,
@@ -41,6 +45,10 @@ def own_tokenizer(kind: str) -> PreTrainedTokenizerFast:
         model = models.WordLevel(IDS, unk_token="[UNK]")
     tok = Tokenizer(model)
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if kind == "wordpiece":  # this one wraps every text in [CLS] … [SEP]; the word-level one adds nothing
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", IDS["[CLS]"]), ("[SEP]", IDS["[SEP]"])]
+        )
     specials = dict(unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
                     bos_token="<s>", eos_token="</s>")  # fmt: skip
     return PreTrainedTokenizerFast(tokenizer_object=tok, **specials)
@@ -61,6 +69,10 @@ FAMILIES = {
         **SMALL, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
         encoder_ffn_dim=24, decoder_ffn_dim=24, max_position_embeddings=32, pad_token_id=1, bos_token_id=IDS["<s>"],
         eos_token_id=IDS["</s>"], decoder_start_token_id=IDS["</s>"], forced_eos_token_id=IDS["</s>"])),
+    "mbart": lambda: MBartForConditionalGeneration(MBartConfig(
+        **SMALL, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=24, decoder_ffn_dim=24, max_position_embeddings=32, pad_token_id=1, bos_token_id=IDS["<s>"],
+        eos_token_id=IDS["</s>"], decoder_start_token_id=IDS["</s>"])),
     "t5": lambda: T5ForConditionalGeneration(T5Config(
         **SMALL, d_model=16, d_kv=8, d_ff=24, num_layers=1, num_heads=2, pad_token_id=1, eos_token_id=IDS["</s>"],
         decoder_start_token_id=1)),
@@ -84,4 +96,8 @@ def test_a_folder_with_its_own_tokenizer_reads_as_autotokenizer_reads_it(tmp_pat
     for tok in (bundle.src_tokenizer, bundle.tgt_tokenizer):
         assert tok.encode(TEXT) == expected, family
         assert tok.token_strings(expected) == TEXT.split()  # shown as the words they are
+    if bundle.config.has_encoder:  # the encoder reads what AutoTokenizer gives, its special tokens included
+        wrapped = [IDS["[CLS]"], *expected, IDS["[SEP]"]] if kind == "wordpiece" else expected
+        assert auto(TEXT)["input_ids"] == wrapped
+        assert bundle.encode_source(TEXT) == wrapped, family
     assert bundle.src_tokenizer.unknown_words("the girl eats a pear") == ["a", "pear"]

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from tokenizers import processors
 
 transformers = pytest.importorskip("transformers")
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
@@ -35,6 +36,8 @@ def _save_marian(directory, seed=0, **overrides):
     with torch.no_grad():
         ref.final_logits_bias.normal_()  # zero at init: make it count
     ref.save_pretrained(str(directory), safe_serialization=True)
+    tok.hf.backend_tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>",
+                                                                          special_tokens=[("</s>", 2)])  # as opus-mt's
     tok.hf.save_pretrained(str(directory))
     return MarianMTModel.from_pretrained(str(directory), attn_implementation="eager").eval()
 

@@ -4,7 +4,7 @@ batch (position ids counted from padding_idx + 1)."""
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaModel
 
 from scratchformer.bundle import load_model
@@ -22,6 +22,7 @@ def _save_tokenizer(directory):
     trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
     tok.train_from_iterator(SENTENCES * 3, trainer)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))  # <s> … </s>, as roberta-base's
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", cls_token="<s>",
                                  sep_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
     hf.save_pretrained(str(directory))
