@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Set everything up in .venv, then lint and run the whole test suite (headless Qt; the window test starts its own
-# Xvfb).
+# Set everything up in .venv, then lint (ruff, import-linter) and run the whole test suite (headless Qt; the window
+# test starts its own Xvfb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
 "$PY" -m ruff check .
+.venv/bin/lint-imports  # import-linter: the contracts in pyproject.toml (layers, no Qt in the core, no cycles)
 QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q "$@"
