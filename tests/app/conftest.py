@@ -39,6 +39,7 @@ def no_threads_or_timers_left(qapp):
                 active.append(t.objectName() or repr(t))
         except RuntimeError:
             continue
+    qapp.processEvents()  # what threads that ended during the checks posted (gc_guard's queued resume) arrives
     assert not running, f"QThreads still running after the test: {running}"
     assert not active, f"QTimers still active after the test: {active}"
 
