@@ -53,6 +53,9 @@ class Inputs:
     translation: str = ""  # the generated output as text, when decoder_input == "generated"
     generated: list[int] = field(default_factory=list)  # its ids (no start, prefix or end token)
     continuation: Continuation | None = None  # how a decoder-only model's generated continuation was chosen
+    # What the tokenizer could not keep, by side ("source", "target", "text"): (the text's characters, what they
+    # became), e.g. ("pizza", "<unk>"), ("Café", "cafe"), ("\u200b", "nothing (dropped)"); notes say it in words.
+    lost: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,8 +145,9 @@ class ModelBundle:
             src = torch.tensor([src_ids], dtype=torch.long)  # (1, S)
             src_tokens = [self.src_tokenizer.token_strings(src_ids)]
         unknown = self.src_tokenizer.unknown_words(source)
-        lost_note(notes, "source" if c.has_encoder else "text", (self.src_tokenizer if c.has_encoder else
-                                                                self.tgt_tokenizer).losses(source))  # fmt: skip
+        lost = {}
+        lost["source" if c.has_encoder else "text"] = (self.src_tokenizer if c.has_encoder else
+                                                       self.tgt_tokenizer).losses(source)  # fmt: skip
         unknown_target: list[str] = []
         tgt = tgt_tokens = None
         if c.has_decoder:
@@ -157,13 +161,17 @@ class ModelBundle:
             tgt_tokens = [self.tgt_tokenizer.token_strings(tgt_ids)]
             if c.has_encoder:
                 unknown_target = self.tgt_tokenizer.unknown_words(target)
-                lost_note(notes, "target", self.tgt_tokenizer.losses(target))
+                lost["target"] = self.tgt_tokenizer.losses(target)
+        lost = {side: pairs for side, pairs in lost.items() if pairs}
+        for side, pairs in lost.items():
+            lost_note(notes, side, pairs)
         if not c.has_encoder:
             src_tokens = tgt_tokens
         mode = "typed" if c.has_decoder else "none"
         if c.has_encoder and c.has_decoder and not target:
             mode = "start_only"
-        return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown, unknown_target, mode)
+        return Inputs(src, tgt, None, None, src_tokens or [], tgt_tokens or [], notes, unknown, unknown_target, mode,
+                      lost=lost)
 
     def prepare_run(self, source: str, target: str = "", start_only: bool = False, truncate: bool = False,
                     continuation: Continuation | None = None) -> Inputs:
@@ -235,7 +243,7 @@ class ModelBundle:
             return ids, pad, labels
 
         inputs = Inputs(None, None, None, None, [], [], list(base.notes), base.unknown_words,
-                        base.unknown_target_words, base.decoder_input, base.translation)
+                        base.unknown_target_words, base.decoder_input, base.translation, lost=base.lost)
         if c.has_encoder:
             rows = [self.encode_source(" ".join(words[: len(words) - k]), truncate=True) for k in range(n)]
             inputs.src, inputs.src_pad, inputs.source_tokens = padded(rows, self.src_tokenizer)
@@ -261,11 +269,14 @@ class ModelBundle:
         src, tgt = sliding_windows(ids, seq_len, batch, start)
         src_tokens = [self.src_tokenizer.token_strings(row) for row in src.tolist()]
         tgt_tokens = [self.tgt_tokenizer.token_strings(row) for row in tgt.tolist()]
+        lost, notes = self.src_tokenizer.losses(text), []  # the whole text, as the token stream reads it
+        lost_note(notes, "text", lost)
+        said = {"notes": notes, "lost": {"text": lost} if lost else {}}
         if not self.config.has_encoder:
-            return Inputs(None, tgt, None, None, tgt_tokens, tgt_tokens, decoder_input="windows")
+            return Inputs(None, tgt, None, None, tgt_tokens, tgt_tokens, decoder_input="windows", **said)
         if not self.config.has_decoder:
-            return Inputs(src, None, None, None, src_tokens, [], decoder_input="none")
-        return Inputs(src, tgt, None, None, src_tokens, tgt_tokens, decoder_input="windows")
+            return Inputs(src, None, None, None, src_tokens, [], decoder_input="none", **said)
+        return Inputs(src, tgt, None, None, src_tokens, tgt_tokens, decoder_input="windows", **said)
 
     def memory_estimate(self, inputs: Inputs, keep_output: bool = False) -> MemoryEstimate:
         """What tracing these inputs will need (scratchformer.memory)."""

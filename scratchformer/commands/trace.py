@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
                             inputs.translation)
         if found is not None:
             out["nonfinite"] = found.to_json()
+        if inputs.lost:  # what the tokenizer could not keep (absent when it kept everything), as the note says
+            out["lost_text"] = {side: [{"text": a, "became": b} for a, b in pairs]
+                                for side, pairs in inputs.lost.items()}
         json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0

@@ -2,6 +2,7 @@
 covers, characters its normalisation changes) is said in one sentence — by `trace` on stderr and in the window's
 notes — naming each part and what it became."""
 
+import json
 import os
 
 import pytest
@@ -56,3 +57,22 @@ def test_library_chatter_stays_out_of_stderr(tmp_path):
                            "word " * 600], capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith("scratchformer: The source has 600 tokens") and done.stderr.count("\n") == 1
+
+
+def test_trace_json_carries_what_was_lost_by_side(capsys):
+    vocab = load_model("en-hi").src_tokenizer.hf.get_vocab()
+    assert "pizza" not in vocab and "🍎" not in vocab  # so both must be reported, each as the unknown token
+    assert main(["trace", "--model", "en-hi", "--source", "the girl eats pizza", "--target", "लड़की 🍎", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["lost_text"] == {"source": [{"text": "pizza", "became": "<unk>"}],
+                                "target": [{"text": "🍎", "became": "<unk>"}]}  # fmt: skip
+    assert main(["trace", "--model", "en-hi", "--source", "the girl eats an apple", "--json"]) == 0
+    assert "lost_text" not in json.loads(capsys.readouterr().out)  # nothing lost: no field, as with "nonfinite"
+
+
+def test_a_long_text_read_in_windows_says_what_was_lost(tmp_path, capsys):
+    text = tmp_path / "story.txt"
+    text.write_text("the girl eats an apple . the boy reads a zeppelin book\n", encoding="utf-8")
+    assert main(["trace", "--model", "en-hi", "--text-file", str(text), "--seq-len", "4", "--batch", "2"]) == 0
+    err = capsys.readouterr().err  # the word-level pipeline drops punctuation: the full stop is said too
+    assert "note: The tokenizer could not keep all of the text: “zeppelin” → <unk>, “.” → nothing (dropped)." in err
