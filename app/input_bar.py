@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from scratchformer import hf_cache
 from scratchformer.batching import read_text_file
 from scratchformer.bundle import examples_of, model_names
 from scratchformer.device import available_devices
@@ -39,6 +40,11 @@ from .continuation_controls import ContinuationControls
 from .widgets.marked_line_edit import MarkedLineEdit
 
 OPEN_ITEM = "Open…"
+
+
+def model_label(spec: str) -> str:
+    """How the model list names an opened model: a folder by its name, a cached Hugging Face id by the id."""
+    return spec if hf_cache.looks_like_id(spec) else Path(spec).name or spec
 TARGET_PLACEHOLDER = "Target for teacher forcing — leave empty: the decoder reads the model's own translation"
 DECODER_INPUT = {  # what the label beside the target says the decoder reads
     "generated": "decoder input = the model's own translation",
@@ -186,14 +192,15 @@ class InputBar(QWidget):
     # --- models and devices ------------------------------------------------------------------------------------
 
     def fill_models(self, opened: list[str], select: str | None = None) -> None:
-        """Presets and bundled models, then the folders opened before (that still exist), then Open…."""
+        """Presets and bundled models, then the folders and cached Hugging Face ids opened before (that are still
+        there), then Open…."""
         self.model_combo.blockSignals(True)
         self.model_combo.clear()
         for name in model_names():
             self.model_combo.addItem(name, name)
         for path in opened:
-            if Path(path).exists():
-                self.model_combo.addItem(Path(path).name, path)
+            if Path(path).exists() or hf_cache.looks_like_id(path) and hf_cache.is_cached(path):
+                self.model_combo.addItem(model_label(path), path)
                 self.model_combo.setItemData(self.model_combo.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.insertSeparator(self.model_combo.count())
         self.model_combo.addItem(OPEN_ITEM, OPEN_ITEM)
@@ -211,7 +218,7 @@ class InputBar(QWidget):
         if i < 0:
             i = self.model_combo.findText(spec)
         if i < 0:
-            self.model_combo.insertItem(self.model_combo.count() - 2, Path(spec).name or spec, spec)
+            self.model_combo.insertItem(self.model_combo.count() - 2, model_label(spec), spec)
             i = self.model_combo.findData(spec)
         previous = self.model_combo.itemData(self._last_model_index) if self._last_model_index >= 0 else None
         self.model_combo.setCurrentIndex(i)

@@ -220,12 +220,17 @@ class MainWindow(QMainWindow):
         self.input_bar.set_device(device)
 
     def open_model_dialog(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open a model folder (checkpoint directory)")
-        if path:
-            self.open_model(path)
+        """Open…: the cached Hugging Face models of families that open, a folder, or an id (app.open_model_dialog)."""
+        from .open_model_dialog import OpenModelDialog
+
+        dialog = OpenModelDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.chosen.connect(self.open_model)
+        dialog.open()
 
     def open_model(self, path: str, run: bool = True) -> None:
-        """Add a checkpoint directory to the model list and run it (errors appear in the status bar)."""
+        """Add a model folder or cached Hugging Face id to the model list and run it (errors appear in the status
+        bar)."""
         opened = [p for p in self.settings.get("opened_models") if p != path]
         if self.persist:
             self.settings.set("opened_models", ([path] + opened)[:8])

@@ -70,6 +70,15 @@ def resolve(repo_id: str) -> Path:
                     "or open the model's folder.")  # fmt: skip
 
 
+def is_cached(repo_id: str) -> bool:
+    """Whether `repo_id` has a complete snapshot in the cache (what resolve would open)."""
+    try:
+        resolve(repo_id)
+    except UserError:
+        return False
+    return True
+
+
 @dataclass
 class CachedModel:
     repo_id: str  # 'org/name'
