@@ -10,5 +10,9 @@ from __future__ import annotations
 # command name → module (imported only when used, so `scratchformer --help` stays quick)
 ANALYSES: dict[str, str] = {
     "derive": "scratchformer.analyses.derive",
+    "lens": "scratchformer.analyses.lens",
+    "rollout": "scratchformer.analyses.rollout",
+    "attribute": "scratchformer.analyses.attribute",
     "experiment": "scratchformer.experiments.command",  # the live experiments (scratchformer.experiments)
+    "lesson": "scratchformer.lessons.command",  # the guided lessons: lesson list | check (scratchformer.lessons)
 }

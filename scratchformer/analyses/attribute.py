@@ -1,0 +1,259 @@
+"""Attribution: which input tokens the model's prediction at one decoder position depends on.
+
+f = log P(y_P), the log-probability of the token y_P that the model puts at decoder position P (its first choice
+there). The inputs are the embeddings' output vectors — the steps `src_embed.sum` and `tgt_embed.sum` (or their
+LayerNorm, for models that normalise embeddings) — of every source token and every decoder-input token, and each
+token's attribution is the sum over its d_model numbers of:
+
+- gradient × input: (x − x′) · ∂f/∂x at the input x;
+- Integrated Gradients (Sundararajan et al. 2017): (x − x′) · ∫₀¹ ∂f/∂x(x′ + α(x − x′)) dα, the integral by
+  Gauss–Legendre quadrature with N points. IG is *complete*: its attributions sum to f(x) − f(x′), which is
+  reported beside the sum (`completeness`) so that N can be judged.
+
+x′ is the baseline: zero vectors (`zero`, the default) or the embeddings of the padding token at every position
+(`pad`, positions kept). The vectors on the path enter the model by the interventions' patch mechanism
+(scratchformer.interventions.Patch on the embedding steps), so the forward pass is the model's own, with the
+steps' usual names; the inputs x are read from the traced run. The N path points run as batches of at most
+CHUNK_POSITIONS positions, so memory stays bounded however large N is.
+
+    compute(bundle, inputs, trace, position=3, method="ig", steps=64) → Attribution
+    `scratchformer attribute --position P --method ig|grad-input [--steps N] [--baseline zero|pad] [--json]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+from ..interventions import Patch, intervene
+from ..masks import pad_from_ids
+from ..trace import Trace, tracing
+from .stream import add_run_args, embedding_point, traced_run
+
+METHODS = ("ig", "grad-input")
+BASELINES = ("zero", "pad")
+DEFAULT_STEPS = 64
+CHUNK_POSITIONS = 4096  # path points per batch × (source + decoder-input positions): bounds the activations
+
+
+@dataclass
+class Attribution:
+    method: str
+    position: int
+    token_id: int
+    token: str
+    source: torch.Tensor | None  # (S,) per source token, None without an encoder
+    target: torch.Tensor  # (T,) per decoder-input token
+    f_input: float  # log P(token) at the input
+    f_baseline: float  # … at the baseline
+    steps: int
+    baseline: str
+    source_tokens: list[str] = field(default_factory=list)
+    target_tokens: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return float(self.target.sum()) + (float(self.source.sum()) if self.source is not None else 0.0)
+
+    @property
+    def delta(self) -> float:
+        return self.f_input - self.f_baseline
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "position": self.position, "token": {"id": self.token_id, "token": self.token},
+                "source": None if self.source is None else [float(v) for v in self.source],
+                "target": [float(v) for v in self.target],
+                "completeness": {"sum": self.total, "delta": self.delta, "f_input": self.f_input,
+                                 "f_baseline": self.f_baseline},
+                "steps": self.steps if self.method == "ig" else None, "baseline": self.baseline,
+                "source_tokens": self.source_tokens, "target_tokens": self.target_tokens}  # fmt: skip
+
+
+def check_request(bundle, n_positions: int, position: int, method: str, steps: int) -> None:
+    """One sentence (UserError) for a request that cannot be answered."""
+    if not bundle.config.has_decoder:
+        raise UserError("This model has no decoder (an encoder alone), so it puts no token at a decoder position; "
+                        "attribute needs an encoder-decoder or a decoder-only model.")  # fmt: skip
+    if method not in METHODS:
+        raise UserError(f"Unknown method {method!r}; choose ig or grad-input.")
+    if not 0 <= position < n_positions:
+        raise UserError(f"Position {position} is beyond the decoder input: it has {n_positions} positions, 0 to "
+                        f"{n_positions - 1}.")  # fmt: skip
+    if method == "ig" and steps < 1:
+        raise UserError(f"Integrated Gradients needs at least 1 step, not {steps}.")
+
+
+def path_points(f_at, steps: int, rounds: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """IG's points α in (0, 1) and their weights (summing to 1), placed where f changes along the path.
+
+    f often changes in a narrow stretch of the path — with a zero baseline an embedding scaled by √d_model is
+    mostly "read" within the first few percent of α, sometimes in a jump of a thousandth of the path where an
+    attention row switches — and evenly spread points miss most of the integrand there. So f is first measured
+    without gradients (`f_at`: α array → f values) on an even grid of 4·steps + 1 points; any grid cell that
+    holds more than 1/steps of f's total change is cut in 8 and measured again, a few rounds over. The path is
+    then cut into `steps` pieces, half of them spread evenly over α and half in proportion to how much f changes,
+    and each piece contributes its midpoint weighted by its length (the midpoint rule on that partition).
+    Completeness holds for any partition; this one gets there with far fewer gradients than an even one."""
+    grid = np.linspace(0.0, 1.0, 4 * steps + 1)
+    values = np.asarray(f_at(grid), dtype=np.float64)
+    for _ in range(rounds):
+        change = np.abs(np.diff(values))
+        big = np.flatnonzero(change > change.sum() / steps)
+        if big.size == 0:
+            break
+        extra = np.concatenate([np.linspace(grid[i], grid[i + 1], 9)[1:-1] for i in big])
+        grid = np.concatenate([grid, extra])
+        values = np.concatenate([values, np.asarray(f_at(extra), dtype=np.float64)])
+        order = np.argsort(grid, kind="stable")
+        grid, values = grid[order], values[order]
+    change = np.abs(np.diff(values))
+    share = 0.5 * np.diff(grid) + 0.5 * (change / change.sum() if change.sum() > 0 else np.diff(grid))
+    cdf = np.concatenate([[0.0], np.cumsum(share)])
+    cdf /= cdf[-1]
+    breaks = np.interp(np.linspace(0.0, 1.0, steps + 1), cdf, grid)  # piece boundaries in α
+    return (breaks[1:] + breaks[:-1]) / 2, np.diff(breaks)
+
+
+def _baseline(model, name: str, ids: torch.Tensor, x: torch.Tensor, kind: str) -> torch.Tensor:
+    """(L, d_model) baseline vectors for the embedding step `name` of these (1, L) ids."""
+    if kind == "zero":
+        return torch.zeros_like(x)
+    pad = model.config.pad_id
+    if pad is None:
+        raise UserError("This model's vocabulary has no padding token; use --baseline zero.")
+    module = model.src_embed if name.startswith("src_embed") else model.tgt_embed
+    with torch.inference_mode(), tracing() as tracer:  # the padding's embeddings, read from the same named step
+        module(torch.full_like(ids, pad))
+    return next(s for s in tracer.steps if s.name == name).item(0).to(x.dtype)
+
+
+def _along(x: torch.Tensor | None, base: torch.Tensor | None, alphas: torch.Tensor) -> torch.Tensor | None:
+    """Points of the straight path base + α(x − base): (L, d) and (N, 1, 1) α → (N, L, d); None stays None."""
+    return None if x is None else base + alphas * (x - base)
+
+
+class _Objective:
+    """f(source vectors, decoder-input vectors) = log P(token at P) for a batch of N path points, each a (N, L, d)
+    tensor patched into the embedding steps."""
+
+    def __init__(self, model, src, tgt, src_pad, tgt_pad, names: tuple[str | None, str], position: int, token: int):
+        self.model, self.src, self.tgt, self.src_pad, self.tgt_pad = model, src, tgt, src_pad, tgt_pad
+        self.names, self.position, self.token = names, position, token
+
+    def __call__(self, src_vals: torch.Tensor | None, tgt_vals: torch.Tensor) -> torch.Tensor:
+        n, m = tgt_vals.shape[0], self.model
+        rep = lambda t: None if t is None else t.expand(n, *t.shape[1:])  # noqa: E731  (1, L) → (N, L)
+        patches = [Patch(self.names[1], tgt_vals, "the attribution path")]
+        if src_vals is not None:
+            patches.append(Patch(self.names[0], src_vals, "the attribution path"))
+        with intervene(m, patches):
+            memory = m.encode(rep(self.src), rep(self.src_pad)) if m.config.has_encoder else None
+            h = m.decode(rep(self.tgt), memory, rep(self.src_pad), rep(self.tgt_pad))  # (N, T, d_model)
+            logits = m.generator(h[:, self.position : self.position + 1])  # (N, 1, vocab): only position P
+        return logits[:, 0].float().log_softmax(-1)[:, self.token]  # (N,)
+
+
+def compute(bundle, inputs, trace: Trace, position: int, method: str = "ig", steps: int = DEFAULT_STEPS,
+            baseline: str = "zero", batch: int = 0) -> Attribution:  # fmt: skip
+    model, c = bundle.model, bundle.config
+    n_positions = trace["tgt_embed.tokens"].shape[-1] if trace.find("tgt_embed.tokens") is not None else 0
+    check_request(bundle, n_positions, position, method, steps)
+    if baseline not in BASELINES:
+        raise UserError(f"Unknown baseline {baseline!r}; choose zero or pad.")
+    dev, dtype = model.device, model.generator.proj.weight.dtype
+    pick = lambda t: None if t is None else t[batch : batch + 1].to(dev)  # noqa: E731  (B, L) → (1, L)
+    src, tgt = pick(inputs.src) if c.has_encoder else None, pick(inputs.tgt)
+    src_pad = pick(inputs.src_pad if inputs.src_pad is not None else pad_from_ids(inputs.src, c.pad_id))
+    tgt_pad = pick(inputs.tgt_pad if inputs.tgt_pad is not None else pad_from_ids(inputs.tgt, c.pad_id, start=True))
+    names = (embedding_point(trace, "encoder") if c.has_encoder else None, embedding_point(trace, "decoder"))
+    token = int(trace.output_summary.top_ids[batch, position, 0])  # the model's first choice at P
+    x_src = trace[names[0]].item(batch).to(dev, dtype) if src is not None else None  # (S, d_model)
+    x_tgt = trace[names[1]].item(batch).to(dev, dtype)  # (T, d_model)
+    b_src = _baseline(model, names[0], src, x_src, baseline) if src is not None else None
+    b_tgt = _baseline(model, names[1], tgt, x_tgt, baseline)
+    f = _Objective(model, src, tgt, src_pad, tgt_pad, names, position, token)
+    add = lambda t: None if t is None else t[None]  # noqa: E731  (L, d) → (1, L, d)
+    with torch.no_grad():
+        f_in, f_base = float(f(add(x_src), add(x_tgt))[0]), float(f(add(b_src), add(b_tgt))[0])
+    chunk = max(1, CHUNK_POSITIONS // (x_tgt.shape[0] + (x_src.shape[0] if x_src is not None else 0)))
+
+    def f_at(alphas: np.ndarray) -> np.ndarray:  # f along the path, no gradients, in chunks
+        out = []
+        with torch.no_grad():
+            for a in range(0, len(alphas), chunk):
+                al = torch.tensor(alphas[a : a + chunk], device=dev, dtype=dtype)[:, None, None]  # (N, 1, 1)
+                out.append(f(_along(x_src, b_src, al), _along(x_tgt, b_tgt, al)).double().cpu())
+        return torch.cat(out).numpy()
+
+    if method == "grad-input":
+        alphas, weights = np.ones(1), np.ones(1)
+    else:
+        alphas, weights = path_points(f_at, steps)
+    g_src = torch.zeros_like(x_src) if x_src is not None else None  # Σ_k w_k ∂f/∂x at the path points
+    g_tgt = torch.zeros_like(x_tgt)
+    for a in range(0, len(alphas), chunk):
+        al = torch.tensor(alphas[a : a + chunk], device=dev, dtype=dtype)[:, None, None]  # (N, 1, 1)
+        w = torch.tensor(weights[a : a + chunk], device=dev, dtype=dtype)[:, None, None]
+        path_tgt = _along(x_tgt, b_tgt, al).requires_grad_(True)  # (N, T, d_model)
+        path_src = _along(x_src, b_src, al).requires_grad_(True) if x_src is not None else None  # (N, S, d)
+        with torch.enable_grad():
+            out = f(path_src, path_tgt).sum()  # the path points are independent: one backward for all
+            wanted = [path_tgt] + ([path_src] if path_src is not None else [])
+            grads = torch.autograd.grad(out, wanted)
+        g_tgt += (w * grads[0]).sum(0)
+        if path_src is not None:
+            g_src += (w * grads[1]).sum(0)
+    attr_tgt = ((x_tgt - b_tgt) * g_tgt).sum(-1).double().cpu()  # (T,)
+    attr_src = ((x_src - b_src) * g_src).sum(-1).double().cpu() if x_src is not None else None  # (S,)
+    tok = bundle.tgt_tokenizer.token_strings([token])[0]
+    return Attribution(method, position, token, tok, attr_src, attr_tgt, f_in, f_base,
+                       steps if method == "ig" else 1, baseline,
+                       list(trace.source_tokens[batch]) if trace.source_tokens else [],
+                       list(trace.target_tokens[batch]) if trace.target_tokens else [])  # fmt: skip
+
+
+# --- command line ------------------------------------------------------------------------------------------------
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("attribute", help="which input tokens the prediction at one decoder position depends on "
+                                         "(Integrated Gradients or gradient × input)",
+                       description="Attribute the log-probability of the token the model puts at decoder position P "
+                       "to the source and decoder-input tokens.")  # fmt: skip
+    add_run_args(p)
+    p.add_argument("--position", type=int, required=True, help="decoder position P, from 0")
+    p.add_argument("--method", choices=METHODS, default="ig", help="ig (Integrated Gradients, default) or grad-input")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"IG's number of points (default {DEFAULT_STEPS})")
+    p.add_argument("--baseline", choices=BASELINES, default="zero",
+                   help="zero vectors (default) or the padding token's embeddings")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.method == "ig" and args.steps < 1:  # before any model loads
+        raise UserError(f"Integrated Gradients needs at least 1 step, not {args.steps}.")
+    bundle, inputs, trace, item = traced_run(args)
+    result = compute(bundle, inputs, trace, args.position, args.method, args.steps, args.baseline, item)
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(text_report(result))
+    return 0
+
+
+def text_report(a: Attribution) -> str:
+    how = f"Integrated Gradients, {a.steps} steps" if a.method == "ig" else "gradient × input"
+    lines = [f"log P(“{a.token}”) at decoder position {a.position}: {a.f_input:.4f} ({how}, {a.baseline} baseline)"]
+    if a.source is not None:
+        lines.append("source:")
+        lines += [f"  {t:<16} {float(v):+.4f}" for t, v in zip(a.source_tokens, a.source)]
+    lines.append("decoder input:")
+    lines += [f"  {t:<16} {float(v):+.4f}" for t, v in zip(a.target_tokens, a.target)]
+    lines.append(f"completeness: attributions sum to {a.total:+.4f}; f(input) − f(baseline) = {a.delta:+.4f}")
+    return "\n".join(lines)

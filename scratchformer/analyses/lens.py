@@ -1,0 +1,151 @@
+"""Logit lens: what the model would predict if its decoder stopped early, at every point of the residual stream.
+
+Each point — after the embeddings and after every sublayer (self-attention, cross-attention, feed-forward) of
+every decoder layer — is read through the model's own final norm (if it has one) and output layer, exactly as
+the model reads its last point:  P_point = softmax(W_vocab · norm(x_point)). The last point read this way *is*
+the model's output. For every decoder position the lens reports the top tokens of each point, and the
+probability and rank that each point gives the token the model finally emits there.
+
+    compute(bundle, trace) → Lens;  `scratchformer lens --model M --source S [--json]`
+
+The points are the trace's own steps (scratchformer.analyses.stream), so a lens reads the same numbers the window
+shows for those steps, interventions included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import UserError
+from ..trace import Trace
+from .stream import add_run_args, point_label, residual_points, traced_run
+
+TOP_K = 5
+
+
+@dataclass
+class Lens:
+    """The lens of one batch item: for each point (step) × decoder position, its top tokens, and the probability
+    and rank (1 = its first choice) of the token the model emits at that position."""
+
+    steps: list[str]  # residual-stream step names, in order
+    labels: list[str]  # 'embeddings', 'layer 1 self-attention', …
+    positions: list[str]  # the decoder-input tokens (what each position reads)
+    emitted_ids: list[int]  # per position: the model's own most likely next token (the last point's first choice)
+    emitted: list[str]
+    top_ids: torch.Tensor  # (points, positions, k) int64, most likely first
+    top_probs: torch.Tensor  # (points, positions, k)
+    top_tokens: list[list[list[str]]]  # points × positions × k
+    final_probs: torch.Tensor  # (points, positions): P(emitted token) at each point
+    final_ranks: torch.Tensor  # (points, positions) int64, 1 = the point's most likely token
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        points = []
+        for i, step in enumerate(self.steps):
+            top = [[{"id": int(t), "token": s, "p": float(p)} for t, s, p in
+                    zip(self.top_ids[i, j].tolist(), self.top_tokens[i][j], self.top_probs[i, j].tolist())]
+                   for j in range(len(self.positions))]  # fmt: skip
+            final = [{"id": self.emitted_ids[j], "token": self.emitted[j], "p": float(self.final_probs[i, j]),
+                      "rank": int(self.final_ranks[i, j])} for j in range(len(self.positions))]  # fmt: skip
+            points.append({"step": step, "label": self.labels[i], "top": top, "final": final})
+        return {"positions": self.positions, "emitted": [{"id": i, "token": t} for i, t in
+                                                         zip(self.emitted_ids, self.emitted)],
+                "points": points, "notes": self.notes}  # fmt: skip
+
+
+def no_output_layer(bundle) -> str | None:
+    """Why this model has no lens (one sentence), or None."""
+    if bundle.config.has_decoder and bundle.model.generator is not None:
+        return None
+    return ("This model is an encoder alone without an output layer (no masked-language-model head), so its "
+            "residual stream cannot be read as predicted tokens; the lens needs a model that predicts tokens "
+            "(an encoder-decoder or a decoder-only model).")  # fmt: skip
+
+
+@torch.inference_mode()
+def read_out(model, x: torch.Tensor) -> torch.Tensor:
+    """x (…, d_model), points of the decoder's residual stream → log-probabilities (…, vocab) through the model's
+    final norm (if any) and output layer, as the model reads its last point."""
+    param = model.generator.proj.weight
+    h = x.to(param.device, param.dtype)
+    if model.decoder_norm is not None:
+        h = model.decoder_norm(h)  # (…, d_model)
+    return model.generator(h).float().log_softmax(-1)  # (…, vocab)
+
+
+def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
+    """The lens of batch item `batch` of a traced run. UserError (one sentence) for a model with no output layer."""
+    why = no_output_layer(bundle)
+    if why is not None:
+        raise UserError(why)
+    model, c = bundle.model, bundle.config
+    steps = residual_points(trace, "decoder", c.norm_first)
+    positions = list(trace.target_tokens[batch]) if trace.target_tokens else []
+    last = read_out(model, trace[steps[-1]].item(batch))  # (T, vocab)
+    emitted_ids = last.argmax(-1)  # (T,)
+    k = min(k, last.shape[-1])
+    top_ids, top_probs, final_p, final_rank = [], [], [], []
+    for name in steps:  # one point at a time: (T, vocab) each, never (points, T, vocab)
+        logp = last if name == steps[-1] else read_out(model, trace[name].item(batch))  # (T, vocab)
+        top = logp.topk(k, dim=-1)
+        top_ids.append(top.indices.cpu())
+        top_probs.append(top.values.exp().cpu())
+        mine = logp.gather(-1, emitted_ids[:, None])  # (T, 1)
+        final_p.append(mine[:, 0].exp().cpu())
+        final_rank.append((logp > mine).sum(-1).cpu() + 1)
+    tok = bundle.tgt_tokenizer
+    top_ids_t = torch.stack(top_ids)  # (points, T, k)
+    top_tokens = [[tok.token_strings(row) for row in point.tolist()] for point in top_ids_t]
+    ids = emitted_ids.cpu().tolist()
+    notes = []
+    if trace.interventions:
+        notes.append("This run changed the model on purpose (" + "; ".join(i.spec() for i in trace.interventions)
+                     + "), and the lens reads the changed run.")  # fmt: skip
+    return Lens(steps, [point_label(s) for s in steps], positions or tok.token_strings(ids), ids,
+                tok.token_strings(ids), top_ids_t, torch.stack(top_probs), top_tokens, torch.stack(final_p),
+                torch.stack(final_rank), notes)  # fmt: skip
+
+
+# --- command line ------------------------------------------------------------------------------------------------
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("lens", help="logit lens: what each point of the decoder's residual stream would predict",
+                       description="Read every point of the decoder's residual stream (after the embeddings and "
+                       "after each sublayer) through the model's final norm and output layer.")  # fmt: skip
+    add_run_args(p)
+    p.add_argument("--top", type=int, default=TOP_K, help=f"tokens listed per point and position (default {TOP_K})")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise UserError(f"--top must be at least 1, not {args.top}.")
+    bundle, _, trace, item = traced_run(args)
+    lens = compute(bundle, trace, item, args.top)
+    if args.json:
+        json.dump(lens.to_dict(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(text_report(lens))
+    return 0
+
+
+def text_report(lens: Lens) -> str:
+    """Per decoder position: each point's first choice and the probability (rank) of the token finally emitted."""
+    lines = []
+    width = max(len(label) for label in lens.labels)
+    for j, reads in enumerate(lens.positions):
+        lines.append(f"position {j} reads “{reads}” → the model emits “{lens.emitted[j]}”")
+        for i, label in enumerate(lens.labels):
+            first = lens.top_tokens[i][j][0]
+            lines.append(f"  {label:<{width}}  first choice “{first}” {float(lens.top_probs[i, j, 0]):.3f}   "
+                         f"“{lens.emitted[j]}”: p {float(lens.final_probs[i, j]):.3f}, rank "
+                         f"{int(lens.final_ranks[i, j])}")  # fmt: skip
+    lines += [f"note: {n}" for n in lens.notes]
+    return "\n".join(lines)

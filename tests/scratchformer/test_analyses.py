@@ -1,0 +1,293 @@
+"""Logit lens, attention rollout and flow, and attribution: each checked against a computation made another way
+(the model's own forward pass, rollout and max-flow written out by hand, autograd through forward hooks, the
+model run on padding ids), the command line's JSON, and the one sentence each refusal says."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from scratchformer.analyses import attribute, flow, lens, rollout
+from scratchformer.bundle import load_model
+from scratchformer.checkpoint import save_checkpoint
+from scratchformer.cli import main
+from scratchformer.errors import UserError
+from tests.scratchformer.test_derive import FAMILIES, family_bundle
+
+SOURCE = "the girl eats an apple"
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    return load_model("en-hi")
+
+
+@pytest.fixture(scope="module")
+def small(en_hi):
+    """Seeded random models with each family's departures (2 + 2 layers, d_model 32), read by en-hi's tokenizers."""
+    out = {"paper": family_bundle(en_hi, {})}
+    out.update({name: family_bundle(en_hi, FAMILIES[name]) for name in ("gpt2_like", "t5_like", "bart_like",
+                                                                       "bert_like")})  # fmt: skip
+    return out
+
+
+def traced(bundle, source=SOURCE, target=""):
+    inputs = bundle.prepare_run(source, target)
+    _, trace = bundle.run(inputs)
+    return inputs, trace
+
+
+def model_log_probs(bundle, inputs) -> torch.Tensor:
+    """log P (T, vocab) from the model's plain forward pass (no trace, no analysis code)."""
+    m = bundle.model
+    with torch.no_grad():
+        logits = m(inputs.src if m.config.has_encoder else None, inputs.tgt)  # (1, T, vocab)
+    return logits[0].log_softmax(-1)
+
+
+# --- lens --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["en-hi", "paper", "gpt2_like", "t5_like", "bart_like"])
+def test_the_lens_last_point_is_the_models_own_output(name, en_hi, small):
+    bundle = en_hi if name == "en-hi" else small[name]
+    inputs, trace = traced(bundle)
+    result = lens.compute(bundle, trace, k=3)
+    layers = bundle.config.n_decoder_layers
+    per_layer = 3 if bundle.config.has_encoder else 2  # self-attention, (cross-attention,) feed-forward
+    assert len(result.steps) == 1 + per_layer * layers  # after the embeddings and after every sublayer
+    assert result.labels[0] == "embeddings" and result.labels[-1] == f"layer {layers} feed-forward"
+    want = model_log_probs(bundle, inputs).exp()  # (T, vocab)
+    top = want.topk(3, dim=-1)
+    assert result.emitted_ids == want.argmax(-1).tolist()
+    assert torch.equal(result.top_ids[-1], top.indices)
+    torch.testing.assert_close(result.top_probs[-1], top.values, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(result.final_probs[-1], want.max(-1).values, rtol=1e-5, atol=1e-6)
+    assert result.final_ranks[-1].tolist() == [1] * want.shape[0]
+
+
+def test_the_lens_reads_each_point_through_the_final_norm_and_output_layer(small):
+    """The first point of a pre-LN model (GPT-2-like): its embeddings through ln_f and the tied output layer."""
+    bundle = small["gpt2_like"]
+    inputs, trace = traced(bundle)
+    m = bundle.model
+    with torch.no_grad():
+        x = m.tgt_embed.tokens.weight[inputs.tgt[0]] + m.tgt_embed.positions.weight[: inputs.tgt.shape[1]]
+        p = (m.decoder_norm(x) @ m.tgt_embed.tokens.weight.T).softmax(-1)  # (T, vocab), the embedding tied
+    result = lens.compute(bundle, trace, k=2)
+    assert result.steps[0] == "tgt_embed.sum" and result.steps[1] == "decoder.0.add_norm1.residual"
+    torch.testing.assert_close(result.top_probs[0], p.topk(2, dim=-1).values, rtol=1e-5, atol=1e-6)
+    emitted = torch.tensor(result.emitted_ids)
+    ranks = (p > p.gather(-1, emitted[:, None])).sum(-1) + 1
+    assert result.final_ranks[0].tolist() == ranks.tolist()
+
+
+def test_an_encoder_without_an_output_layer_has_no_lens(small):
+    bundle = small["bert_like"]
+    _, trace = traced(bundle)
+    with pytest.raises(UserError, match=r"^This model is an encoder alone without an output layer") as err:
+        lens.compute(bundle, trace)
+    assert "\n" not in str(err.value)
+
+
+# --- rollout and flow --------------------------------------------------------------------------------------------
+
+
+def hand_residual(w: np.ndarray) -> np.ndarray:
+    """0.5·mean_h(A) + 0.5·I, rows renormalised, cell by cell."""
+    h, tq, tk = w.shape
+    out = np.zeros((tq, tk))
+    for i in range(tq):
+        for j in range(tk):
+            out[i, j] = 0.5 * sum(w[k, i, j] for k in range(h)) / h + (0.5 if i == j else 0.0)
+        out[i] /= out[i].sum()
+    return out
+
+
+def weights_of(trace, kind):
+    stack, attn = kind.split(".")
+    return [trace[f"{stack}.{i}.{attn}.weights"].item(0).double().numpy() for i in range(2)]
+
+
+def test_rollout_equals_a_hand_computation(small):
+    bundle = small["paper"]
+    _, trace = traced(bundle)
+    enc = [hand_residual(w) for w in weights_of(trace, "encoder.self_attn")]
+    dec = [hand_residual(w) for w in weights_of(trace, "decoder.self_attn")]
+    cross = [w.mean(0) for w in weights_of(trace, "decoder.cross_attn")]
+    enc_roll, dec_roll = enc[1] @ enc[0], dec[1] @ dec[0]
+    # through cross-attention: each decoder layer mixes by its self-attention, then keeps half of each position
+    # and takes half from the encoder output, whose origin over the source is the encoder's rollout
+    t, s = dec[0].shape[0], enc[0].shape[0]
+    from_dec, from_src = np.eye(t), np.zeros((t, s))
+    for a, c in zip(dec, cross):
+        from_dec, from_src = a @ from_dec, a @ from_src
+        from_dec, from_src = 0.5 * from_dec, 0.5 * from_src + 0.5 * c @ enc_roll
+    assert np.allclose(from_dec.sum(1) + from_src.sum(1), 1.0)  # nothing lost on the way
+    result = rollout.compute(bundle, trace, "rollout")
+    np.testing.assert_allclose(result.encoder.numpy(), enc_roll, atol=1e-6)
+    np.testing.assert_allclose(result.decoder.numpy(), dec_roll, atol=1e-6)
+    np.testing.assert_allclose(result.cross.numpy(), from_src / from_src.sum(1, keepdims=True), atol=1e-6)
+    assert np.allclose(result.decoder.numpy()[np.triu_indices(t, 1)], 0.0)  # no decoder position sees a later one
+
+
+def test_flow_through_two_layers_is_the_sum_of_path_bottlenecks(small):
+    """Two layers: every path top i → middle k → input j is its own pair of edges, so the max flow is
+    Σ_k min(Ã₂[i, k], Ã₁[k, j]); rows then normalised to 1."""
+    bundle = small["paper"]
+    _, trace = traced(bundle)
+    a1, a2 = (hand_residual(w) for w in weights_of(trace, "encoder.self_attn"))
+    n = a1.shape[0]
+    want = np.array([[sum(min(a2[i, k], a1[k, j]) for k in range(n)) for j in range(n)] for i in range(n)])
+    result = rollout.compute(bundle, trace, "flow")
+    np.testing.assert_allclose(result.encoder.numpy(), want / want.sum(1, keepdims=True), atol=1e-6)
+    assert np.allclose(result.cross.numpy().sum(1), 1.0) and np.allclose(result.decoder.numpy().sum(1), 1.0)
+    # one layer: the flow from i to j is the edge itself
+    one = flow.flows([trace["encoder.0.self_attn.weights"].item(0)], [], [])[0]
+    np.testing.assert_allclose(one.numpy(), a1, atol=1e-9)
+
+
+def test_rollout_covers_the_stacks_each_model_has(small):
+    gpt = rollout.compute(small["gpt2_like"], traced(small["gpt2_like"])[1])
+    bert = rollout.compute(small["bert_like"], traced(small["bert_like"])[1])
+    assert gpt.encoder is None and gpt.cross is None and gpt.decoder is not None
+    assert bert.decoder is None and bert.cross is None and torch.allclose(bert.encoder.sum(1), torch.ones(1))
+
+
+def test_agreement_is_one_for_equal_rows_and_zero_for_disjoint_ones():
+    a = torch.tensor([[0.2, 0.8], [1.0, 0.0]])
+    assert rollout.agreement(a, a) == pytest.approx(1.0)
+    assert rollout.agreement(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])) == pytest.approx(0.0)
+    assert rollout.agreement(torch.tensor([[0.5, 0.5]]), torch.tensor([[1.0, 0.0]])) == pytest.approx(0.5)
+
+
+# --- attribution -------------------------------------------------------------------------------------------------
+
+
+def hooked_gradients(bundle, inputs, position: int, token: int):
+    """∂ log P(token at position) / ∂ (embedding outputs), through plain forward hooks and autograd."""
+    m, kept = bundle.model, {}
+
+    def keep(name):
+        def hook(module, args, output):
+            output.retain_grad()
+            kept[name] = output
+
+        return hook
+
+    handles = [m.tgt_embed.register_forward_hook(keep("tgt"))]
+    if m.src_embed is not None:
+        handles.append(m.src_embed.register_forward_hook(keep("src")))
+    try:
+        logits = m(inputs.src if m.config.has_encoder else None, inputs.tgt)
+        logits[0, position].log_softmax(-1)[token].backward()
+    finally:
+        for h in handles:
+            h.remove()
+    m.zero_grad(set_to_none=True)
+    return {k: (v.detach()[0], v.grad[0]) for k, v in kept.items()}
+
+
+@pytest.mark.parametrize("name", ["paper", "gpt2_like"])
+def test_gradient_times_input_equals_autograd(name, small):
+    bundle = small[name]
+    inputs, trace = traced(bundle)
+    result = attribute.compute(bundle, inputs, trace, 2, "grad-input")
+    grads = hooked_gradients(bundle, inputs, 2, result.token_id)
+    x, g = grads["tgt"]
+    torch.testing.assert_close(result.target, (x * g).sum(-1).double(), rtol=1e-4, atol=1e-7)
+    assert result.target[3:].abs().max() == 0  # later decoder positions cannot reach position 2 (causal mask)
+    if "src" in grads:
+        x, g = grads["src"]
+        torch.testing.assert_close(result.source, (x * g).sum(-1).double(), rtol=1e-4, atol=1e-7)
+    else:
+        assert result.source is None
+
+
+@pytest.mark.parametrize(("name", "steps", "positions"), [("paper", 64, range(5)), ("gpt2_like", 64, range(5)),
+                                                           ("en-hi", 256, (1, 3))])  # fmt: skip
+def test_integrated_gradients_are_complete_within_two_percent(name, steps, positions, small, en_hi):
+    """en-hi's position 3 is its hardest: log P("है") jumps within a thousandth of the path from zero."""
+    bundle = en_hi if name == "en-hi" else small[name]
+    inputs, trace = traced(bundle)
+    want = model_log_probs(bundle, inputs)
+    for position in positions:
+        result = attribute.compute(bundle, inputs, trace, position, "ig", steps)
+        assert result.f_input == pytest.approx(float(want[position].max()), abs=1e-5)
+        assert abs(result.total - result.delta) <= 0.02 * abs(result.delta), (position, result.total, result.delta)
+
+
+def test_the_pad_baseline_is_the_model_reading_padding(en_hi):
+    """f(baseline) of the pad baseline: the model's own output when every token is the padding token."""
+    inputs, trace = traced(en_hi)
+    result = attribute.compute(en_hi, inputs, trace, 1, "ig", 16, baseline="pad")
+    pad = en_hi.config.pad_id
+    with torch.no_grad():
+        logits = en_hi.model(torch.full_like(inputs.src, pad), torch.full_like(inputs.tgt, pad))
+    assert result.f_baseline == pytest.approx(float(logits[0, 1].log_softmax(-1)[result.token_id]), abs=1e-5)
+
+
+def test_attribution_refuses_in_one_sentence(small, en_hi):
+    inputs, trace = traced(en_hi)
+    t = inputs.tgt.shape[1]
+    with pytest.raises(UserError, match=rf"^Position {t} is beyond the decoder input: it has {t} positions"):
+        attribute.compute(en_hi, inputs, trace, t, "ig")
+    with pytest.raises(UserError, match="^Integrated Gradients needs at least 1 step, not 0"):
+        attribute.compute(en_hi, inputs, trace, 0, "ig", 0)
+    bert = small["bert_like"]
+    b_inputs, b_trace = traced(bert)
+    with pytest.raises(UserError, match=r"^This model has no decoder \(an encoder alone\)"):
+        attribute.compute(bert, b_inputs, b_trace, 0, "ig")
+
+
+# --- command line ------------------------------------------------------------------------------------------------
+
+
+def run_json(capsys, *argv):
+    assert main([*argv, "--model", "en-hi", "--source", SOURCE, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_command_lines_print_json_of_the_designed_shape(capsys, en_hi):
+    inputs, _ = traced(en_hi)
+    t, s = inputs.tgt.shape[1], inputs.src.shape[1]
+    out = run_json(capsys, "lens", "--top", "3")
+    assert len(out["points"]) == 1 + 3 * en_hi.config.n_decoder_layers
+    assert out["points"][0]["step"] == "tgt_embed.sum"
+    assert all(len(p["top"]) == t and all(len(row) == 3 for row in p["top"]) for p in out["points"])
+    assert set(out["points"][0]["top"][0][0]) == {"id", "token", "p"}
+    last = out["points"][-1]
+    assert [row[0]["id"] for row in last["top"]] == [e["id"] for e in out["emitted"]]
+    assert all(f["rank"] == 1 for f in last["final"])
+
+    for method in ("rollout", "flow"):
+        out = run_json(capsys, "rollout", "--method", method)
+        assert np.array(out["encoder"]).shape == (s, s) and np.array(out["decoder"]).shape == (t, t)
+        assert np.allclose(np.array(out["cross"]).sum(1), 1.0) and np.array(out["cross"]).shape == (t, s)
+
+    out = run_json(capsys, "attribute", "--position", "1", "--method", "grad-input")
+    assert len(out["source"]) == s and len(out["target"]) == t
+    assert set(out["completeness"]) >= {"sum", "delta"}
+    assert out["completeness"]["sum"] == pytest.approx(sum(out["source"]) + sum(out["target"]))
+
+
+def test_the_command_lines_refuse_in_one_sentence(capsys, tmp_path, small):
+    def refused(*argv) -> str:
+        assert main(list(argv)) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("scratchformer: ") and "\n" not in err
+        return err
+
+    common = ["--model", "en-hi", "--source", SOURCE]
+    assert "Position 40 is beyond the decoder input" in refused("attribute", "--position", "40", *common)
+    assert "needs at least 1 step, not 0" in refused("attribute", "--position", "1", "--steps", "0", *common)
+    bert = small["bert_like"]
+    save_checkpoint(tmp_path / "bert", bert.model, bert.src_tokenizer, bert.tgt_tokenizer)
+    bert_args = ["--model", str(tmp_path / "bert"), "--source", SOURCE]
+    assert "This model has no decoder" in refused("attribute", "--position", "0", *bert_args)
+    assert "encoder alone without an output layer" in refused("lens", *bert_args)
+    assert main(["rollout", *bert_args, "--json"]) == 0  # an encoder has its rollout
+    assert json.loads(capsys.readouterr().out)["decoder"] is None
