@@ -291,3 +291,47 @@ def test_the_command_lines_refuse_in_one_sentence(capsys, tmp_path, small):
     assert "encoder alone without an output layer" in refused("lens", *bert_args)
     assert main(["rollout", *bert_args, "--json"]) == 0  # an encoder has its rollout
     assert json.loads(capsys.readouterr().out)["decoder"] is None
+
+
+# --- plot data (what the views draw and export) ------------------------------------------------------------------
+
+
+def test_plot_data_draws_and_writes_the_results_numbers(en_hi):
+    import csv
+    import io
+
+    from scratchformer.plotdata.analyses import (
+        attribution_csv,
+        attribution_maps,
+        lens_csv,
+        lens_map,
+        lens_table,
+        rollout_beside_raw,
+        rollout_csv,
+    )
+
+    inputs, trace = traced(en_hi)
+    result = lens.compute(en_hi, trace, k=3)
+    m = lens_map(result)
+    assert m.values.shape == (len(result.steps), inputs.tgt.shape[1]) and m.levels == (0.0, 1.0)
+    assert m.row_labels[0] == "embeddings" and m.col_labels[0] == f"<s> → {result.emitted[0]}"
+    rows = lens_table(result, 0)
+    assert rows[-1][2][0][0] == result.emitted[0] and rows[-1][4] == 1
+    lines = list(csv.reader(io.StringIO(lens_csv(result))))
+    assert len(lines) == 1 + len(result.steps) * inputs.tgt.shape[1]
+
+    roll = rollout.compute(en_hi, trace)
+    left, right, agree = rollout_beside_raw(roll, trace, "cross")
+    raw = trace[f"decoder.{en_hi.config.n_decoder_layers - 1}.cross_attn.weights"].item(0).mean(0)
+    np.testing.assert_allclose(right.values, raw.numpy(), atol=1e-6)
+    tv = 0.5 * (roll.cross.double() - raw.double()).abs().sum(-1)  # total variation distance per row
+    assert agree == pytest.approx(float((1 - tv).mean()))
+    assert len(list(csv.reader(io.StringIO(rollout_csv(roll))))) == 1 + sum(
+        getattr(roll, k).numel() for k in ("encoder", "decoder", "cross"))
+
+    a = attribute.compute(en_hi, inputs, trace, 1, "grad-input")
+    maps = attribution_maps(a)
+    assert [mm.row_labels for mm in maps] == [["source"], ["decoder input"]]
+    assert maps[0].levels[0] == -maps[0].levels[1] == -maps[1].levels[1]  # one scale for both inputs
+    written = list(csv.reader(io.StringIO(attribution_csv(a))))
+    assert float(written[-2][3]) == pytest.approx(a.total, rel=1e-5)
