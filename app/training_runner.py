@@ -7,17 +7,19 @@ a QTimer here reads the new lines a few times a second and turns them into signa
 (CTRL_BREAK on Windows), which the child treats as "stop after this update and save": it keeps the last snapshot,
 the resume state and a loadable checkpoint. Checkpoints are written to a temporary folder and renamed into place
 (scratchformer/checkpoint.py), so no moment of the run leaves half of one behind.
+
+FILE and the child's stderr live next to the output folder, in <out>.training/ (log_folder): a run the window
+follows to its end tidies it away; a run left training when the window closes ("keep training") keeps writing its
+progress there, beside the model it is saving, where the user can read it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,8 +76,15 @@ class TrainRequest:
         return args + list(self.extra)
 
 
-TEMP_PREFIX = "scratchformer-train-"  # the temporary folder of one run: progress.jsonl, stderr.txt, pid
+LOG_SUFFIX = ".training"  # <out>.training/, next to the output folder: progress.jsonl, stderr.txt, pid
+LOG_FILES = ("progress.jsonl", "stderr.txt", "pid")
 PID_FILE = "pid"
+
+
+def log_folder(out: str | Path) -> Path:
+    """Where a run writes its progress and its process id: beside its output folder, <out>.training/."""
+    out = Path(out)
+    return out.with_name(out.name + LOG_SUFFIX)
 
 
 def _alive(pid: int) -> bool:
@@ -91,19 +100,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_folders(parent: str | Path | None = None) -> list[Path]:
-    """Delete the temporary folders of training runs whose process has ended. A window that closes while
-    training goes on ("keep training") leaves its run's folder to the process; the next window tidies it."""
-    removed = []
-    for folder in Path(parent or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
-        try:
-            pid = int((folder / PID_FILE).read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):
-            continue  # not started yet, or not ours to judge
-        if not _alive(pid):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    return removed
+def run_still_writing(out: str | Path) -> bool:
+    """Whether a run left training by a closed window still writes `out` (its pid file names a live process)."""
+    try:
+        pid = int((log_folder(out) / PID_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return False
+    return _alive(pid)
 
 
 def runs_folder() -> Path:
@@ -158,14 +161,13 @@ class TrainingRunner(QObject):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        remove_stale_folders()  # runs a closed window left training, now finished
         self.request: TrainRequest | None = None
         self.process: subprocess.Popen | None = None
         self.timer = QTimer(self)
         self.timer.setObjectName("training-progress")
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
-        self._folder: Path | None = None  # temporary: the progress file and the child's stderr
+        self._folder: Path | None = None  # <out>.training/: the progress file and the child's stderr (log_folder)
         self._offset = 0
         self._partial = b""
         self.stopping = False
@@ -195,15 +197,22 @@ class TrainingRunner(QObject):
         """Check the output folder and start the process; UserError (one sentence) if it cannot start."""
         if self.is_running():
             raise UserError("A training run is already in progress; cancel it or wait for it to finish.")
+        wanted = Path(str(request.out).strip()).expanduser().absolute()
+        if str(request.out).strip() and run_still_writing(wanted):
+            raise UserError(f"A training run left going by a closed window still writes {wanted}; choose another "
+                            "folder, or wait for it to finish.")  # fmt: skip
         out = check_output_folder(request.out)
+        folder = log_folder(out)
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in LOG_FILES:  # an earlier, ended run's log of the same name: this run's starts empty
+                (folder / name).unlink(missing_ok=True)
         except OSError as exc:
-            raise UserError(f"Cannot create the folder {out.parent}: {exc.strerror or exc}.") from None
+            raise UserError(f"Cannot create the folder {folder}: {exc.strerror or exc}.") from None
         request.out = str(out)
         self._reset()
         self.request, self.stopping = request, False
-        self._folder = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        self._folder = folder
         progress_file = self._folder / "progress.jsonl"
         progress_file.touch()
         self._offset, self._partial = 0, b""
@@ -238,7 +247,7 @@ class TrainingRunner(QObject):
     def detach(self) -> None:
         """Stop following the run and leave the process training (the window is closing; it saves on its own)."""
         self.timer.stop()
-        self.process = None  # the child keeps writing its progress file; the temporary folder stays with it
+        self.process = None  # the child keeps writing its progress file in <out>.training/, beside the model
         self._folder = None
 
     def poll(self) -> None:
@@ -329,8 +338,18 @@ class TrainingRunner(QObject):
         return last.removeprefix("scratchformer: ")
 
     def _cleanup(self) -> None:
+        """The run ended while followed: its log folder goes (the window showed the progress; the model's own
+        training.json keeps its history). Only our files, and the folder only if nothing else is in it."""
         if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            for name in LOG_FILES:
+                try:
+                    (self._folder / name).unlink(missing_ok=True)
+                except OSError:
+                    pass
+            try:
+                self._folder.rmdir()
+            except OSError:  # someone else's file in it: it stays
+                pass
             self._folder = None
 
     def wait(self, timeout_s: float = 60.0) -> bool:

@@ -4,6 +4,7 @@ question the window asks when it is closed during training."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -13,7 +14,7 @@ from PySide6.QtWidgets import QMessageBox
 from app.train_dialog import TrainDialog, open_train_dialog, training_view
 from app.train_form import SIZES
 from app.training_close import KEEP, STAY, STOP
-from app.training_runner import check_output_folder
+from app.training_runner import TrainingRunner, TrainRequest, check_output_folder
 from scratchformer.checkpoint import is_checkpoint, load_checkpoint, snapshot_dirs
 from scratchformer.errors import UserError
 from scratchformer.model import Transformer
@@ -110,6 +111,7 @@ def test_short_run_completes_and_opens_the_model(dialog, qtbot, tmp_path):
     view = training_view(w)
     _start(dialog, qtbot, epochs=1, snapshots=3)
     _wait_steps(qtbot, dialog, 1)  # progress arrives while it trains
+    assert (tmp_path / "run.training" / "progress.jsonl").is_file()  # beside the output folder, not in /tmp
     qtbot.waitUntil(lambda: view._live[0] in view.loss_plot.listDataItems() if getattr(view, "_live", None) else
                     False, timeout=10_000)
     assert w.tabs.currentWidget() is view  # the live loss curve is in the Training tab
@@ -117,6 +119,7 @@ def test_short_run_completes_and_opens_the_model(dialog, qtbot, tmp_path):
         pass
     stopped, saved, message = ended.args
     assert (stopped, saved) == ("finished", str(out)), message
+    assert not (tmp_path / "run.training").exists()  # a run followed to its end tidies its progress folder
     assert dialog.progress_bar.value() == dialog.progress_bar.maximum() == runner.planned_steps
     assert "tokens/s" not in dialog.status_label.text() and str(out) in dialog.status_label.text()
     steps = sorted(snapshot_dirs(out))
@@ -164,38 +167,30 @@ def test_closing_the_window_during_training_asks(dialog, qtbot, tmp_path, monkey
     load_checkpoint(out)
 
 
-def test_keep_training_outlives_the_window(dialog, qtbot, tmp_path, monkeypatch):
+def test_keep_training_outlives_the_window_and_writes_its_progress_beside_the_model(dialog, qtbot, tmp_path,
+                                                                                   monkeypatch):  # fmt: skip
     w, runner, out = dialog.main, dialog.main.training_runner, tmp_path / "run"
     _start(dialog, qtbot, epochs=40, snapshots=2)
     _wait_steps(qtbot, dialog, 1)
     process = runner.process
-    monkeypatch.setattr(QMessageBox, "exec", lambda box: KEEP)
+    questions = []
+
+    def keep(box):
+        questions.append(box.informativeText())
+        return KEEP
+
+    monkeypatch.setattr(QMessageBox, "exec", keep)
     w.close()
     assert not w.isVisible() and not runner.is_running()  # the window let go of it ...
     assert process.poll() is None  # ... and it goes on training
+    log = tmp_path / "run.training" / "progress.jsonl"  # beside the model, not in a temporary folder
+    assert str(log) in questions[0]
+    with pytest.raises(UserError, match="still writes"):  # a second run cannot start writing the same folder
+        TrainingRunner().start(TrainRequest(task="copy", out=str(out)))
     os.kill(process.pid, signal.SIGTERM)  # what Cancel would have sent: stop and save
     assert process.wait(RUN_TIMEOUT_MS / 1000) == 0
     load_checkpoint(out)
+    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert events[0]["event"] == "start" and events[-1]["event"] == "done" and events[-1]["out"] == str(out)
+    assert any(e["event"] == "step" for e in events)
 
-
-def test_folders_of_finished_runs_left_by_a_closed_window_are_removed(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from app.training_runner import PID_FILE, TEMP_PREFIX, remove_stale_folders
-
-    ended = subprocess.Popen([sys.executable, "-c", "pass"])
-    ended.wait()
-    folders = {}
-    for name, pid in (("ended", ended.pid), ("running", os.getpid()), ("unstarted", None)):
-        folder = tmp_path / f"{TEMP_PREFIX}{name}"
-        folder.mkdir()
-        (folder / "progress.jsonl").write_text("{}\n", encoding="utf-8")
-        if pid is not None:
-            (folder / PID_FILE).write_text(str(pid), encoding="utf-8")
-        folders[name] = folder
-    (tmp_path / "someone-else").mkdir()
-    assert remove_stale_folders(tmp_path) == [folders["ended"]]
-    assert not folders["ended"].exists()
-    assert folders["running"].exists() and folders["unstarted"].exists() and (tmp_path / "someone-else").exists()
