@@ -227,7 +227,7 @@ class TrainingRunner(QObject):
         except OSError as exc:
             self._cleanup()
             raise UserError(f"The training process could not start: {exc.strerror or exc}.") from None
-        (self._folder / PID_FILE).write_text(str(self.process.pid), encoding="utf-8")  # see remove_stale_folders
+        (self._folder / PID_FILE).write_text(str(self.process.pid), encoding="utf-8")  # see run_still_writing
         self.timer.start()
         self.started.emit(request)
 
