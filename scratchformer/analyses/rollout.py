@@ -120,14 +120,6 @@ def compute(bundle, trace: Trace, method: str = "rollout", batch: int = 0) -> Ro
     return Rollout(method, f(encoder), f(decoder), f(cross), src, tgt)
 
 
-def agreement(relevance: torch.Tensor, raw: torch.Tensor) -> float:
-    """How far raw attention (Tq, Tk, heads averaged) already says what rollout or flow says: the mean over rows
-    of 1 − total variation distance between the two rows (1 = the same distributions, 0 = disjoint)."""
-    p = relevance.double() / relevance.double().sum(-1, keepdim=True)
-    q = raw.double() / raw.double().sum(-1, keepdim=True).clamp_min(1e-30)
-    return float((1 - 0.5 * (p - q).abs().sum(-1)).mean())
-
-
 # --- command line ------------------------------------------------------------------------------------------------
 
 

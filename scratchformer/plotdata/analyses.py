@@ -11,14 +11,26 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
-from ..analyses.attribute import Attribution
-from ..analyses.lens import Lens
-from ..analyses.rollout import Rollout, agreement
 from ..trace import Trace
 from .heatmap import DIVERGING, SEQUENTIAL, Heatmap
+
+if TYPE_CHECKING:  # the results' types only: the analyses' command lines sit above plotdata
+    from ..analyses.attribute import Attribution
+    from ..analyses.lens import Lens
+    from ..analyses.rollout import Rollout
+
+
+def agreement(relevance: torch.Tensor, raw: torch.Tensor) -> float:
+    """How far raw attention (Tq, Tk, heads averaged) already says what rollout or flow says: the mean over rows
+    of 1 − the total variation distance between the two rows (1 = the same distributions, 0 = disjoint)."""
+    p = relevance.double() / relevance.double().sum(-1, keepdim=True)
+    q = raw.double() / raw.double().sum(-1, keepdim=True).clamp_min(1e-30)
+    return float((1 - 0.5 * (p - q).abs().sum(-1)).mean())
 
 
 def _map(values, rows, cols, row_dim, col_dim, title, subtitle="", formula="", levels=None, cmap=SEQUENTIAL):

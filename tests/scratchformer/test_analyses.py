@@ -158,10 +158,12 @@ def test_rollout_covers_the_stacks_each_model_has(small):
 
 
 def test_agreement_is_one_for_equal_rows_and_zero_for_disjoint_ones():
+    from scratchformer.plotdata.analyses import agreement
+
     a = torch.tensor([[0.2, 0.8], [1.0, 0.0]])
-    assert rollout.agreement(a, a) == pytest.approx(1.0)
-    assert rollout.agreement(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])) == pytest.approx(0.0)
-    assert rollout.agreement(torch.tensor([[0.5, 0.5]]), torch.tensor([[1.0, 0.0]])) == pytest.approx(0.5)
+    assert agreement(a, a) == pytest.approx(1.0)
+    assert agreement(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])) == pytest.approx(0.0)
+    assert agreement(torch.tensor([[0.5, 0.5]]), torch.tensor([[1.0, 0.0]])) == pytest.approx(0.5)
 
 
 # --- attribution -------------------------------------------------------------------------------------------------
