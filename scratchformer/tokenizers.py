@@ -78,8 +78,8 @@ class TextTokenizer:
 
     def losses(self, text: str) -> list[tuple[str, str]]:
         """What of `text` the ids do not keep, as (the text's characters, what they became): pieces read as the
-        unknown token, and characters no token covers (dropped by the tokenizer or its normalisation). Whitespace
-        between words is not a loss."""
+        unknown token, and characters no token covers (dropped by the tokenizer or its normalisation), each distinct
+        part once. Whitespace between words is not a loss."""
         try:
             encoding = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
         except (NotImplementedError, ValueError, TypeError):  # a slow tokenizer without offsets: unknown words only
@@ -88,9 +88,11 @@ class TextTokenizer:
         for tid, (a, b) in zip(encoding["input_ids"], encoding["offset_mapping"]):
             for i in range(a, min(b, len(text))):
                 covered[i] = True
-            if unk is not None and tid == unk and b > a and not (out and out[-1][0] == text[a:b]):
+            if b <= a:
+                continue
+            if unk is not None and tid == unk:
                 out.append((text[a:b], str(self.hf.unk_token)))
-            elif self.kind != "gpt2-bpe" and b > a:  # byte-level pieces never match their text; nothing is lost
+            elif self.kind != "gpt2-bpe":  # byte-level pieces never match their text; nothing is lost
                 piece = str(self.hf.convert_ids_to_tokens(tid)).removeprefix("##").lstrip("▁")
                 if piece and piece.casefold() != text[a:b].strip().casefold():  # normalisation changed it (é → e)
                     out.append((text[a:b], piece))
@@ -104,7 +106,7 @@ class TextTokenizer:
                 j += 1
             out.append((text[i:j], "nothing (dropped)"))
             i = j
-        return out
+        return list(dict.fromkeys(out))  # each part once, in the order it first appears ("word" × 40 → once)
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)

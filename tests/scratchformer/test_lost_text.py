@@ -22,6 +22,7 @@ def test_unknown_pieces_of_a_word_level_vocabulary():
     tok = load_model("en-hi").src_tokenizer
     assert tok.losses("the girl eats an apple") == []
     assert tok.losses("the girl 🍎 eats pizza") == [("🍎", "<unk>"), ("pizza", "<unk>")]
+    assert tok.losses("pizza the pizza girl pizza") == [("pizza", "<unk>")]  # each lost part said once
 
 
 def test_normalisation_and_dropped_characters_of_wordpiece(minilm):
@@ -30,6 +31,7 @@ def test_normalisation_and_dropped_characters_of_wordpiece(minilm):
     lost = tok.losses("Café 🍎 ok\u200b!")
     assert ("Café", "cafe") in lost and ("🍎", "[UNK]") in lost  # the accent stripped; the emoji unknown
     assert ("\u200b", "nothing (dropped)") in lost
+    assert minilm.src_tokenizer.losses("zzzq 🍎 🍎 🍎") == [("🍎", "[UNK]")]  # never also as a changed piece
 
 
 def test_byte_level_bpe_keeps_everything():
