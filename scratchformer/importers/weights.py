@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -66,7 +67,9 @@ def _read_shards(directory: Path) -> dict[str, torch.Tensor]:
 
 def _read_pickle(path: Path) -> dict[str, torch.Tensor]:
     try:
-        data = torch.load(str(path), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # its note on the pickle protocol is not the user's to act on
+            warnings.simplefilter("ignore", UserWarning)
+            data = torch.load(str(path), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as exc:
         # PyTorch explains a refused pickle in a paragraph about trusting the file; one sentence says what matters.
         if isinstance(exc, pickle.UnpicklingError) or "weights only load failed" in str(exc).lower():

@@ -4,6 +4,7 @@ code ever runs (safetensors, or torch.load with weights_only=True)."""
 import json
 import pickle
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -122,8 +123,10 @@ def test_a_pickle_with_code_is_refused_and_never_runs(bert_dir, tmp_path):
     (bert_dir / "model.safetensors").unlink()
     with open(bert_dir / "pytorch_model.bin", "wb") as f:
         pickle.dump({"x": _Exploit(marker)}, f)
-    with pytest.raises(UserError) as exc:
+    with pytest.raises(UserError) as exc, warnings.catch_warnings(record=True) as chatter:
+        warnings.simplefilter("always")
         load_model(str(bert_dir))
+    assert [str(w.message) for w in chatter] == []  # nor PyTorch's note on the pickle protocol before it
     text = _one_sentence(exc)
     assert "cannot be read safely" in text and "save the model as model.safetensors" in text
     assert "trust" not in text and "weights_only" not in text and len(text) < 250  # not PyTorch's paragraph
