@@ -35,6 +35,13 @@ def open_train_dialog(window) -> None:
     show(window)
 
 
+def open_lesson_dialog(window) -> None:
+    """File › Open lesson…: a lesson file from anywhere, shown in the lesson dock (a bad one: one sentence)."""
+    from .lesson_panel import open_lesson_dialog as show
+
+    show(window)
+
+
 GROUP_KEY = "Ctrl+{}"  # Ctrl+1 … Ctrl+7: a group of views (at the view last used in it)
 VIEW_KEY = "Alt+{}"  # Alt+1 … Alt+9: the n-th view of the group shown
 NEXT_VIEW_KEYS = ("Ctrl+PgDown", "Ctrl+PgUp")  # the next / previous view, across groups
@@ -106,6 +113,7 @@ def build_menus(window) -> dict[str, QAction]:
     cached.setObjectName("hf_cache_menu")
     cached.aboutToShow.connect(lambda: fill_cache_menu(w, cached))
     add_action(w, file_menu, "&Train…", lambda: open_train_dialog(w), "Ctrl+Shift+T")
+    add_action(w, file_menu, "Open &lesson…", lambda: open_lesson_dialog(w))  # app/lesson_panel.py
     export = file_menu.addMenu("&Export")
     export_actions: dict[str, QAction] = {}
     for text, kind, key in EXPORT_MENU:

@@ -15,6 +15,7 @@ from .views.derivation_view import DerivationView
 from .views.experiments_view import ExperimentsView
 from .views.heads_view import HeadsView
 from .views.importance_view import ImportanceView
+from .views.lessons_view import LessonsView
 from .views.masks_view import MasksView
 from .views.neuron_view import NeuronView
 from .views.norm_view import NormView
@@ -33,6 +34,7 @@ GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Output", [OutputView, DecodingView]),
     ("What if", [CompareView, ImportanceView, ExperimentsView]),
     ("Training", [TrainingView]),
+    ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lesson_panel.py)
 ]
 
 MAX_GROUPS = 7  # Ctrl+1 … Ctrl+7, and what fits a 1024 px tab bar
