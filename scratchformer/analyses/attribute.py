@@ -39,7 +39,7 @@ from .stream import add_run_args, embedding_point, traced_run
 METHODS = ("ig", "grad-input")
 BASELINES = ("zero", "pad")
 DEFAULT_STEPS = 64
-CHUNK_POSITIONS = 4096  # path points per batch × (source + decoder-input positions): bounds the activations
+CHUNK_POSITIONS = 2048  # path points per batch × (source + decoder-input positions): bounds the activations
 
 
 @dataclass
