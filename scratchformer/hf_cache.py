@@ -65,9 +65,9 @@ def resolve(repo_id: str) -> Path:
     if repo.is_dir():
         raise UserError(f"{repo_id} is in the Hugging Face cache ({repo}) but without a complete snapshot (no "
                         "refs/main or no config.json); download it again with `hf download " + repo_id + "`.")
-    raise UserError(f"{repo_id} is not in the local Hugging Face cache ({where}) and scratchformer never downloads; "
-                    f"run `hf download {repo_id}` (or `huggingface-cli download {repo_id}`) where there is a network, "
-                    "or open the model's folder.")  # fmt: skip
+    raise UserError(f"{repo_id} is no folder here and not in the local Hugging Face cache ({where}); scratchformer "
+                    f"never downloads, so run `hf download {repo_id}` (or `huggingface-cli download {repo_id}`) where "
+                    "there is a network, or give the model's folder.")  # fmt: skip
 
 
 def is_cached(repo_id: str) -> bool:
