@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 _lock = threading.Lock()
 _running = 0
 _was_enabled = True
+_paused = False  # collection is off because of the workers (running, or their resume not delivered yet)
 
 
 class _Resumer(QObject):
@@ -32,9 +33,12 @@ class _Resumer(QObject):
         self.resume.connect(self._resume)
 
     def _resume(self) -> None:
+        global _paused
         with _lock:
-            if _running == 0 and _was_enabled:
-                gc.enable()
+            if _running == 0 and _paused:
+                _paused = False
+                if _was_enabled:
+                    gc.enable()
 
 
 _resumer = _Resumer()
@@ -43,11 +47,12 @@ _resumer = _Resumer()
 @contextmanager
 def no_collection_in_this_thread() -> Iterator[None]:
     """Wrap all the Python work of a worker thread in this."""
-    global _running, _was_enabled
+    global _running, _was_enabled, _paused
     with _lock:
-        if _running == 0:
-            _was_enabled = gc.isenabled()
+        if _running == 0 and not _paused:  # with a resume still on its way, collection is off because of us:
+            _was_enabled = gc.isenabled()  # what it was before the first worker stays what to go back to
             gc.disable()
+            _paused = True
         _running += 1
     try:
         yield

@@ -39,3 +39,20 @@ def test_a_failing_worker_still_resumes_collection(qtbot):
     except RuntimeError:
         pass
     qtbot.waitUntil(gc.isenabled, timeout=5_000)
+
+
+def test_a_worker_starting_before_the_last_resume_arrives_still_ends_with_collection_on(qtbot):
+    """Worker A ends (its resume is queued), worker B starts before the UI thread delivers it: when B ends too,
+    collection must come back on — B must not take the paused state for the user's own setting."""
+    assert gc.isenabled()
+
+    def work():
+        with no_collection_in_this_thread():
+            pass
+
+    for _ in range(2):  # A, then B, both ended before this (the UI) thread runs its event loop
+        t = threading.Thread(target=work)
+        t.start()
+        t.join(10)
+    assert not gc.isenabled()  # neither resume has been delivered yet
+    qtbot.waitUntil(gc.isenabled, timeout=5_000)
