@@ -56,7 +56,7 @@ class LessonPanel(QDockWidget):
         super().__init__("Lesson", window)
         self.setObjectName("lesson_panel")
         self.main = window
-        self.progress = LessonProgress(window.settings)
+        self.progress = LessonProgress(window.settings, window.persist)
         self.lesson: Lesson | None = None
         self.number = 1  # the page shown, 1-based
         self._prepared: dict[int, PreparedPage] = {}
@@ -419,12 +419,17 @@ def _bundled(lesson: Lesson) -> bool:
         return False
 
 
+_BUNDLED: list = []  # the bundled lessons, read once per process (they are package data)
+
+
 def next_lesson(lesson: Lesson) -> Lesson | None:
     """The bundled lesson after this one (None after the last, or for a lesson from elsewhere)."""
-    try:
-        lessons = bundled_lessons()
-    except LessonError:
-        return None
+    if not _BUNDLED:
+        try:
+            _BUNDLED.extend(bundled_lessons())
+        except LessonError:
+            return None
+    lessons = _BUNDLED
     ids = [item.id for item in lessons]
     if lesson.id not in ids or ids.index(lesson.id) + 1 >= len(ids):
         return None

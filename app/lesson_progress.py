@@ -10,11 +10,20 @@ LAST = "lessons_last"  # the lesson opened last: its id, or its file for one ope
 
 
 class LessonProgress:
-    def __init__(self, settings) -> None:
-        self.settings = settings
+    """`persist=False` (a --screenshot window): progress lives in memory only (beside the settings object, for
+    that window's life), and the user's settings stay as they were."""
+
+    def __init__(self, settings, persist: bool = True) -> None:
+        self.settings, self.persist = settings, persist
+        if not hasattr(settings, "lesson_memory"):
+            settings.lesson_memory = {}  # key → JSON
+        self._memory: dict[str, str] = settings.lesson_memory
+
+    def _get(self, key: str) -> str:
+        return self._memory[key] if not self.persist and key in self._memory else self.settings.get(key)
 
     def _read(self, lesson_id: str) -> dict:
-        raw = self.settings.get(PREFIX + lesson_id)
+        raw = self._get(PREFIX + lesson_id)
         try:
             data = json.loads(raw) if raw else {}
         except (TypeError, ValueError):
@@ -22,7 +31,11 @@ class LessonProgress:
         return data if isinstance(data, dict) else {}
 
     def _write(self, lesson_id: str, data: dict) -> None:
-        self.settings.set(PREFIX + lesson_id, json.dumps(data, ensure_ascii=False))
+        text = json.dumps(data, ensure_ascii=False)
+        if not self.persist:
+            self._memory[PREFIX + lesson_id] = text
+            return
+        self.settings.set(PREFIX + lesson_id, text)
         self.settings.sync()
 
     def page(self, lesson_id: str) -> int:
@@ -68,7 +81,10 @@ class LessonProgress:
         self._write(lesson_id, {})
 
     def last(self) -> str:
-        return self.settings.get(LAST)
+        return self._get(LAST)
 
     def set_last(self, spec: str) -> None:
-        self.settings.set(LAST, spec)
+        if self.persist:
+            self.settings.set(LAST, spec)
+        else:
+            self._memory[LAST] = spec

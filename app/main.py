@@ -119,9 +119,39 @@ def _derive_cell(window, step: str | None, index: str) -> bool:
     return True
 
 
-def screenshot(window, path: str, step: str | None, view: str | None = None, derive: str | None = None) -> int:
-    """Run, go to `step` (and `view`, or the derivation of cell `derive` of the step), let the window paint, save
-    it as a PNG. Returns the exit status."""
+def _open_lesson(window, spec: str, page: int | None, wait: bool = True) -> bool:
+    """Open a lesson (id or file) at `page` in the lesson dock and, with `wait`, until its page is drawn; False
+    (and one sentence) when there is no such lesson."""
+    from PySide6.QtWidgets import QApplication
+
+    from scratchformer.errors import UserError
+    from scratchformer.lessons import find_lesson
+
+    from .lesson_panel import lesson_panel
+
+    try:
+        lesson = find_lesson(spec)
+    except UserError as exc:
+        print(f"scratchformer: {exc}", file=sys.stderr)
+        return False
+    if page is not None and not 1 <= page <= len(lesson.pages):
+        print(f"scratchformer: the lesson {lesson.id!r} has pages 1 … {len(lesson.pages)}, not {page}.",
+              file=sys.stderr)
+        return False
+    panel = lesson_panel(window)
+    panel.open_lesson(lesson, page)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    busy = lambda: panel.is_busy() or window.is_busy() or getattr(window.current_view(), "is_busy", bool)()  # noqa: E731
+    while wait and busy() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    return True
+
+
+def screenshot(window, path: str, step: str | None, view: str | None = None, derive: str | None = None,
+               lesson: str | None = None, page: int | None = None) -> int:
+    """Run, go to `step` (and `view`, or the derivation of cell `derive` of the step, or page `page` of `lesson`),
+    let the window paint, save it as a PNG. Returns the exit status."""
     from PySide6.QtWidgets import QApplication
 
     window.resize(*SCREENSHOT_SIZE)
@@ -139,6 +169,9 @@ def screenshot(window, path: str, step: str | None, view: str | None = None, der
             window.close()
             return 2
     if derive is not None and not _derive_cell(window, step, derive):
+        window.close()
+        return 2
+    if lesson is not None and not _open_lesson(window, lesson, page):
         window.close()
         return 2
     if view is not None:
@@ -187,10 +220,14 @@ def run_gui(args) -> int:
     window = create_window(args, persist=not shot)
     if shot:
         status = screenshot(window, shot, getattr(args, "step", None), getattr(args, "view", None),
-                            getattr(args, "derive", None))
+                            getattr(args, "derive", None), getattr(args, "lesson", None), getattr(args, "page", None))
     else:
         window.show()
-        if window.source_edit.text().strip():
+        if getattr(args, "lesson", None):
+            if not _open_lesson(window, args.lesson, getattr(args, "page", None), wait=False):
+                dispose(window)
+                return 2
+        elif window.source_edit.text().strip():
             window.run()
         status = app.exec()
     dispose(window)

@@ -64,7 +64,7 @@ class LessonsView(View):
     def fill(self) -> None:
         from ..lesson_progress import LessonProgress
 
-        progress = LessonProgress(self.main.settings)
+        progress = LessonProgress(self.main.settings, self.main.persist)
         row = max(0, self.list.currentRow())
         self.list.clear()
         for n, lesson in enumerate(self.lessons, start=1):
@@ -87,7 +87,7 @@ class LessonsView(View):
         from ..lesson_progress import LessonProgress
 
         self.start_button.setEnabled(True)
-        seen = LessonProgress(self.main.settings).seen(lesson.id)
+        seen = LessonProgress(self.main.settings, self.main.persist).seen(lesson.id)
         self.start_button.setText("Continue" if seen else "Start")
         self.details.setText(f"<b>{html.escape(lesson.title)}</b> — {html.escape(lesson.summary)}<br>"
                              f"<span style='color:#555'>Concepts: {html.escape(', '.join(lesson.concepts))}</span>")
@@ -112,7 +112,7 @@ class LessonsView(View):
 
         lesson = self.selected()
         if lesson is not None:
-            LessonProgress(self.main.settings).restart(lesson.id)
+            LessonProgress(self.main.settings, self.main.persist).restart(lesson.id)
             self.start(lesson.id, 1)
 
     def _open_file(self) -> None:

@@ -16,6 +16,8 @@ def add_parser(sub) -> None:
     p.add_argument("--view", help="the view to open, by its tab's title, e.g. 'Q·K neuron view' or 'Weighted sum'")
     p.add_argument("--derive", metavar="I,J,…", help="with --step and --screenshot: show how this cell of the step "
                    "was made (one 0-based index per axis, e.g. 0,2,3,1)")
+    p.add_argument("--lesson", metavar="ID|FILE", help="open a lesson (`scratchformer lesson list`) or a lesson file")
+    p.add_argument("--page", type=int, default=None, help="with --lesson: the page to open (from 1)")
     p.add_argument("--screenshot", metavar="FILE", help="render the window at --step to a PNG and exit")
 
 

@@ -8,7 +8,6 @@ from .prepare import prepare_page
 from .schema import Lesson, LessonError
 from .values import RunValues
 
-
 _BUNDLES: dict = {}  # model → loaded bundle, shared by every check in this process (a model loads once)
 
 

@@ -85,7 +85,7 @@ def test_every_page_of_every_lesson_in_the_window(qtbot, make_window):
 
 
 def test_progress_and_answers_persist_and_restart(qtbot, make_window):
-    w = make_window(source=SOURCE, target="", model="en-hi")
+    w = make_window(source=SOURCE, target="", model="en-hi", persist=True)
     lessons_view(w).start("scaling", 1)
     panel = lesson_panel(w)
     settle(qtbot, w, panel)
@@ -97,7 +97,7 @@ def test_progress_and_answers_persist_and_restart(qtbot, make_window):
     assert panel.answer(2) is False  # the choice "64": the standard deviation is 8, choice 1 (0-based)
     w.close()
 
-    again = make_window(source=SOURCE, target="", model="en-hi")
+    again = make_window(source=SOURCE, target="", model="en-hi", persist=True)
     view = lessons_view(again)
     view.list.setCurrentRow([x.id for x in view.lessons].index("scaling"))
     assert view.start_button.text() == "Continue"
