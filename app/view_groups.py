@@ -8,6 +8,7 @@ The flat list of views (VIEWS, and window.views / window.tabs indices) is the gr
 
 from __future__ import annotations
 
+from .views.attribution_view import AttributionView
 from .views.base import View
 from .views.compare_view import CompareView
 from .views.decoding_view import DecodingView
@@ -15,6 +16,7 @@ from .views.derivation_view import DerivationView
 from .views.experiments_view import ExperimentsView
 from .views.heads_view import HeadsView
 from .views.importance_view import ImportanceView
+from .views.lens_view import LensView
 from .views.lessons_view import LessonsView
 from .views.masks_view import MasksView
 from .views.neuron_view import NeuronView
@@ -22,6 +24,7 @@ from .views.norm_view import NormView
 from .views.output_view import OutputView
 from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
+from .views.rollout_view import RolloutView
 from .views.step_view import StepView
 from .views.training_view import TrainingView
 from .views.weighted_sum_view import WeightedSumView
@@ -30,8 +33,8 @@ from .views.weighted_sum_view import WeightedSumView
 GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Step", [StepView, HeadsView, DerivationView]),
     ("Encoding", [PositionalView, MasksView, NormView]),
-    ("Attention", [OverviewView, NeuronView, WeightedSumView]),
-    ("Output", [OutputView, DecodingView]),
+    ("Attention", [OverviewView, NeuronView, WeightedSumView, RolloutView]),
+    ("Output", [OutputView, DecodingView, LensView, AttributionView]),
     ("What if", [CompareView, ImportanceView, ExperimentsView]),
     ("Training", [TrainingView]),
     ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lesson_panel.py)

@@ -43,6 +43,8 @@ class OutputView(View):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.setAlternatingRowColors(False)
+        self.table.cellClicked.connect(lambda row, _col: self._attribute(row))
+        self.table.setToolTip("Click a row to see which input tokens its prediction depends on (Attribution)")
         layout.addWidget(self.table, 1)
         self._map: Heatmap | None = None
         self._ready = ReadyFirst(self)  # the rows are made off the UI thread, the latest request only
@@ -96,6 +98,12 @@ class OutputView(View):
                 item.setBackground(QColor(shade, 255 - int(60 * (p / top)), 255))
                 self.table.setItem(i, 2 + j, item)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def _attribute(self, row: int) -> None:
+        """A click on an output row: its predicted token attributed to the input tokens (Output › Attribution)."""
+        view = next((v for v in self.main.views if v.title == "Attribution"), None)
+        if view is not None and self.main.current_trace() is not None:
+            view.show_position(row)
 
     def is_busy(self) -> bool:
         return self._ready.busy()

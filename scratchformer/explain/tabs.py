@@ -68,6 +68,32 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
                "softmax chose. The output is a new, contextual vector for the query's token — mostly the value of "
                "the key it weighs most, tinted by the others.",
     },
+    "lens": {
+        "what": "The logit lens: the decoder's running vector read through the model's own final norm and output "
+                "layer at every point — after the embeddings and after each sublayer — as if the model stopped "
+                "there. The map gives the probability of the token the model finally emits; the table, each "
+                "point's own top guesses at one position.",
+        "why": "Each sublayer adds its output to one running sum, so every point of that sum can be read like the "
+               "last one. Where a row turns bright is where the prediction forms: which layer, and which sublayer "
+               "(often cross-attention, in a translation model) put it there.",
+    },
+    "rollout": {
+        "what": "Attention rollout (or flow): every layer's attention, heads averaged and with the residual "
+                "counted as half of each row, multiplied from the first layer up, so that each position's row "
+                "says how much of it comes from each input token — beside the last layer's raw attention.",
+        "why": "Raw attention in a late layer mixes vectors that are already mixtures, so it can point away from "
+               "the words that matter (Abnar & Zuidema, 2020). The agreement number says how far the two maps "
+               "tell the same story here.",
+    },
+    "attribution": {
+        "what": "Integrated Gradients: how much each source token and each decoder-input token adds to the "
+                "log-probability of the token the model predicts at one position, measured along a straight path "
+                "from a baseline (zero embeddings or padding) to the real input; beside it, the cross-attention row "
+                "that produced the prediction.",
+        "why": "Attention says where a head looked, not what the output depends on. Attributions do: they add up "
+               "to the change in the output between the baseline and the input (completeness), which is checked "
+               "and shown.",
+    },
     "output": {
         "what": "The last step: the final linear layer turns each decoder position's vector into one score per "
                 "word of the target vocabulary, and the softmax turns the scores into probabilities. The table "
@@ -184,6 +210,22 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         listed = "; ".join(f"{_name(k)}: {layers} layer{'s' * (layers > 1)} × {heads} heads"
                            for k, (layers, heads) in counts.items())
         return f"{total} maps in all — {listed}."
+    if tab == "lens":
+        if not config.has_decoder:
+            return "This model has no decoder stream to read through an output layer."
+        per_layer = 3 if config.has_encoder else 2
+        return (f"{1 + config.n_decoder_layers * per_layer} points (the embeddings, then {per_layer} sublayers in "
+                f"each of {config.n_decoder_layers} decoder layers) × {t} positions, each read against "
+                f"{config.tgt_vocab_size:,} vocabulary entries.")
+    if tab == "rollout":
+        counts = _attention_counts(trace)
+        listed = "; ".join(f"{_name(k)}: {layers} layer{'s' * (layers > 1)} of {heads} heads averaged"
+                           for k, (layers, heads) in counts.items())
+        return f"Rolled out here — {listed}." if listed else "This model has no attention to roll out."
+    if tab == "attribution":
+        parts = [f"{n} {side} tokens" for n, side in ((s, "source"), (t, "decoder-input")) if n]
+        return (f"{' and '.join(parts)}, each one number: its attribution summed over the {d} dimensions of its "
+                "embedding.")
     if tab in ("neuron", "weighted_sum"):
         return "; ".join(facts.get(tab, "").splitlines()) or "Pick an attention sublayer, a head and positions above."
     if tab == "output":

