@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Mutation testing of the model core's numerics with mutmut: each module is broken one small change at a time
+# (an operator, a constant, an argument) and its focused tests are run against every broken copy; a "survivor" is
+# a change no test noticed. Slow (minutes per module), so it is not part of scripts/test.sh; docs/mutation-testing.md
+# has the last scores and explains every survivor.
+#
+#   bash scripts/mutation.sh                      # every module below
+#   bash scripts/mutation.sh masks attention      # some of them
+#   JOBS=2 bash scripts/mutation.sh masks         # more workers (default 1)
+#   MUTATION_DIR=/tmp/m bash scripts/mutation.sh  # where the copies are made (default /tmp/scratchformer-mutation)
+#   MUTANTS='scratchformer.attention.x_attention__*' bash scripts/mutation.sh attention
+#                                                 # only these mutants (mutmut's names, * matches), results of
+#                                                 # earlier runs of the module kept (its copy is refreshed)
+#
+# Each module runs in its own copy of the checkout (mutmut writes a mutants/ folder next to pyproject.toml), so the
+# working tree is never touched. Afterwards, in $MUTATION_DIR/<module>: `mutmut results` lists the survivors and
+# `mutmut show <name>` prints one as a diff.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY="$ROOT/.venv/bin/python"
+MUTMUT="$ROOT/.venv/bin/mutmut"
+WORK=${MUTATION_DIR:-/tmp/scratchformer-mutation}
+JOBS=${JOBS:-1}
+if [ ! -x "$MUTMUT" ]; then
+  echo "mutation: mutmut is not installed; run bash scripts/setup.sh (it installs the test extras)."
+  exit 2
+fi
+
+T=tests/scratchformer
+# module → the file it mutates and the fast tests that guard it (each selection runs in seconds, not minutes).
+declare -A FILE TESTS
+FILE[masks]=scratchformer/masks.py
+TESTS[masks]="$T/test_mask_values.py $T/test_attention_masks.py::test_mask_builders_have_the_documented_shapes_and_values
+  $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan"
+FILE[attention]=scratchformer/attention.py
+TESTS[attention]="$T/test_attention_values.py $T/test_embedding_end_to_end.py
+  $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan
+  $T/test_kv_cache_logits.py"
+FILE[embeddings]=scratchformer/embeddings.py
+TESTS[embeddings]="$T/test_embedding_end_to_end.py $T/test_embedding_values.py
+  $T/test_embeddings_tokenizer.py::test_positional_encoding_is_the_closed_form"
+FILE[layers]=scratchformer/layers.py
+TESTS[layers]="$T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_gelu_tanh_gpt2.py
+  $T/test_embedding_end_to_end.py $T/test_kv_cache_logits.py"
+FILE[decoding]=scratchformer/decoding.py
+TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py"
+FILE[interventions]=scratchformer/interventions.py
+TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py"
+FILE[lazy]=scratchformer/lazy.py
+TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py"
+FILE[memory]=scratchformer/memory.py
+TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py"
+FILE[derive]="scratchformer/analyses/derive/*"
+TESTS[derive]="$T/test_derive.py"
+ALL=(masks attention embeddings layers decoding interventions lazy memory derive)
+
+modules=("$@")
+[ ${#modules[@]} -eq 0 ] && modules=("${ALL[@]}")
+mkdir -p "$WORK"
+for m in "${modules[@]}"; do
+  if [ -z "${FILE[$m]+x}" ]; then
+    echo "mutation: no module '$m'; pick from: ${ALL[*]}"
+    exit 2
+  fi
+  dir="$WORK/$m"
+  [ -z "${MUTANTS:-}" ] && rm -rf "$dir"
+  mkdir -p "$dir"
+  # the checkout as it is now (tracked and new files, not ignored ones), without the venv
+  git ls-files -z --cached --others --exclude-standard | (cd "$ROOT" && xargs -0 cp --parents -t "$dir" 2>/dev/null || true)
+  sel=""
+  for t in ${TESTS[$m]}; do
+    [ -f "$dir/${t%%::*}" ] && sel+="\"$t\", "  # a file, or one test in it (file::test)
+  done
+  cat >"$dir/mutmut.toml" <<EOF
+
+[tool.mutmut]
+source_paths = ["scratchformer"]
+only_mutate = ["${FILE[$m]}"]
+also_copy = ["resources", "data", "app"]
+pytest_add_cli_args_test_selection = [${sel%, }]
+pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+process_isolation = "forkserver"
+# the numbers, not the words: what a trace step is called and how a formula is written for people is left alone
+do_not_mutate_patterns = ['^\\s*def (_record|describe|sum_formula|_no_positions|__repr__)\\b', 'tracer\\.add\\(']
+EOF
+  cat "$dir/mutmut.toml" >>"$dir/pyproject.toml"
+  echo "== $m (${FILE[$m]}): ${TESTS[$m]}"
+  start=$(date +%s)
+  (cd "$dir" && QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+     "$MUTMUT" run --max-children "$JOBS" ${MUTANTS:-} >"$dir/run.log" 2>&1) || echo "mutation: mutmut failed for $m, see $dir/run.log"
+  (cd "$dir" && "$MUTMUT" results --all true 2>/dev/null) >"$dir/results.txt" || true
+  "$PY" - "$dir/results.txt" "$m" "$(( $(date +%s) - start ))" <<'EOF'
+import collections, sys
+path, module, seconds = sys.argv[1:]
+status = collections.Counter(line.rsplit(": ", 1)[1].strip() for line in open(path, encoding="utf-8") if ": " in line)
+killed = status["killed"] + status["timeout"] + status["segfault"]
+tried = killed + status["survived"] + status["suspicious"]
+score = f"{100 * killed / tried:.0f} %" if tried else "n/a"
+print(f"{module}: {killed} of {tried} mutants tried killed ({score}); {status['survived']} survived, "
+      f"{status['no tests']} without tests, {status['not checked']} not tried yet; {seconds} s")
+EOF
+  grep -E ': (survived|no tests|suspicious)$' "$dir/results.txt" || true
+done
