@@ -44,7 +44,7 @@ class AnalysisView(View):
             widget = self.bar.itemAt(i).widget()
             if isinstance(widget, QComboBox):
                 widget.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-                widget.setMinimumContentsLength(8)
+                widget.setMinimumContentsLength(6)
         self.bar.addStretch(1)
         self.bar.addWidget(self.save_button)
 

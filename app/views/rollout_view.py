@@ -47,6 +47,7 @@ class RolloutView(AnalysisView):
             self.body.addWidget(w)
         self.layout_.addWidget(self.body, 1)
         self.maps: list = []
+        self.pictures: dict = {}  # which → (rollout map, raw map, agreement), made with the rollout
         self.show_body(False, self.empty_text)
 
     def show_body(self, shown: bool, text: str = "") -> None:
@@ -60,9 +61,15 @@ class RolloutView(AnalysisView):
         from scratchformer.analyses import rollout
 
         _, batch, method = key
-        return rollout.compute(result.bundle, result.trace, method, batch)
+        value = rollout.compute(result.bundle, result.trace, method, batch)
+        # the raw maps beside it read attention steps a lazy trace may recompute: here, off the UI thread too
+        pictures = {which: rollout_beside_raw(value, result.trace, which, batch=batch) for which in WHICH
+                    if getattr(value, which) is not None}  # fmt: skip
+        return value, pictures
 
     def draw(self, value) -> None:
+        self.value, self.pictures = value
+        value = self.value
         chosen = self.which.currentData()
         self.which.blockSignals(True)
         self.which.clear()
@@ -78,8 +85,7 @@ class RolloutView(AnalysisView):
         which = self.which.currentData()
         if self.value is None or which is None:
             return
-        left, right, agree = rollout_beside_raw(self.value, self.main.current_trace(), which,
-                                                batch=self.main.current_batch())  # fmt: skip
+        left, right, agree = self.pictures[which]
         self.maps = [left, right]
         self.left.set_heatmap(left)
         self.right.set_heatmap(right)
