@@ -572,3 +572,16 @@ def render_frames(figs: list[Figure], scale: float = 1.5) -> list[np.ndarray]:
 def frames_renderer(scale: float = 1.5):
     """A FramesRenderer for scratchformer.exporting.animation at the given scale."""
     return lambda figs: render_frames(figs, scale)
+
+
+def headless_renderer(scale: float = 2.0):
+    """renderer(scale) with a Qt application made first: the core's `scratchformer export` asks for it through
+    the "scratchformer.frontend" entry point (scratchformer/frontends.py), not by importing this module."""
+    ensure_gui_app()
+    return renderer(scale)
+
+
+def headless_frames_renderer(scale: float = 1.5):
+    """frames_renderer(scale) with a Qt application made first (the entry point for animations)."""
+    ensure_gui_app()
+    return frames_renderer(scale)

@@ -1,8 +1,8 @@
 """`scratchformer export`: write attention plots and tensors to a folder with no display.
 
-Goes through the same plan and writer as the window (scratchformer.exporting); PNG/SVG/PDF are drawn by
-app/export/render.py on an offscreen Qt surface, imported only when an image format is asked for, so npz and
-csv export need no Qt at all.
+Goes through the same plan and writer as the window (scratchformer.exporting); PNG/SVG/PDF are drawn by the front
+end's Qt renderer on an offscreen surface, found through an entry point (scratchformer/frontends.py) only when an
+image format is asked for, so npz and csv export need no Qt at all and the core never imports the GUI.
 
 With --snapshots it follows one attention map over a trained model's snapshots instead
 (exporting/snapshots.py): an animation (gif, apng) and a grid of small multiples (png, svg, pdf).
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import frontends
 from ..batching import read_text_file
 from ..bundle import default_model_name
 from ..errors import UserError
@@ -78,11 +79,7 @@ def run(args: argparse.Namespace) -> int:
     tasks = plan_export(trace, folder, formats, args.steps, args.item - 1, names, explain)
     renderer = None
     if any(f in IMAGE_FORMATS for f in formats):
-        from app.export.render import ensure_gui_app  # Qt only for image formats
-        from app.export.render import renderer as qt_renderer
-
-        ensure_gui_app()
-        renderer = qt_renderer(args.scale)
+        renderer = frontends.load("renderer", "Drawing PNG, SVG and PDF")(args.scale)  # Qt only for images
     result = ExportRun(tasks, folder, renderer, overwrite=args.overwrite).run()
     print(result.summary())
     print(folder.resolve())
@@ -116,11 +113,10 @@ def run_snapshots(args: argparse.Namespace) -> int:
         None if args.layer is None else args.layer - 1, None if args.head is None else args.head - 1,
         start_only=args.start_only, device=args.device,
     )  # fmt: skip
-    from app.export.render import ensure_gui_app, frames_renderer, renderer  # Qt draws the frames and the grid
-
-    ensure_gui_app()
-    tasks = plan_snapshot_export(series, folder, formats, frames_renderer(args.scale))
-    result = ExportRun(tasks, folder, renderer(args.scale), overwrite=args.overwrite).run()
+    frames = frontends.load("frames", "Drawing animations")(args.scale)  # Qt draws the frames and the grid
+    tasks = plan_snapshot_export(series, folder, formats, frames)
+    result = ExportRun(tasks, folder, frontends.load("renderer", "Drawing the grid")(args.scale),
+                       overwrite=args.overwrite).run()  # fmt: skip
     print(f"{series.title}: {len(series.frames)} frames (steps {', '.join(str(f.step) for f in series.frames)}).")
     print(result.summary())
     print(folder.resolve())

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
+
+from .. import frontends
 
 
 def add_parser(sub) -> None:
@@ -22,5 +23,6 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # The GUI is a front end of the core, not part of it: import it only when the window is asked for.
-    return importlib.import_module("app.main").run_gui(args)
+    # The GUI is a front end of the core, not part of it: found through its entry point (scratchformer/frontends.py)
+    # only when the window is asked for.
+    return frontends.load("gui", "The window")(args)
