@@ -168,6 +168,25 @@ def _confirm_replace(window, paths: list[Path]) -> bool:
 # ---- the actions --------------------------------------------------------------------------------------------
 
 
+def save_numbers(window, caption: str, name: str, filters: str, save) -> Path | None:
+    """A view's numbers (CSV or JSON) where the user picks, as the image exports do: the last folder suggested,
+    the extension checked, replacing confirmed; `save(path)` writes the file. One sentence if it cannot."""
+    raw = ask_save_path(window, caption, str(Path(last_folder()) / name), filters)
+    if not raw:
+        return None
+    try:
+        path = _checked_target(window, raw, ("csv", "json"), Path(name).suffix.lstrip("."))
+        if not _confirm_replace(window, [path]):
+            return None
+        save(path)
+    except UserError as exc:
+        window.show_error(str(exc))
+        return None
+    remember_folder(path.parent)
+    _tell(window, f"Saved {path}.")
+    return path
+
+
 def export_view(window, fmt: str) -> Path | None:
     """The current view as PNG, SVG or PDF: what is shown, with its title, labels and colour bar."""
     fig = current_figure(window)

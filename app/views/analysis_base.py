@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from scratchformer.errors import UserError
+from scratchformer.exporting.files import atomic_write_bytes
 
+from ..export.actions import save_numbers
 from ..warmup import ReadyFirst
 from .base import View, placeholder
 
@@ -117,17 +119,9 @@ class AnalysisView(View):
         path = Path(path)
         if path.suffix.lower() != ".csv":
             path = path.with_name(path.name + ".csv")
-        try:
-            path.write_text(self.csv_text(), encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"Cannot write {path}: {exc.strerror or exc}.") from None
+        atomic_write_bytes(path, self.csv_text().encode("utf-8"), overwrite=True)  # one sentence if it cannot
         return path
 
     def _save_dialog(self) -> None:
-        raw, _ = QFileDialog.getSaveFileName(self, "Save the numbers", f"{self.title.lower().replace(' ', '-')}.csv",
-                                             "CSV (*.csv)")  # fmt: skip
-        if raw:
-            try:
-                self.main.show_message(f"Saved {self.save_csv(raw)}.")
-            except UserError as exc:
-                self.main.show_error(str(exc))
+        save_numbers(self.main, "Save the numbers", f"{self.title.lower().replace(' ', '-')}.csv", "CSV (*.csv)",
+                     self.save_csv)  # fmt: skip

@@ -21,7 +21,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -34,8 +33,10 @@ from PySide6.QtWidgets import (
 
 from scratchformer.errors import UserError
 from scratchformer.experiments import EXPERIMENTS, experiment_named
+from scratchformer.exporting.files import atomic_write_bytes
 from scratchformer.plotdata.experiments import SWITCHES, Chart, charts, charts_csv, maps
 
+from ..export.actions import save_numbers
 from ..warmup import WarmUp
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
@@ -398,20 +399,16 @@ class ExperimentsView(View):
 
     def export_numbers(self, path: str | Path) -> Path:
         path = Path(path)
-        path.write_text(self.numbers("csv" if path.suffix.lower() == ".csv" else "json"), encoding="utf-8")
+        text = self.numbers("csv" if path.suffix.lower() == ".csv" else "json")
+        atomic_write_bytes(path, text.encode("utf-8"), overwrite=True)  # one sentence if it cannot
         return path
 
     def _save_dialog(self) -> None:
         if self.result is None:
             self.main.show_error("Measure an experiment first.")
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Save the experiment's numbers", f"{self.name()}.json",
-                                              "JSON (*.json);;CSV of the charts (*.csv)")  # fmt: skip
-        if path:
-            try:
-                self.main.show_message(f"Saved {self.export_numbers(path)}")
-            except OSError as exc:
-                self.main.show_error(f"Could not save {path}: {exc.strerror or exc}.")
+        save_numbers(self.main, "Save the experiment's numbers", f"{self.name()}.json",
+                     "JSON (*.json);;CSV of the charts (*.csv)", self.export_numbers)  # fmt: skip
 
 
 def draw_chart(plot: pg.PlotWidget, chart: Chart) -> None:

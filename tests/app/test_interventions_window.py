@@ -3,17 +3,15 @@ before → after, and head importance in a worker thread."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QApplication
 
 from app.views.compare_view import CompareView
 from app.views.importance_view import ImportanceView
 from app.views.output_view import OutputView
 from app.views.overview_view import OverviewView
 from tests.app.conftest import run_and_wait
+from tests.app.test_views import show
 
 SENTENCE = "the girl eats an apple"
 ATTENTION = "decoder.1.cross_attn"  # en-hi's guided head is head0 here, head 1 in the window
@@ -21,20 +19,6 @@ ATTENTION = "decoder.1.cross_attn"  # en-hi's guided head is head0 here, head 1 
 
 def view_of(w, cls):
     return next(v for v in w.views if isinstance(v, cls))
-
-
-def show(w, cls):
-    """Open the view and wait until it has drawn (views make their heavy data off the UI thread)."""
-    from app.main import drawn
-
-    view = next(v for v in w.views if isinstance(v, cls))
-    w.tabs.setCurrentWidget(view)
-    drawn(w)
-    deadline = time.monotonic() + 30
-    while getattr(view, "is_busy", lambda: False)() and time.monotonic() < deadline:
-        QApplication.processEvents()
-        time.sleep(0.005)
-    return view
 
 
 def trigger(menu, text):
