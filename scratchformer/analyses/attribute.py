@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..commands.common import traced_run
 from ..errors import UserError
 from ..interventions import Patch, intervene
 from ..masks import pad_from_ids
 from ..trace import Trace, tracing
-from .stream import add_run_args, embedding_point, traced_run
+from .stream import add_run_args, embedding_point
 
 METHODS = ("ig", "grad-input")
 BASELINES = ("zero", "pad")

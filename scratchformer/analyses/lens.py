@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..commands.common import traced_run
 from ..errors import UserError
 from ..trace import Trace
-from .stream import add_run_args, point_label, residual_points, traced_run
+from .stream import add_run_args, point_label, residual_points
 
 TOP_K = 5
 

@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..commands.common import traced_run
 from ..errors import UserError
 from ..trace import Trace
 from .mixing import residual_attention
-from .stream import add_run_args, traced_run
+from .stream import add_run_args
 
 METHODS = ("rollout", "flow")
 FLOW_MAX_POSITIONS = 48  # flow runs one max-flow per pair of positions: beyond this many tokens it takes too long

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 
 from ..errors import UserError
 from ..trace import Trace
@@ -66,18 +65,3 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     parser.add_argument("--item", type=int, default=1, help="with a batch (--text-file --batch): which item, from 1")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def traced_run(args: argparse.Namespace):
-    """(bundle, inputs, trace, batch item from 0) for the command line's model and input; notes go to stderr."""
-    from ..commands.common import memory_budget, open_model, read_inputs
-
-    bundle = open_model(args)
-    inputs = read_inputs(bundle, args)
-    for note in inputs.notes:
-        print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
-    n_items = len(trace.source_tokens or trace.target_tokens) or 1
-    if not 1 <= args.item <= n_items:
-        raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")
-    return bundle, inputs, trace, args.item - 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..batching import read_text_file
 from ..bundle import Inputs, ModelBundle, default_model_name, load_model
@@ -65,3 +66,17 @@ def read_inputs(bundle: ModelBundle, args: argparse.Namespace, continuation: Con
     if args.start_only and args.target:
         raise UserError("--start-only and --target exclude each other: a typed target is the decoder input.")
     return bundle.prepare_run(args.source, args.target, args.start_only, continuation=continuation)
+
+
+def traced_run(args: argparse.Namespace):
+    """(bundle, inputs, trace, batch item from 0) for the command line's model, input and --item; the input's notes
+    go to stderr. The export command and the analyses all start from it."""
+    bundle = open_model(args)
+    inputs = read_inputs(bundle, args)
+    for note in inputs.notes:
+        print(f"note: {note}", file=sys.stderr)
+    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
+    n_items = len(trace.source_tokens or trace.target_tokens) or 1
+    if not 1 <= args.item <= n_items:
+        raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")
+    return bundle, inputs, trace, args.item - 1

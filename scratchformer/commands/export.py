@@ -11,7 +11,6 @@ With --snapshots it follows one attention map over a trained model's snapshots i
 from __future__ import annotations
 
 import argparse
-import sys
 
 from .. import frontends
 from ..batching import read_text_file
@@ -21,7 +20,7 @@ from ..explain import explainer
 from ..exporting.files import prepare_folder
 from ..exporting.job import FORMATS, IMAGE_FORMATS, ExportRun, parse_formats, plan_export
 from ..exporting.snapshots import ATTENTION_NAMES
-from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
+from .common import add_input_args, add_model_args, traced_run
 
 
 def add_parser(sub) -> None:
@@ -66,17 +65,10 @@ def run(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format or "png")
     args.steps = args.steps or ["attention"]
     folder = prepare_folder(args.out, create=True)
-    bundle = open_model(args)
-    inputs = read_inputs(bundle, args)
-    for note in inputs.notes:
-        print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
-    n_items = len(trace.source_tokens or trace.target_tokens) or 1
-    if not 1 <= args.item <= n_items:
-        raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")
+    bundle, _, trace, item = traced_run(args)
     names = bundle.tgt_tokenizer.token_strings
-    explain = explainer(trace, bundle.config, args.item - 1, names)  # the index explains every file
-    tasks = plan_export(trace, folder, formats, args.steps, args.item - 1, names, explain)
+    explain = explainer(trace, bundle.config, item, names)  # the index explains every file
+    tasks = plan_export(trace, folder, formats, args.steps, item, names, explain)
     renderer = None
     if any(f in IMAGE_FORMATS for f in formats):
         renderer = frontends.load("renderer", "Drawing PNG, SVG and PDF")(args.scale)  # Qt only for images
