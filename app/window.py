@@ -28,7 +28,7 @@ from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.examples import Example
 from scratchformer.memory import size_text
-from scratchformer.plotdata import Heatmap, block_key, block_steps, step_heatmap
+from scratchformer.plotdata import Heatmap, block_key, block_steps
 from scratchformer.trace import Step, step_path
 
 from . import menus, teaching, view_groups
@@ -727,14 +727,7 @@ class MainWindow(QMainWindow):
 
     def heatmap_for(self, step: Step, batch: int, head: int) -> Heatmap:
         """The heatmap of a step (vocabulary-wide steps are cached: reducing 50 257 columns is slow)."""
-        result = self._result
-        if "vocab" in step.dims:
-            key = (step.index, batch, 0)
-            if key not in result.heatmap_cache:
-                result.heatmap_cache[key] = step_heatmap(result.trace, step, batch, 0, result.vocab_labels)
-            hm = result.heatmap_cache[key]
-            return Heatmap(**{**hm.__dict__})  # a copy: views may retitle what they show
-        return step_heatmap(result.trace, step, batch, head, result.vocab_labels)
+        return self._result.heatmap_for(step, batch, head)
 
     # --- what the exporters read -----------------------------------------------------------------------------
 

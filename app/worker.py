@@ -18,7 +18,7 @@ from scratchformer.generation import Continuation
 from scratchformer.interventions import intervene
 from scratchformer.nonfinite import NonFinite, find_nonfinite
 from scratchformer.parameters import parameter_counts
-from scratchformer.plotdata import TensorStats, step_heatmap, tensor_stats
+from scratchformer.plotdata import Heatmap, TensorStats, step_heatmap, tensor_stats
 from scratchformer.trace import Step, Trace
 
 from .gc_guard import no_collection_in_this_thread
@@ -71,6 +71,16 @@ class RunResult:
                 b = min(batch, step.shape[0] - 1)
                 self.stats[key] = replace(tensor_stats(step.item(b)), scope=f"batch item {b + 1}")
         return self.stats[key]
+
+    def heatmap_for(self, step: Step, batch: int, head: int) -> Heatmap:
+        """The heatmap of a step; vocabulary-wide steps are made once (reducing 50 257 columns is slow) and copied,
+        since views may retitle what they show. Safe to call off the UI thread."""
+        if "vocab" not in step.dims:
+            return step_heatmap(self.trace, step, batch, head, self.vocab_labels)
+        key = (step.index, batch, 0)
+        if key not in self.heatmap_cache:
+            self.heatmap_cache[key] = step_heatmap(self.trace, step, batch, 0, self.vocab_labels)
+        return Heatmap(**{**self.heatmap_cache[key].__dict__})
 
     @property
     def notes(self) -> list[str]:

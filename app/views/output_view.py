@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout
 
-from scratchformer.plotdata import Heatmap, abbreviate, step_heatmap, top_k_changes, top_k_table
+from scratchformer.plotdata import Heatmap, abbreviate, top_k_changes, top_k_table
 
 from ..warmup import ReadyFirst, step_work
 from .base import View, placeholder
@@ -155,10 +155,7 @@ class OutputView(View):
 def _output_data(result, step, batch: int, k: int, changes: bool) -> tuple[Heatmap, list]:
     """(the output map, the top-k rows) — run off the UI thread: a top-k over the vocabulary and the map's
     reduction of its columns take tens of milliseconds at 512 positions."""
-    key = (step.index, batch, 0)
-    if key not in result.heatmap_cache:  # the window's cache of vocabulary-wide maps (window.heatmap_for)
-        result.heatmap_cache[key] = step_heatmap(result.trace, step, batch, 0, result.vocab_labels)
-    hm = Heatmap(**{**result.heatmap_cache[key].__dict__})
+    hm = result.heatmap_for(step, batch, 0)
     if changes:
         return hm, top_k_changes(result.before, result.trace, k, batch, result.vocab_labels)
     return hm, top_k_table(result.trace, k, batch, result.vocab_labels)
