@@ -40,6 +40,7 @@ class RolloutView(AnalysisView):
                                   "the raw attention already says what rollout says, 0 when they share nothing")
         self.bar.addWidget(self.agreement)
         self.finish_bar()
+        self.which.setMinimumContentsLength(15)  # "decoder → source" whole
         self.body = QSplitter(Qt.Orientation.Horizontal)
         self.left, self.right = HeatmapWidget(), HeatmapWidget()
         for w in (self.left, self.right):
