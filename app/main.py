@@ -217,12 +217,19 @@ def run_gui(args) -> int:
               file=sys.stderr)
         return 2
     app = _application()
-    window = create_window(args, persist=not shot)
     if shot:
+        window = create_window(args, persist=False)
         status = screenshot(window, shot, getattr(args, "step", None), getattr(args, "view", None),
                             getattr(args, "derive", None), getattr(args, "lesson", None), getattr(args, "page", None))
     else:
-        window.show()
+        from .launch import open_main_window
+
+        # a window at once; PyTorch and the views load behind it (app/launch.py)
+        window, failure = open_main_window(lambda: create_window(args))
+        if window is None:
+            if failure:
+                print(f"scratchformer: {failure}", file=sys.stderr)
+            return 2 if failure else 0
         if getattr(args, "lesson", None):
             if not _open_lesson(window, args.lesson, getattr(args, "page", None), wait=False):
                 dispose(window)

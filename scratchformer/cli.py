@@ -32,9 +32,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def gui_parser() -> argparse.ArgumentParser:
+    """A parser of the `gui` command alone: opening the window imports no other command (and so no PyTorch)
+    before the window shows (app/launch.py loads the model library behind it)."""
+    parser = argparse.ArgumentParser(prog="scratchformer")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    importlib.import_module(command_modules()["gui"]).add_parser(sub)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
+    opens_window = not argv or (argv[0] == "gui" and not {"-h", "--help"} & set(argv))
+    parser = gui_parser() if opens_window else build_parser()
     args = parser.parse_args(argv or ["gui"])
     module = importlib.import_module(command_modules()[args.command.replace("-", "_")])
     try:

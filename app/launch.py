@@ -1,0 +1,115 @@
+"""Launch: a window on screen at once, the model library loaded behind it.
+
+Importing PyTorch and the views takes one to three seconds (more on a cold disk). Rather than show nothing for
+that long, `open_main_window` shows a plain window where the main window will be — the same title, icon and saved
+geometry — saying what is loading, imports PyTorch and app.window on a worker thread while the UI thread keeps
+painting, then builds the main window in its place. A broken installation (PyTorch missing or failing to import)
+is one sentence in that window, not a traceback in a terminal the user may not see.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from PySide6.QtCore import QEventLoop, Qt, QThread, Signal
+from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWidget
+
+from .icon import icon_pixmap
+from .settings import AppSettings
+
+TITLE = "scratchformer — step through the Transformer"
+DEFAULT_SIZE = (1400, 900)  # the main window's size before any is remembered (app/window.py)
+LOADED_MODULES = ("torch", "app.window")  # imported off the UI thread, in this order
+
+
+class LibraryLoader(QThread):
+    """Imports the modules the main window needs; `loaded` carries "" or one sentence saying what failed."""
+
+    loaded = Signal(str)
+
+    def __init__(self, modules: tuple[str, ...] = LOADED_MODULES) -> None:
+        super().__init__()
+        self.modules = modules
+        self.setObjectName("scratchformer-launch")
+
+    def run(self) -> None:
+        for name in self.modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 (any failure of an import is the same sentence to the user)
+                what = "PyTorch" if name == "torch" else "the window's modules"
+                self.loaded.emit(f"scratchformer could not load {what} ({type(exc).__name__}: {exc}); reinstall "
+                                 "it with 'bash scripts/setup.sh' or 'pip install -e .' in the project's .venv.")
+                return
+        self.loaded.emit("")
+
+
+class LaunchWindow(QWidget):
+    """What stands where the main window will be while the library loads; `closed` when the user closes it."""
+
+    closed = Signal()
+
+    def __init__(self, settings: AppSettings) -> None:
+        super().__init__()
+        self.setWindowTitle(TITLE)
+        self.resize(*DEFAULT_SIZE)
+        geometry = settings.get_bytes("geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        self.icon = QLabel()
+        self.icon.setPixmap(icon_pixmap(96))
+        self.label = QLabel("Loading PyTorch and the views…")
+        self.label.setWordWrap(True)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.label.setStyleSheet("font-size: 13pt; color: #333;")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # busy, with no fraction: an import reports none
+        self.progress.setFixedWidth(360)
+        self.progress.setTextVisible(False)
+        layout = QVBoxLayout(self)
+        layout.addStretch(2)
+        layout.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addWidget(self.label)
+        layout.addWidget(self.progress, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(3)
+
+    def show_failure(self, sentence: str) -> None:
+        self.label.setText(sentence)
+        self.progress.hide()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.closed.emit()
+        super().closeEvent(event)
+
+
+def open_main_window(make_window, settings: AppSettings | None = None, modules: tuple[str, ...] = LOADED_MODULES):
+    """Show a launch window at once, load the library off the UI thread, then build the main window with
+    `make_window()` (on the UI thread, as Qt requires), show it where the launch window stood and put that one
+    away. Returns (the main window or None, "" or the sentence saying why the library did not load). None when the
+    user closed the launch window first, or the library failed to load (the launch window then says why until it
+    is closed)."""
+    launch = LaunchWindow(settings or AppSettings())
+    launch.show()
+    loader = LibraryLoader(modules)
+    failures: list[str] = []
+    user_closed: list[bool] = []
+    loop = QEventLoop()
+    loader.loaded.connect(lambda sentence: failures.append(sentence) if sentence else None)
+    loader.finished.connect(loop.quit)
+    launch.closed.connect(lambda: (user_closed.append(True), loop.quit()))
+    loader.start()
+    loop.exec()
+    loader.wait()  # after a close the import still ends (it cannot be interrupted); the process then exits
+    if user_closed:
+        return None, ""
+    if failures:
+        launch.show_failure(failures[0])
+        loop.exec()  # until the user has read it and closed the window
+        return None, failures[0]
+    window = make_window()
+    if window.settings.get_bytes("geometry") is None:
+        window.setGeometry(launch.geometry())  # where the user may have moved it while it loaded
+    window.show()
+    launch.hide()
+    launch.deleteLater()
+    return window, ""
