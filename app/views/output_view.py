@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout
 
 from scratchformer.plotdata import Heatmap, abbreviate, top_k_changes, top_k_table
 
 from ..warmup import ReadyFirst, step_work
+from ..widgets.rows_table import Cell, RowsTable
 from .base import View, placeholder
 from .compare_view import decoder_input_note
 
@@ -39,11 +38,8 @@ class OutputView(View):
         self.empty = placeholder("This model has no output layer over a vocabulary, so it predicts no tokens: it "
                                  "ends with one vector per token, the last encoder layer's output.")
         layout.addWidget(self.empty)
-        self.table = QTableWidget()
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setAlternatingRowColors(False)
-        self.table.cellClicked.connect(lambda row, _col: self._attribute(row))
+        self.table = RowsTable()
+        self.table.cell_clicked.connect(lambda row, _col: self._attribute(row))
         self.table.setToolTip("Click a row to see which input tokens its prediction depends on (Attribution)")
         layout.addWidget(self.table, 1)
         self._map: Heatmap | None = None
@@ -64,40 +60,22 @@ class OutputView(View):
                         lambda error, data: self._fill(result, batch, k, error, data))
 
     def _fill(self, result, batch: int, k: int, error: str, data) -> None:
-        """On the UI thread: the rows made off it (top-k of up to 50,257 columns, and the map's reduction)."""
+        """On the UI thread: the rows made off it (top-k of up to 50,257 columns, the map's reduction, and every
+        cell's text) go to the table, which draws only the cells on screen."""
         if error:
             self.main.show_error(error)
             return
         if data is None or result is not self.main.current_result():
             return
-        self._map, rows = data
-        self.table.setUpdatesEnabled(False)  # one repaint for the whole table
-        try:
-            if result.before is not None and result.before.find("generator.probs") is not None:
-                self._show_changes(result, rows, k)
-            else:
-                self._show_rows(rows, k)
-        finally:
-            self.table.setUpdatesEnabled(True)
-
-    def _show_rows(self, rows, k: int) -> None:
-        self.caption.setText(
-            "Row t: having read the decoder input up to and including token t, the model's most likely next "
-            "tokens (bar = probability). Presets have random weights, so their guesses are near uniform."
-        )
-        self.table.setRowCount(len(rows))
-        self.table.setColumnCount(2 + k)
-        self.table.setHorizontalHeaderLabels(["pos", "after input token"] + [f"#{i + 1}" for i in range(k)])
-        top = max((p for r in rows for p in r.probs), default=1.0) or 1.0
-        for i, r in enumerate(rows):
-            self.table.setItem(i, 0, _item(str(r.position)))
-            self.table.setItem(i, 1, _item(abbreviate(r.input_token, 24), r.input_token))
-            for j, (tok, tid, p) in enumerate(zip(r.tokens, r.ids, r.probs)):
-                item = _item(f"{abbreviate(tok, 14)}   {p:.3g}", f"{tok!r} (id {tid}): p = {p:.6g}")
-                shade = int(255 - 120 * (p / top))
-                item.setBackground(QColor(shade, 255 - int(60 * (p / top)), 255))
-                self.table.setItem(i, 2 + j, item)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self._map, headers, cells = data
+        if result.before is not None and result.before.find("generator.probs") is not None:
+            self.caption.setText(_changes_caption(result))
+        else:
+            self.caption.setText(
+                "Row t: having read the decoder input up to and including token t, the model's most likely next "
+                "tokens (bar = probability). Presets have random weights, so their guesses are near uniform."
+            )
+        self.table.set_rows(headers, cells)
 
     def _attribute(self, row: int) -> None:
         """A click on an output row: its predicted token attributed to the input tokens (Output › Attribution)."""
@@ -120,31 +98,6 @@ class OutputView(View):
         steps = [t.find("generator.probs") for t in (result.before, result.trace)]
         return step_work([s for s in steps if s is not None], batch)
 
-    def _show_changes(self, result, rows, k: int) -> None:
-        """With interventions: each position's top tokens (of either run) with probability before → after, and
-        the decoded output of the model without and with the changes."""
-        specs = "; ".join(i.spec() for i in result.trace.interventions)
-        lines = [f"<b>Before → after</b> the interventions ({html.escape(specs)}). "
-                 f"{html.escape(decoder_input_note(result.inputs.decoder_input))}"]
-        if result.before_output or result.after_output:
-            lines.append(f"Decoded output before: <b>{html.escape(result.before_output or '(nothing)')}</b>")
-            lines.append(f"Decoded output after: <b>{html.escape(result.after_output or '(nothing)')}</b>")
-        self.caption.setText("<br>".join(lines))
-        self.table.setRowCount(len(rows))
-        self.table.setColumnCount(2 + k)
-        self.table.setHorizontalHeaderLabels(["pos", "after input token"] + [f"#{i + 1}" for i in range(k)])
-        for i, r in enumerate(rows):
-            self.table.setItem(i, 0, _item(str(r.position)))
-            self.table.setItem(i, 1, _item(abbreviate(r.input_token, 24), r.input_token))
-            for j, (tok, tid, pb, pa) in enumerate(zip(r.tokens, r.ids, r.before, r.after)):
-                item = _item(f"{abbreviate(tok, 14)}   {pb:.3g} → {pa:.3g}",
-                             f"{tok!r} (id {tid}): p = {pb:.6g} before, {pa:.6g} after")
-                change = max(-1.0, min(1.0, pa - pb))  # red: less likely after the change, blue: more
-                shade = int(255 - 150 * abs(change))
-                item.setBackground(QColor(255, shade, shade) if change < 0 else QColor(shade, shade, 255))
-                self.table.setItem(i, 2 + j, item)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-
     def current_heatmaps(self) -> list[Heatmap]:
         return [self._map] if self._map is not None else []
 
@@ -152,17 +105,51 @@ class OutputView(View):
         return "Output: top-k next tokens"
 
 
-def _output_data(result, step, batch: int, k: int, changes: bool) -> tuple[Heatmap, list]:
-    """(the output map, the top-k rows) — run off the UI thread: a top-k over the vocabulary and the map's
-    reduction of its columns take tens of milliseconds at 512 positions."""
+def _output_data(result, step, batch: int, k: int, changes: bool) -> tuple[Heatmap, list[str], list[list[Cell]]]:
+    """(the output map, the table's headers, its cells) — made off the UI thread: a top-k over the vocabulary and
+    the map's reduction of its columns take tens of milliseconds at 512 positions, the cells' texts as long."""
     hm = result.heatmap_for(step, batch, 0)
+    headers = ["pos", "after input token"] + [f"#{i + 1}" for i in range(k)]
     if changes:
-        return hm, top_k_changes(result.before, result.trace, k, batch, result.vocab_labels)
-    return hm, top_k_table(result.trace, k, batch, result.vocab_labels)
+        return hm, headers, _change_cells(top_k_changes(result.before, result.trace, k, batch, result.vocab_labels))
+    return hm, headers, _output_cells(top_k_table(result.trace, k, batch, result.vocab_labels))
 
 
-def _item(text: str, tooltip: str = "") -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    item.setToolTip(tooltip or text)
-    item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
-    return item
+def _row_start(r) -> list[Cell]:
+    return [Cell(str(r.position)), Cell(abbreviate(r.input_token, 24), r.input_token)]
+
+
+def _output_cells(rows) -> list[list[Cell]]:
+    """Each position's top tokens with their probability, shaded by it (the darkest is the table's largest)."""
+    top = max((p for r in rows for p in r.probs), default=1.0) or 1.0
+    return [_row_start(r) + [
+        Cell(f"{abbreviate(tok, 14)}   {p:.3g}", f"{tok!r} (id {tid}): p = {p:.6g}",
+             (int(255 - 120 * (p / top)), 255 - int(60 * (p / top)), 255))
+        for tok, tid, p in zip(r.tokens, r.ids, r.probs)] for r in rows]  # fmt: skip
+
+
+def _change_cells(rows) -> list[list[Cell]]:
+    """With interventions: each position's top tokens (of either run), probability before → after; red where
+    the change made a token less likely, blue where more."""
+    out = []
+    for r in rows:
+        cells = _row_start(r)
+        for tok, tid, pb, pa in zip(r.tokens, r.ids, r.before, r.after):
+            change = max(-1.0, min(1.0, pa - pb))
+            shade = int(255 - 150 * abs(change))
+            cells.append(Cell(f"{abbreviate(tok, 14)}   {pb:.3g} → {pa:.3g}",
+                              f"{tok!r} (id {tid}): p = {pb:.6g} before, {pa:.6g} after",
+                              (255, shade, shade) if change < 0 else (shade, shade, 255)))
+        out.append(cells)
+    return out
+
+
+def _changes_caption(result) -> str:
+    """With interventions: what was changed, and the decoded output of the model without and with the changes."""
+    specs = "; ".join(i.spec() for i in result.trace.interventions)
+    lines = [f"<b>Before → after</b> the interventions ({html.escape(specs)}). "
+             f"{html.escape(decoder_input_note(result.inputs.decoder_input))}"]
+    if result.before_output or result.after_output:
+        lines.append(f"Decoded output before: <b>{html.escape(result.before_output or '(nothing)')}</b>")
+        lines.append(f"Decoded output after: <b>{html.escape(result.after_output or '(nothing)')}</b>")
+    return "<br>".join(lines)

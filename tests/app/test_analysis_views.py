@@ -11,6 +11,7 @@ import threading
 
 import pytest
 import torch
+from PySide6.QtCore import Qt
 
 from app.export.actions import current_figure
 from app.export.render import render_bytes
@@ -76,7 +77,8 @@ def test_rollout_beside_raw_attention_with_its_agreement(qtbot, en_hi, tmp_path)
 def test_a_click_on_an_output_row_attributes_its_prediction(qtbot, en_hi, tmp_path):
     w = en_hi
     output = show(w, OutputView)
-    output.table.cellClicked.emit(2, 3)
+    cell = output.table.visualRect(output.table.model().index(2, 3))  # a real click on row 2's third token
+    qtbot.mouseClick(output.table.viewport(), Qt.MouseButton.LeftButton, pos=cell.center())
     view = next(v for v in w.views if isinstance(v, AttributionView))
     qtbot.waitUntil(lambda: view.value is not None and not view.is_busy(), timeout=60_000)
     assert w.tabs.currentWidget() is view and view.value.position == 2

@@ -25,5 +25,5 @@ def test_the_output_rows_are_made_off_the_ui_thread(qtbot, make_window, monkeypa
     probs = w.current_trace()["generator.probs"].tensor[0]  # (T, vocab)
     top = torch.topk(probs, view.k_spin.value(), dim=-1)
     assert view.table.rowCount() == probs.shape[0]
-    first = view.table.item(0, 2).toolTip()
+    first = view.table.tooltip(0, 2)
     assert f"(id {int(top.indices[0, 0])})" in first and f"p = {float(top.values[0, 0]):.6g}" in first

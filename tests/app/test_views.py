@@ -92,7 +92,7 @@ def test_output_view_lists_top_k_per_target_position(qtbot, ran_window):
     assert view.table.columnCount() == 2 + 5
     probs = w.current_trace()["generator.probs"].tensor[0, 0]
     best = int(probs.argmax())
-    assert f"id {best})" in view.table.item(0, 2).toolTip()
+    assert f"id {best})" in view.table.tooltip(0, 2)
 
 
 def test_hover_reads_out_row_column_and_value(qtbot, ran_window):
