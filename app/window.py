@@ -46,6 +46,7 @@ from .stepper import StepKeys, StepperBar
 from .view_tabs import ViewTabs
 from .views.base import View
 from .warmup import WarmUp, neighbour_work, step_work
+from .widgets.draw_queue import draw_queue
 from .worker import RunResult, WorkerThread
 
 
@@ -373,8 +374,8 @@ class MainWindow(QMainWindow):
             self.show_message(f"Memory budget: {size_text(budget)}; a run that would need more is refused.")
 
     def is_busy(self) -> bool:
-        """A run in flight, or a step being recomputed before it is drawn."""
-        return self.busy.isVisible() or self.is_recomputing()
+        """A run in flight, a step being recomputed before it is drawn, or large maps waiting their turn to draw."""
+        return self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
 
     def is_recomputing(self) -> bool:
         return bool(self._warm_jobs) or self._after_warm is not None

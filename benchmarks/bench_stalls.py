@@ -103,11 +103,13 @@ class StallSampler:
             frame = sys._current_frames().get(self.main)
             if frame is None:
                 continue
-            ours = ("/app/", "/scratchformer/")
-            stack = [f for f in traceback.extract_stack(frame) if any(p in f.filename for p in ours)]
-            if stack:
-                self.samples.append((self.meter.phase, tuple(f"{Path(f.filename).name}:{f.lineno} {f.name}"
-                                                              for f in stack[-4:])))
+            ours = ("/app/", "/scratchformer/", "pyqtgraph")
+            frames = traceback.extract_stack(frame)
+            stack = [f for f in frames if any(p in f.filename for p in ours)]
+            if not stack:  # in Qt's own code (layout, painting) or waiting for the GIL: say where it was called
+                stack = frames[-1:]
+            self.samples.append((self.meter.phase, tuple(f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                                                          for f in stack[-4:])))
 
     def report(self) -> None:
         from collections import Counter

@@ -57,6 +57,7 @@ from scratchformer.plotdata.special import (
 
 from ..fonts import min_pixels, scaled
 from .colormaps import MASKED_RGBA, colormap, rgba_image, swatch_css
+from .draw_queue import draw_queue
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, background="w", foreground="#333")
 
@@ -76,6 +77,7 @@ VALUE_FONT_PX = (8.0, 13.0)  # the values' font: smallest readable (and never be
 MAX_CELL_W = 160.0  # a map with few columns is not stretched wider than this per column
 MIN_ROW_PX = 48.0  # rows may always be this tall; taller only as far as cells are wide
 PLOT_MARGIN = 2.0
+DEFER_CELLS = 128 * 128  # maps this large are drawn on a coming turn of the event loop (draw_queue.py)
 TICK_LENGTH = 4  # outward (positive), so no tick mark reaches into the cells
 
 
@@ -257,6 +259,8 @@ class HeatmapWidget(QWidget):
         self._axis_names: tuple[str, str] | None = None
         self.image_cache: ImageCache | None = None  # set by a view that passes keys to set_heatmap
         self._key = None  # the caller's key of the current heatmap
+        self._pending: tuple | None = None  # (heatmap, reset view, key) of a large map waiting its turn to draw
+        self._drawn_shape: tuple | None = None  # the shape of the map last drawn
         self._image_of: tuple | None = None  # (heatmap, block) the image shows now
         self.display_block: tuple[int, int] = (1, 1)  # cells per image pixel (rows, cols)
         self._colorbar_state: tuple | None = None
@@ -293,8 +297,33 @@ class HeatmapWidget(QWidget):
 
     def set_heatmap(self, heatmap: Heatmap | None, reset_view: bool = True, key=None) -> None:
         """Draw a heatmap (None clears). Levels come from the heatmap, never from the image. `key` names its
-        content for image_cache (e.g. (step, batch, head)); None draws without caching."""
-        same_shape = self.heatmap is not None and heatmap is not None and self.heatmap.shape == heatmap.shape
+        content for image_cache (e.g. (step, batch, head)); None draws without caching. `heatmap` is this
+        widget's map at once; a large one (DEFER_CELLS cells or more) is drawn on a coming turn of the event loop,
+        a few maps per turn (draw_queue.py), so that a view of many large maps never holds the window."""
+        if heatmap is not None and heatmap.values.size >= DEFER_CELLS:
+            earlier = self._pending
+            self._pending = (heatmap, reset_view or (earlier is not None and earlier[1]), key)
+            self.heatmap, self._key = heatmap, key
+            draw_queue().put(self)
+            return
+        if self._pending is not None:
+            self._pending = None
+            draw_queue().discard(self)
+        self._draw(heatmap, reset_view, key)
+
+    def draw_pending(self) -> None:
+        """Draw the map set_heatmap left for later (the draw queue calls this; nothing when none is left)."""
+        if self._pending is not None:
+            (heatmap, reset_view, key), self._pending = self._pending, None
+            self._draw(heatmap, reset_view, key)
+
+    def is_drawn(self) -> bool:
+        """Whether the map on screen is this widget's map (False while a large one waits its turn)."""
+        return self._pending is None
+
+    def _draw(self, heatmap: Heatmap | None, reset_view: bool, key) -> None:
+        same_shape = heatmap is not None and self._drawn_shape == heatmap.shape
+        self._drawn_shape = heatmap.shape if heatmap is not None else None
         self.heatmap = heatmap
         self._key = key
         self._classes = heatmap_classes(heatmap) if heatmap is not None else None
@@ -364,7 +393,7 @@ class HeatmapWidget(QWidget):
     def _show_image(self) -> None:
         """Give the ImageItem the current heatmap at the resolution the plot can show (no-op when it has it)."""
         hm = self.heatmap
-        if hm is None or self._placing:
+        if hm is None or self._placing or self._pending is not None:
             return
         block = self._display_block_now()
         if self._image_of is not None and self._image_of[0] is hm and self._image_of[1] == block:
@@ -388,12 +417,16 @@ class HeatmapWidget(QWidget):
                 self.readout.setText(self._legend_text())
 
     def _on_view_changed(self) -> None:
+        if self._pending is not None:
+            return  # its turn to draw comes (a new map in a resized plot is drawn once, not twice)
         self._fit_plot()
         self._apply_ticks()
         self._show_image()
         self._update_values()
 
     def _on_range_changed(self) -> None:
+        if self._pending is not None:
+            return
         self._show_image()
         self._update_values()
 
@@ -458,6 +491,8 @@ class HeatmapWidget(QWidget):
     def _update_values(self) -> None:
         """Write the value of each visible cell inside it when cells are big enough on screen; else nothing."""
         hm = self.heatmap
+        if self._pending is not None:
+            return
         item = self.values_item
         vb = self.plot.getViewBox()
         if hm is None or not self.show_values or self._placing or vb.width() < 1 or vb.height() < 1:
@@ -563,7 +598,7 @@ class HeatmapWidget(QWidget):
 
     def _apply_ticks(self) -> None:
         hm = self.heatmap
-        if hm is None or not self.ticks:
+        if hm is None or not self.ticks or self._pending is not None:
             return
         if self.custom_ticks is not None:
             self._set_ticks(list(self.custom_ticks[0]), list(self.custom_ticks[1]))

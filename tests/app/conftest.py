@@ -24,6 +24,9 @@ def _live(kind):
 def no_threads_or_timers_left(qapp):
     """Runs first, so it checks after every other fixture (the window) has been torn down."""
     yield
+    from app.widgets.draw_queue import draw_queue
+
+    draw_queue().finish()  # maps still waiting their turn (their widgets may be gone: then nothing is drawn)
     qapp.processEvents()
     running = []
     for t in _live(QThread):

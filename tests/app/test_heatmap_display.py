@@ -80,6 +80,7 @@ def test_hover_on_a_reduced_map_reports_the_exact_cell_and_labels(qtbot, widget)
     values[row, c0 + (col - c0 + 1) % bc] = 0.75
     values[row, col] = 0.125
     widget.set_heatmap(ffn_hidden_map(values), reset_view=False, key=("ffn", 0, 1))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
     bright = rgba_image(np.float32([[0.75]]), (0, 1), "viridis")[0, 0]
     assert widget.image.image[row // br, col // bc].tolist() == bright.tolist()
     hover(qtbot, widget, pos)
@@ -111,6 +112,7 @@ def test_zooming_in_draws_full_resolution_and_revisits_come_from_the_cache(qtbot
 
     monkeypatch.setattr("app.widgets.heatmap.block_reduce", no_recompute)
     widget.set_heatmap(hm, key=("ffn", 0, 0))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)
     np.testing.assert_array_equal(widget.image.image, cached)
 
 

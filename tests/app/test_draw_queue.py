@@ -1,0 +1,100 @@
+"""Large maps wait their turn to draw, a few per turn of the event loop, maps on screen first (draw_queue.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QApplication
+
+from app.widgets import draw_queue as queue_module
+from app.widgets.draw_queue import draw_queue
+from app.widgets.heatmap import DEFER_CELLS, HeatmapWidget
+from scratchformer.plotdata import SEQUENTIAL, Heatmap
+
+
+def big_map(seed: int, n: int = 256) -> Heatmap:
+    assert n * n >= DEFER_CELLS
+    values = np.random.default_rng(seed).uniform(0, 1, (n, n)).astype(np.float32)
+    return Heatmap(values=values, row_labels=None, col_labels=None, row_dim="query", col_dim="key",
+                   levels=(0.0, 1.0), colormap=SEQUENTIAL, title=f"map {seed}")
+
+
+def small_map() -> Heatmap:
+    return Heatmap(values=np.eye(4, dtype=np.float32), row_labels=None, col_labels=None, row_dim="r", col_dim="c",
+                   levels=(0.0, 1.0), colormap=SEQUENTIAL, title="small")
+
+
+@pytest.fixture
+def widgets(qtbot):
+    out = []
+    for _ in range(3):
+        w = HeatmapWidget()
+        qtbot.addWidget(w)
+        w.resize(400, 300)
+        out.append(w)
+    return out
+
+
+def test_a_large_map_is_the_widgets_map_at_once_and_drawn_on_a_later_turn(qtbot, widgets):
+    w = widgets[0]
+    w.show()
+    hm = big_map(0)
+    w.set_heatmap(hm)
+    assert w.heatmap is hm and not w.is_drawn() and w.image.image is None
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert w.image.image is not None and w.title_label.text() == "map 0"
+
+
+def test_one_turn_draws_the_maps_on_screen_first(qtbot, widgets, monkeypatch):
+    monkeypatch.setattr(queue_module, "SLICE_S", 0.0)  # one map per turn
+    hidden, shown, also_hidden = widgets
+    shown.show()
+    for i, w in enumerate((hidden, shown, also_hidden)):
+        w.set_heatmap(big_map(i))
+    draw_queue()._run()  # one turn
+    assert (hidden.is_drawn(), shown.is_drawn(), also_hidden.is_drawn()) == (False, True, False)
+    draw_queue()._run()  # then in the order they were set
+    assert (hidden.is_drawn(), also_hidden.is_drawn()) == (True, False)
+    draw_queue()._run()
+    assert also_hidden.is_drawn() and draw_queue().pending() == 0
+
+
+def test_a_small_map_set_after_a_waiting_large_one_wins(qtbot, widgets):
+    w = widgets[0]
+    w.show()
+    w.set_heatmap(big_map(1))
+    w.set_heatmap(small_map())
+    assert w.is_drawn() and draw_queue().pending() == 0
+    QApplication.processEvents()
+    assert w.heatmap.title == "small" and w.image.image.shape[:2] == (4, 4)
+
+
+def test_the_latest_of_several_large_maps_is_drawn_once(qtbot, widgets, monkeypatch):
+    w = widgets[0]
+    w.show()
+    drawn = []
+    real = w._draw
+    monkeypatch.setattr(w, "_draw", lambda hm, reset, key: drawn.append(hm.title) or real(hm, reset, key))
+    for i in range(3):
+        w.set_heatmap(big_map(i))
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert drawn == ["map 2"]
+
+
+def test_a_widget_closed_before_its_turn_is_skipped(qtbot):
+    w = HeatmapWidget()
+    w.set_heatmap(big_map(3))
+    w.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    draw_queue().finish()  # no error: the deleted widget has nothing to draw
+    assert draw_queue().pending() == 0
+
+
+def test_the_window_is_busy_until_its_large_maps_are_drawn(qtbot, make_window):
+    w = make_window()
+    view = HeatmapWidget(w)
+    view.set_heatmap(big_map(4))
+    assert w.is_busy()
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=5000)
+    assert view.is_drawn()
