@@ -9,6 +9,7 @@ While the user looks at a step, the window also recomputes the sublayers of the 
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -22,6 +23,27 @@ from .gc_guard import no_collection_in_this_thread
 def step_work(steps: list[Step], batch: int) -> list[Callable[[], object]]:
     """What must run before these steps' batch item `batch` can be shown: one recompute per step not ready."""
     return [lambda s=s: s.item(batch) for s in steps if not s.ready(batch)]
+
+
+STATS_AHEAD = 6  # the inspector's numbers of this many next steps are made ahead, once their tensors are at hand
+STATS_OFF_THREAD = 2**18  # numbers in a step (per batch item) from which its statistics are made off the UI thread
+
+
+def stats_work(result, steps: list[Step], batch: int) -> list[Callable[[], object]]:
+    """The inspector's statistics of these steps (two passes over up to a few million numbers each, 5–10 ms at
+    512 tokens), made off the UI thread for steps of STATS_OFF_THREAD numbers or more (smaller ones cost well
+    under a millisecond, and are made when drawn): each job reads its step only if its tensor is at hand when it runs (a
+    recompute queued before it may have made it so), never recomputing a sublayer for it."""
+    if result is None:
+        return []
+    return [lambda s=s: s.ready(batch) and result.stats_for(s, batch) for s in steps
+            if _item_size(s) >= STATS_OFF_THREAD and not result.has_stats(s, batch)]
+
+
+def _item_size(step: Step) -> int:
+    """Numbers in one batch item of the step (the whole step when it has no batch axis)."""
+    shape = step.shape[1:] if "batch" in step.dims else step.shape
+    return math.prod(shape)
 
 
 def neighbour_work(steps: list[Step], at: int, batch: int, ahead: int = 12, behind: int = 2,

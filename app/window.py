@@ -45,7 +45,7 @@ from .side_panel import SidePanel
 from .stepper import StepKeys, StepperBar
 from .view_tabs import ViewTabs
 from .views.base import View
-from .warmup import WarmUp, neighbour_work, step_work
+from .warmup import STATS_AHEAD, WarmUp, neighbour_work, stats_work, step_work
 from .widgets.draw_queue import draw_queue
 from .worker import RunResult, WorkerThread
 
@@ -566,6 +566,8 @@ class MainWindow(QMainWindow):
         steps = [trace[i] for i in self._visible]
         at = self._position()
         work = neighbour_work(steps, at, self._batch) if 0 <= at < len(steps) else []
+        if 0 <= at < len(steps):
+            work += stats_work(self._result, steps[at + 1: at + 1 + STATS_AHEAD], self._batch)
         if not work:
             self._prefetch_job = None
             return
@@ -588,6 +590,7 @@ class MainWindow(QMainWindow):
         if step is None or trace is None:
             return []
         work = step_work([step], self._batch)
+        work += stats_work(self._result, [step], self._batch)  # the inspector's min, max, mean and std
         view = self.tabs.currentWidget()
         if view is not None:
             work += view.preparation(trace, self._batch)
@@ -610,7 +613,8 @@ class MainWindow(QMainWindow):
         job.finished.connect(lambda job=job: self._warm_jobs.remove(job) if job in self._warm_jobs else None)
         self._warm_jobs.append(job)
         self._message_before_warm = self.message_text()
-        self.show_message(f"Recomputing {what}…")
+        if not self.current_step().ready(self._batch):  # not only the inspector's numbers: a sublayer reruns
+            self.show_message(f"Recomputing {what}…")
         job.start()
 
     def _warmed(self, error: str) -> None:

@@ -62,15 +62,22 @@ class RunResult:
     def stats_for(self, step: Step, batch: int) -> TensorStats:
         """The inspector's numbers: over the batch item shown when there are several (each is one sentence or
         window, and a lazy trace recomputes one item, not B), else over the whole tensor."""
-        whole = "batch" not in step.dims or step.shape[0] == 1
-        key = (step.index, None if whole else batch)
+        key = self._stats_key(step, batch)
         if key not in self.stats:
-            if whole:
+            if key[1] is None:
                 self.stats[key] = tensor_stats(step.tensor)
             else:
                 b = min(batch, step.shape[0] - 1)
                 self.stats[key] = replace(tensor_stats(step.item(b)), scope=f"batch item {b + 1}")
         return self.stats[key]
+
+    def has_stats(self, step: Step, batch: int) -> bool:
+        return self._stats_key(step, batch) in self.stats
+
+    @staticmethod
+    def _stats_key(step: Step, batch: int) -> tuple:
+        whole = "batch" not in step.dims or step.shape[0] == 1
+        return step.index, None if whole else batch
 
     def heatmap_for(self, step: Step, batch: int, head: int) -> Heatmap:
         """The heatmap of a step; vocabulary-wide steps are made once (reducing 50 257 columns is slow) and copied,

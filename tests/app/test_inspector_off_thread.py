@@ -1,0 +1,40 @@
+"""The inspector's statistics of a large step are made off the UI thread, for the step shown and ahead for the
+next ones (holding Next finds them ready), and they are the tensor's own min, max, mean and std."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+import app.warmup as warmup_module
+import app.worker as worker_module
+from app.main import drawn
+from scratchformer.plotdata import format_value
+from tests.app.conftest import run_and_wait
+
+
+def test_a_large_steps_statistics_are_made_off_the_ui_thread_and_ahead(qtbot, make_window, monkeypatch):
+    monkeypatch.setattr(warmup_module, "STATS_OFF_THREAD", 1)  # every step counts as large here
+    threads: list[tuple[str, str]] = []
+    real = worker_module.tensor_stats
+    monkeypatch.setattr(worker_module, "tensor_stats",
+                        lambda t: threads.append(threading.current_thread().name) or real(t))  # fmt: skip
+    w = make_window()
+    run_and_wait(qtbot, w)
+    threads.clear()
+    name = "encoder.0.ffn.hidden"
+    w.go_to_step(name)
+    drawn(w)
+    qtbot.waitUntil(lambda: w._prefetch_job is None or not w._prefetch_job.isRunning(), timeout=30_000)
+    assert threads and threading.main_thread().name not in threads
+    step = w.current_trace()[name]
+    tensor = step.tensor[0].float()
+    text = w.inspector_panel.text.toPlainText()
+    assert f"mean {format_value(float(tensor.mean()))}" in text
+    assert f"max  {format_value(float(tensor.max()))}" in text
+    std = float(torch.std(tensor, correction=0))
+    assert f"std  {format_value(std)}" in text
+    result, visible = w.current_result(), w.visible_steps()
+    following = [w.current_trace()[i] for i in visible[visible.index(step.index) + 1:][:3]]
+    assert all(result.has_stats(s, 0) for s in following)  # made ahead, while the user looks at this step
