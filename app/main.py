@@ -30,10 +30,18 @@ def _qt_message(mode, context, message: str) -> None:
 APP_ID = "scratchformer"
 
 
+# How long a thread may hold the GIL before another that waits for it gets a turn (Python's default: 5 ms). Every
+# Python slot and event handler of the UI thread must take the GIL; while a recompute thread runs Python code, each
+# may wait this long, and a repaint runs dozens of them. 1 ms keeps the window answering, at a small cost in the
+# recompute's own speed (benchmarks/bench_stalls.py).
+UI_SWITCH_INTERVAL_S = 0.001
+
+
 def _application():
     from PySide6.QtCore import qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
+    sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
     qInstallMessageHandler(_qt_message)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName(APP_ID)

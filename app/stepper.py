@@ -7,7 +7,8 @@ The window decides which step is current; the bar shows it and forwards clicks t
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtCore import QKeyCombination, QObject, Qt, QTimer
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSpinBox,
@@ -28,39 +29,45 @@ from PySide6.QtWidgets import (
 from scratchformer.trace import Step, step_path
 
 SPEEDS = (("Fast (0.25 s)", 250), ("Normal (0.8 s)", 800), ("Slow (2 s)", 2000))
-STEP_KEYS = {Qt.Key.Key_Right, Qt.Key.Key_Left, Qt.Key.Key_Home, Qt.Key.Key_End, Qt.Key.Key_Space}
+STEP_KEYS = (Qt.Key.Key_Right, Qt.Key.Key_Left, Qt.Key.Key_Home, Qt.Key.Key_End, Qt.Key.Key_Space)
 TEXT_INPUTS = (QLineEdit, QTextEdit, QPlainTextEdit, QAbstractSpinBox)
 
 
 class StepKeys(QObject):
-    """← → Home End (and Space to play) step through the walkthrough, except while typing in a text field."""
+    """← → Home End (and Space to play) step through the walkthrough, except while typing in a text field.
+
+    Window shortcuts, matched by Qt itself: an application-wide event filter in Python would be called for every
+    event of the application (thousands per second of stepping), each call waiting for the GIL while a recompute
+    thread runs. A text field that uses the key (the cursor keys in the source field) takes it first (Qt's
+    ShortcutOverride); Space on a focused button presses the button."""
 
     def __init__(self, window) -> None:
         super().__init__(window)
         self.window = window
+        self.shortcuts: list[QShortcut] = []
+        slots = (window.next_step, window.previous_step, window.first_step, window.last_step, self._space)
+        for key, slot in zip(STEP_KEYS, slots):
+            for modifier in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.KeypadModifier):
+                shortcut = QShortcut(QKeySequence(QKeyCombination(modifier, key)), window)
+                shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+                shortcut.activated.connect(lambda slot=slot: self._step(slot))
+                self.shortcuts.append(shortcut)
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt name)
-        if event.type() != QEvent.Type.KeyPress or event.key() not in STEP_KEYS:
-            return False
-        if event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
-            return False
-        if not isinstance(obj, QWidget) or obj.window() is not self.window:
-            return False
+    @staticmethod
+    def _typing() -> bool:
         focus = QApplication.focusWidget()
-        if isinstance(focus, TEXT_INPUTS) or (isinstance(focus, QComboBox) and focus.isEditable()):
-            return False
-        if event.key() == Qt.Key.Key_Space:
-            if isinstance(focus, QAbstractButton):
-                return False
+        return isinstance(focus, TEXT_INPUTS) or (isinstance(focus, QComboBox) and focus.isEditable())
+
+    def _step(self, slot) -> None:
+        if not self._typing():
+            slot()
+
+    def _space(self) -> None:
+        focus = QApplication.focusWidget()
+        if isinstance(focus, QAbstractButton):
+            focus.animateClick()
+        else:
             self.window.toggle_play()
-            return True
-        {
-            Qt.Key.Key_Right: self.window.next_step,
-            Qt.Key.Key_Left: self.window.previous_step,
-            Qt.Key.Key_Home: self.window.first_step,
-            Qt.Key.Key_End: self.window.last_step,
-        }[event.key()]()
-        return True
 
 
 class StepperBar(QWidget):

@@ -13,7 +13,6 @@ import importlib
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QApplication,
     QFileDialog,
     QLabel,
     QMainWindow,
@@ -112,7 +111,6 @@ class MainWindow(QMainWindow):
         self.export_actions = menus.build_menus(self)
         self._restore()
         self.keys = StepKeys(self)
-        QApplication.instance().installEventFilter(self.keys)
         self._update_controls()
 
     # --- construction ----------------------------------------------------------------------------------------
@@ -803,9 +801,6 @@ class MainWindow(QMainWindow):
         self.explain_panel.stop()
         for job in list(self._warm_jobs) + [self._prefetch_job] * (self._prefetch_job is not None):
             job.wait()  # a recompute in flight finishes (it cannot be interrupted midway)
-        app = QApplication.instance()
-        if app is not None:
-            app.removeEventFilter(self.keys)
         for view in self.views:  # a view's own background work (head importance)
             view.shutdown()
         self.worker.shutdown()

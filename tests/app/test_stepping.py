@@ -112,3 +112,19 @@ def test_step_option_names_a_step(ran_window):
     assert w.current_step().name == "decoder.0.self_attn.mask"
     assert not w.go_to_step("decoder.9.nothing")
     assert "no step named" in w.message_text()
+
+
+def test_space_plays_but_presses_a_focused_button(qtbot, ran_window):
+    w = ran_window
+    w.set_detail("all")
+    w.first_step()
+    w.tabs.setFocus()
+    qtbot.keyClick(w.tabs, Qt.Key.Key_Space)
+    assert w.play_timer.isActive()  # Space plays
+    qtbot.keyClick(w.tabs, Qt.Key.Key_Space)
+    assert not w.play_timer.isActive()  # and pauses
+    w.first_step()
+    w.next_button.setFocus()
+    qtbot.keyClick(w.next_button, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: w.current_step().index == 1, timeout=2000)  # the focused button was pressed
+    assert not w.play_timer.isActive()
