@@ -62,6 +62,7 @@ class LessonPanel(QDockWidget):
         self._prepared: dict[int, PreparedPage] = {}
         self._prepared_run = None  # the RunResult the prepared pages read
         self._waiting_run = False  # a run of this page's input was asked for
+        self._revealed: tuple | None = None  # (lesson id, page) the learner asked to see before answering
         self._job: WarmUp | None = None
         self._verdict_shown = None
         self._build()
@@ -113,7 +114,7 @@ class LessonPanel(QDockWidget):
         self.back_button.clicked.connect(lambda: self.show_page(self.number - 1))
         self.show_button = QPushButton("Show")
         self.show_button.setToolTip("Take the window back to what this page shows (after exploring)")
-        self.show_button.clicked.connect(lambda: self.show_page(self.number))
+        self.show_button.clicked.connect(self._show_again)
         self.next_button = QPushButton("Next ›")
         self.next_button.clicked.connect(self.next_page)
         for b in (self.back_button, self.show_button, self.next_button):
@@ -181,7 +182,24 @@ class LessonPanel(QDockWidget):
             self._prepare(result)
             return
         self._display(prepared)
+        if self._held_back(prepared):
+            self._say("Answer first: the window shows this page once you have answered (or press Show).")
+            self.show_button.setToolTip("Show what this page is about now, before answering")
+            return
+        self.show_button.setToolTip("Take the window back to what this page shows (after exploring)")
         self._drive(prepared)
+
+    def _held_back(self, prepared: PreparedPage) -> bool:
+        """Whether the page waits for an answer before it moves the window (reveal = "after-answer", not yet
+        answered): its view would give the answer away."""
+        return (prepared.page.reveal == "after-answer" and self._revealed != (self.lesson.id, prepared.number)
+                and self.progress.answer(self.lesson.id, prepared.number) is None)
+
+    def _show_again(self) -> None:
+        """Show: the page's view now (before answering, too), or back to it after exploring."""
+        if self.lesson is not None:
+            self._revealed = (self.lesson.id, self.number)
+            self.show_page(self.number)
 
     def _show_frame(self) -> None:
         """What needs no run: the heading, the buttons, the progress."""
@@ -405,8 +423,14 @@ class LessonPanel(QDockWidget):
         if unreadable:
             return None
         if record:
+            held = self.lesson.pages[self.number - 1].reveal == "after-answer" and \
+                self.progress.answer(self.lesson.id, self.number) is None
             self.progress.record(self.lesson.id, self.number, response, verdict.correct)
             self._show_frame()
+            prepared = self._prepared.get(self.number)
+            if held and prepared is not None:  # answered: now the window shows what the answer was about
+                self.note.hide()
+                self._drive(prepared)
         return verdict.correct
 
 

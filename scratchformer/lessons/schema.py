@@ -26,7 +26,10 @@ ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 LESSON_KEYS = {"id", "title", "concepts", "model", "source", "target", "start_only", "summary", "pages"}
 PAGE_KEYS = {"title", "text", "source", "target", "start_only", "step", "view", "head", "cells", "query", "key",
-             "question", "experiment", "controls"}
+             "question", "experiment", "controls", "reveal"}
+# When a page moves the window to what it shows: at once, or only once the learner has answered its question
+# (or asked to see it), for questions whose answer the view would give away.
+REVEALS = ("at-once", "after-answer")
 QUESTION_KEYS = {"kind", "prompt", "choices", "answer", "tolerance", "feedback"}
 
 
@@ -65,6 +68,7 @@ class Page:
     question: Question | None = None
     experiment: str | None = None
     controls: dict = field(default_factory=dict)  # the experiment's controls: d_k, temperature, masked, …
+    reveal: str = "at-once"  # or "after-answer": the window shows the page once its question is answered
 
     def shown_view(self) -> str | None:
         if self.experiment:
@@ -228,10 +232,16 @@ def read_page(table, file: str, n: int) -> Page:
     if experiment:
         _check_controls(r, experiment, controls)
     question = read_question(r, table.get("question"), step) if "question" in table else None
+    reveal = r.text(table, "reveal") or "at-once"
+    if reveal not in REVEALS:
+        raise r.fail(f"'reveal' is {' or '.join(repr(x) for x in REVEALS)}, not {reveal!r}")
+    if reveal == "after-answer" and (question is None or question.kind == "click"):
+        raise r.fail("reveal = 'after-answer' holds the view back until the question is answered: it needs a choice "
+                     "or number question (a click question is answered on the view itself)")
     return Page(title=title, text=text, source=r.text(table, "source"), target=r.text(table, "target"),
                 start_only=r.boolean(table, "start_only"), step=step, view=view, head=r.integer(table, "head", 0),
                 cells=tuple(tuple(c) for c in cells), query=query, key=key, question=question,
-                experiment=experiment, controls=dict(controls))  # fmt: skip
+                experiment=experiment, controls=dict(controls), reveal=reveal)  # fmt: skip
 
 
 def _check_controls(r: _Reader, experiment: str, controls: dict) -> None:

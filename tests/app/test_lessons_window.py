@@ -56,8 +56,12 @@ def test_every_page_of_every_lesson_in_the_window(qtbot, make_window):
             if n > 1:
                 qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
             settle(qtbot, w, panel)
-            assert panel.number == n and not panel.note.isVisible(), (lesson.id, n, panel.note.text())
+            held = page.reveal == "after-answer"  # the window shows the page once its question is answered
+            assert panel.number == n and panel.note.isVisible() == held, (lesson.id, n, panel.note.text())
             prepared = panel._prepared[n]
+            if held:
+                answer_wrong_then_right(qtbot, w, panel, prepared.question)
+                settle(qtbot, w, panel)
             first_words = " ".join(prepared.text.split()[:6])
             assert first_words in " ".join(panel.text.toPlainText().split())
             result = w.current_result()
@@ -72,7 +76,7 @@ def test_every_page_of_every_lesson_in_the_window(qtbot, make_window):
                 assert w.views[0]._highlight == (page.step, [tuple(c) for c in page.cells])
             if page.experiment:
                 assert w.current_view().name() == page.experiment
-            if prepared.question is not None:
+            if prepared.question is not None and not held:
                 answer_wrong_then_right(qtbot, w, panel, prepared.question)
             if (lesson.id, n) == ("masks", 2):
                 masks_answer = prepared.question.number
@@ -140,3 +144,64 @@ def test_the_views_a_lesson_may_name_are_the_windows():
     titles = [cls.title for cls in flat_views()]
     assert set(VIEW_TITLES) <= set(titles) and "Lessons" in titles
     assert len(GROUPS) <= MAX_GROUPS
+
+
+REVEAL_LESSON = """id = "reveal"
+title = "Predict first"
+[[pages]]
+title = "Start"
+text = "The first source token."
+step = "src_embed.tokens"
+[[pages]]
+title = "Which word?"
+text = "The row of {src:2}."
+step = "encoder.0.self_attn.weights"
+reveal = "after-answer"
+[pages.question]
+kind = "choice"
+prompt = "Which token gets the largest weight in the row of {src:2}?"
+choices = "src_tokens"
+answer = "argmax:encoder.0.self_attn.weights[0,0,2,:]"
+"""
+
+
+def test_a_page_that_would_give_its_answer_away_waits_for_the_answer(qtbot, make_window, tmp_path):
+    w = make_window(source=SOURCE, target="", model="en-hi")
+    path = tmp_path / "reveal.toml"
+    path.write_text(REVEAL_LESSON, encoding="utf-8")
+    assert open_lesson_file(w, str(path))
+    panel = lesson_panel(w)
+    settle(qtbot, w, panel)
+    assert w.current_step().name == "src_embed.tokens"
+    qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
+    settle(qtbot, w, panel)
+    # the question is asked, the map that answers it is not shown yet
+    assert panel.question_box.isVisible() and panel.note.text().startswith("Answer first")
+    assert w.current_step().name == "src_embed.tokens"
+    q = panel.current_question()
+    panel.choice_group.button(q.correct).setChecked(True)
+    qtbot.mouseClick(panel.check_button, Qt.MouseButton.LeftButton)
+    settle(qtbot, w, panel)
+    assert panel.feedback.text().startswith("Right.") and not panel.note.isVisible()
+    assert w.current_step().name == "encoder.0.self_attn.weights"  # answered: now the window shows it
+    # back to the first page and forward again: an answered page shows its view at once
+    qtbot.mouseClick(panel.back_button, Qt.MouseButton.LeftButton)
+    settle(qtbot, w, panel)
+    qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
+    settle(qtbot, w, panel)
+    assert w.current_step().name == "encoder.0.self_attn.weights" and not panel.note.isVisible()
+
+
+def test_show_reveals_a_held_back_page_before_answering(qtbot, make_window, tmp_path):
+    w = make_window(source=SOURCE, target="", model="en-hi")
+    path = tmp_path / "reveal.toml"
+    path.write_text(REVEAL_LESSON, encoding="utf-8")
+    assert open_lesson_file(w, str(path))
+    panel = lesson_panel(w)
+    settle(qtbot, w, panel)
+    panel.show_page(2)
+    settle(qtbot, w, panel)
+    assert w.current_step().name == "src_embed.tokens"
+    qtbot.mouseClick(panel.show_button, Qt.MouseButton.LeftButton)
+    settle(qtbot, w, panel)
+    assert w.current_step().name == "encoder.0.self_attn.weights" and panel.current_question() is not None

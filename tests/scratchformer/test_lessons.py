@@ -77,6 +77,8 @@ def write(tmp_path, body: str, name: str = "bad.toml"):
     (GOOD_PAGE + 'step = "decoder.0.self_attn.weights"\nhead = 4\n', 1, "head 4 is out of range"),
     (GOOD_PAGE + '[pages.question]\nkind = "click"\nprompt = "Click"\nanswer = "value:d_k"\n', 1,
      "a click question asks for a cell of the page's map"),
+    (GOOD_PAGE + 'reveal = "later"\n', 1, "'reveal' is 'at-once' or 'after-answer', not 'later'"),
+    (GOOD_PAGE + 'reveal = "after-answer"\n', 1, "reveal = 'after-answer' holds the view back"),
 ])
 def test_a_bad_lesson_names_file_page_and_problem(tmp_path, runs, capsys, body, page, problem):
     path = write(tmp_path, body)
