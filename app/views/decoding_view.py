@@ -134,6 +134,9 @@ class DecodingView(View):
         self.step_label.setWordWrap(True)
         for label in (self.source_label, self.target_label, self.step_label):
             layout.addWidget(label)
+        self.target_label.setToolTip("Click a token to see which input tokens its prediction depends on "
+                                     "(Output › Attribution)")
+        self.target_label.linkActivated.connect(lambda link: self.attribute_step(int(link.split(":")[1])))
         self.empty = placeholder("Run a model with a decoder to watch it generate one token at a time.")
         layout.addWidget(self.empty)
 
@@ -344,6 +347,24 @@ class DecodingView(View):
             self._map = None
             self.timer.stop()
 
+    def attribute_step(self, index: int) -> None:
+        """A click on an output token: the input tokens its prediction depends on (Output › Attribution). The
+        attribution reads the window's run, so the run's decoder must have read the same tokens up to it."""
+        tl, result = self.timeline, self.main.current_result()
+        view = next((v for v in self.main.views if v.title == "Attribution"), None)
+        if tl is None or result is None or view is None or not 0 <= index < len(tl.steps):
+            return
+        step = tl.steps[index]
+        read = result.trace.target_tokens[min(self.main.current_batch(), len(result.trace.target_tokens) - 1)] \
+            if result.trace.target_tokens else []
+        wanted = [s.input_token for s in tl.steps[: index + 1]]
+        if read[: len(wanted)] != wanted:
+            self.main.show_error(
+                f"Attribution reads the run in the window, whose decoder did not read {' '.join(wanted)!r} up to "
+                f"this token; switch to Teacher forcing, or run with this output as the target.")
+            return
+        view.show_position(step.position)
+
     def _draw(self) -> None:
         tl = self.timeline
         if tl is None or not tl.steps:
@@ -359,9 +380,11 @@ class DecodingView(View):
                 f"{html.escape(', '.join(sorted(unknown)))}</span>") if unknown else ""
         self.source_label.setText(f"<b>{'text' if self._continued else 'source'}</b>: {' '.join(src)}{note}")
         out = []
-        for i, s in enumerate(tl.steps[: self.position + 1]):
+        for i, s in enumerate(tl.steps[: self.position + 1]):  # each token a link: a click attributes it
             text = html.escape(s.token)
-            out.append(f"<b style='background:#ffe08a'>{text}</b>" if i == self.position else text)
+            style = "color:#1a1a1a; text-decoration:none" + ("; background:#ffe08a; font-weight:bold"
+                                                             if i == self.position else "")
+            out.append(f"<a href='token:{i}' style='{style}'>{text}</a>")
         if self._continued:
             self.target_label.setText(f"<b>continuation</b> ({html.escape(self._continued)}): {' '.join(out)}")
         else:

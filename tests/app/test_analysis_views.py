@@ -101,3 +101,36 @@ def test_an_encoder_without_output_layer_gets_one_sentence_in_the_lens(qtbot, ma
     view = show(w, LensView)
     assert view.value is None and view.empty.isVisible() and not view.save_button.isEnabled()
     assert view.empty.text().endswith(".") and "output layer" in view.empty.text()
+
+
+def test_a_click_on_a_decoded_token_attributes_its_prediction(qtbot, en_hi):
+    from app.views.decoding_view import DecodingView
+
+    w = en_hi
+    decoding = show(w, DecodingView)
+    qtbot.waitUntil(lambda: decoding.timeline is not None and not decoding.is_busy(), timeout=60_000)
+    decoding.go_to(len(decoding.timeline.steps) - 1)
+    link = "token:2"
+    assert f"href='{link}'" in decoding.target_label.text()  # every emitted token is a link
+    decoding.target_label.linkActivated.emit(link)  # what a click on the third token sends
+    view = next(v for v in w.views if isinstance(v, AttributionView))
+    qtbot.waitUntil(lambda: view.value is not None and not view.is_busy(), timeout=60_000)
+    assert w.tabs.currentWidget() is view and view.value.position == decoding.timeline.steps[2].position
+    predicted = view.value
+    assert abs(predicted.total - predicted.delta) <= 0.05 * abs(predicted.delta) + 1e-6
+
+
+def test_a_decoded_token_the_run_did_not_read_is_one_sentence(qtbot, make_window):
+    from app.views.decoding_view import DecodingView
+
+    w = make_window(source="the girl eats an apple", target="लड़की", model="en-hi")  # the run reads one typed word
+    run_and_wait(qtbot, w)
+    decoding = show(w, DecodingView)
+    decoding.mode_box.setCurrentIndex(decoding.mode_box.findText("Free-running"))
+    qtbot.waitUntil(lambda: decoding.timeline is not None and decoding.timeline.mode == "free"
+                    and not decoding.is_busy(), timeout=60_000)
+    decoding.go_to(len(decoding.timeline.steps) - 1)
+    last = len(decoding.timeline.steps) - 1
+    decoding.attribute_step(last)
+    assert w.message_text().startswith("Attribution reads the run in the window")
+    assert w.tabs.currentWidget() is decoding
