@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
+from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
 from .hf import (

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import torch
 
-from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
+from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .hf import (
     check_vocab_size,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
+from ..model_bundle import ModelBundle
 from .bert import EncoderLayerNames, activation_for, bert_tokenizer, encoder_only_config, put_encoder_layers
 from .hf import check_vocab_size, hf_config, model_name, read_hf_config, wrap_as_tokenizer_does
 from .weights import Weights, build_model, put

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
+from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
 from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, token_kind, tokenizer_label

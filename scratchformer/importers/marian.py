@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
+from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
 from .hf import (

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from ..bundle import ModelBundle
 from ..errors import UserError
+from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import bert_state, config_from_bert
 from .hf import (

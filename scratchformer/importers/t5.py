@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from ..bundle import ModelBundle
 from ..config import TransformerConfig
 from ..errors import UserError
 from ..model import Transformer
+from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import HF_ACTIVATIONS
 from .hf import (
