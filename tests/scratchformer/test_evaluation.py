@@ -69,6 +69,23 @@ def test_alignment_accuracy_counts_argmax_hits_against_gold(monkeypatch):
     assert [r[0] for r in rows] == ["1", "2"] and rows[1][-1] == "←"  # layers from 1, as the window; 2 chosen
 
 
+def test_exact_match_counts_outputs_equal_to_the_gold_target(monkeypatch):
+    """Greedy decoding planted: the first pair decoded exactly, the second one token short, the third with one
+    token wrong — 1 of 3 exact, and the two misses listed with what the model wrote."""
+    import scratchformer.evaluation as ev
+
+    bundle = _bundle()
+    tok = bundle.tgt_tokenizer
+    gold = [tok.encode(p.target) for p in PAIRS]  # the target's ids, no start or end token
+    planted = [gold[0], gold[1][:-1], gold[2][:-1] + [tok.encode("a")[0] if gold[2][-1] != tok.encode("a")[0]
+                                                      else tok.encode("b")[0]]]
+    monkeypatch.setattr(ev, "greedy_batch", lambda model, src, src_pad, max_len: [list(r) for r in planted])
+    result = evaluate(bundle, PAIRS, "test")
+    assert result.exact_match == pytest.approx(1 / 3)
+    assert [e["source"] for e in result.examples] == [PAIRS[1].source, PAIRS[2].source]
+    assert [e["output"] for e in result.examples] == [tok.decode(planted[1]), tok.decode(planted[2])]
+
+
 def test_evaluate_on_a_random_model_gives_figures_in_range():
     result = evaluate(_bundle(), PAIRS, "test", layer=0)
     assert result.chosen_layer == 0 and result.chosen_by == "--layer"
