@@ -48,6 +48,17 @@ def test_greedy_stops_at_the_end_token_and_respects_max_len():
     assert 2 not in out  # the end token is not part of the output
 
 
+def test_greedy_output_is_everything_before_the_first_end_token():
+    """With a model that says "stop" after a few tokens (not at once), the stopped output is exactly the unstopped
+    sequence cut before its first end token — not empty, not cut elsewhere."""
+    bundle = _bundle(seed=5)  # a random model that says "stop" at its third token (random models mostly repeat one)
+    src = bundle.encode_source("we are friends")
+    full = greedy(bundle, src, max_len=12, stop_at_eos=False)
+    assert 2 in full and full.index(2) >= 2, full  # the fixture still does what this test needs
+    stopped = greedy(bundle, src, max_len=12)
+    assert stopped == full[: full.index(2)] and len(stopped) >= 2
+
+
 def test_greedy_leaves_training_mode_as_it_was():
     bundle = _bundle()
     bundle.model.train()
