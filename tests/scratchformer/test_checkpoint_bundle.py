@@ -21,21 +21,27 @@ def checkpoint(tmp_path):
                             extra={"src_suffix": ["</s>"]})
     torch.manual_seed(0)
     model = Transformer(cfg).eval()
-    return save_checkpoint(tmp_path / "tiny", model, src_tok, tgt_tok), model
+    return save_checkpoint(tmp_path / "tiny", model, src_tok, tgt_tok), model, src_tok, tgt_tok
 
 
 def test_round_trip_gives_the_same_numbers(checkpoint):
-    path, model = checkpoint
+    path, model, saved_src, saved_tgt = checkpoint
     loaded, src_tok, tgt_tok = load_checkpoint(path)
     src, tgt = torch.tensor([[4, 5, 6, 2]]), torch.tensor([[1, 4, 5]])
     with torch.no_grad():
         assert torch.equal(loaded(src, tgt), model(src, tgt))
-    assert src_tok.encode("we are friends") != [] and tgt_tok.token_strings([4]) != ["<unk>"]
+    # the tokenizers come back as they were saved: the same ids for the same text, the same vocabulary
+    for text in ("we are friends", "the boy eats an apple", "the mango"):
+        assert src_tok.encode(text) == saved_src.encode(text)
+    assert tgt_tok.encode("लड़का सेब खाता है") == saved_tgt.encode("लड़का सेब खाता है")
+    everything = list(range(saved_tgt.vocab_size))
+    assert tgt_tok.vocab_size == saved_tgt.vocab_size and tgt_tok.token_strings(everything) == \
+        saved_tgt.token_strings(everything)
     assert loaded.generator.proj.weight.data_ptr() == loaded.tgt_embed.tokens.weight.data_ptr()  # still tied
 
 
 def test_bundle_prepares_source_with_suffix_and_decoder_input_behind_start(checkpoint):
-    path, _ = checkpoint
+    path = checkpoint[0]
     bundle = load_model(str(path))
     inputs = bundle.prepare("the boy eats a mango", "लड़का सेब")
     assert inputs.source_tokens[0] == ["the", "boy", "eats", "<unk>", "<unk>", "</s>"]
@@ -46,7 +52,7 @@ def test_bundle_prepares_source_with_suffix_and_decoder_input_behind_start(check
 
 
 def test_truncation_is_reported_not_silent(checkpoint):
-    path, _ = checkpoint
+    path = checkpoint[0]
     bundle = load_model(str(path))
     long = " ".join(["boy"] * 30)
     with pytest.raises(UserError, match="reads at most 11"):
@@ -62,7 +68,7 @@ def test_truncation_is_reported_not_silent(checkpoint):
     ("badjson", "Cannot read the model config"),
 ])
 def test_damaged_checkpoints_give_one_sentence(checkpoint, damage, message):
-    path, _ = checkpoint
+    path = checkpoint[0]
     weights, config = path / "model.safetensors", path / "config.json"
     if damage == "truncate":
         weights.write_bytes(weights.read_bytes()[:100])
