@@ -76,13 +76,20 @@ class RowsTable(QTableView):
         self.setModel(self.rows_model)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
-        header = self.horizontalHeader()
-        header.setResizeContentsPrecision(SIZED_ROWS)
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Columns sized from the text of the first rows by font metrics: Qt's ResizeToContents would ask the model
+        # for every role of every measured cell (thousands of calls into Python per refresh).
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.horizontalHeader().setStretchLastSection(False)
         self.clicked.connect(lambda index: self.cell_clicked.emit(index.row(), index.column()))
 
     def set_rows(self, headers: list[str], rows: list[list[Cell]]) -> None:
         self.rows_model.set_rows(headers, rows)
+        metrics, header_metrics = self.fontMetrics(), self.horizontalHeader().fontMetrics()
+        padding = 2 * self.style().pixelMetric(self.style().PixelMetric.PM_FocusFrameHMargin) + 14
+        for col, title in enumerate(headers):
+            texts = {row[col].text for row in rows[:SIZED_ROWS] if col < len(row)}
+            widest = max((metrics.horizontalAdvance(t) for t in texts), default=0)
+            self.setColumnWidth(col, max(widest, header_metrics.horizontalAdvance(title) + 12) + padding)
 
     def rowCount(self) -> int:  # noqa: N802 (QTableWidget's name, kept for readers of either table)
         return self.rows_model.rowCount()
