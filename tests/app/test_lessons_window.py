@@ -165,13 +165,19 @@ answer = "argmax:encoder.0.self_attn.weights[0,0,2,:]"
 """
 
 
-def test_a_page_that_would_give_its_answer_away_waits_for_the_answer(qtbot, make_window, tmp_path):
+def open_reveal_lesson(qtbot, make_window, tmp_path):
+    """The window with REVEAL_LESSON opened from a file, at its first page."""
     w = make_window(source=SOURCE, target="", model="en-hi")
     path = tmp_path / "reveal.toml"
     path.write_text(REVEAL_LESSON, encoding="utf-8")
     assert open_lesson_file(w, str(path))
     panel = lesson_panel(w)
     settle(qtbot, w, panel)
+    return w, panel
+
+
+def test_a_page_that_would_give_its_answer_away_waits_for_the_answer(qtbot, make_window, tmp_path):
+    w, panel = open_reveal_lesson(qtbot, make_window, tmp_path)
     assert w.current_step().name == "src_embed.tokens"
     qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
     settle(qtbot, w, panel)
@@ -193,12 +199,7 @@ def test_a_page_that_would_give_its_answer_away_waits_for_the_answer(qtbot, make
 
 
 def test_show_reveals_a_held_back_page_before_answering(qtbot, make_window, tmp_path):
-    w = make_window(source=SOURCE, target="", model="en-hi")
-    path = tmp_path / "reveal.toml"
-    path.write_text(REVEAL_LESSON, encoding="utf-8")
-    assert open_lesson_file(w, str(path))
-    panel = lesson_panel(w)
-    settle(qtbot, w, panel)
+    w, panel = open_reveal_lesson(qtbot, make_window, tmp_path)
     panel.show_page(2)
     settle(qtbot, w, panel)
     assert w.current_step().name == "src_embed.tokens"
