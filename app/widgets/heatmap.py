@@ -28,7 +28,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QFontMetricsF
-from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QMenu, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import (
     EXTREME,
@@ -237,7 +237,13 @@ class HeatmapWidget(QWidget):
                 self.plot.getAxis(name).setStyle(tickLength=TICK_LENGTH)
             # axes count cells, never physical units: no "(x0.001)" SI prefix when a map is one row tall
             self.plot.getAxis(name).enableAutoSIPrefix(False)
-        layout.addWidget(self.view, 1)
+        # A map that has never been drawn waits on a blank page of the same size (no layout jump when it comes): a
+        # view of many large maps then paints each plot once its map is drawn, not all of them in one paint pass.
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.view)
+        self._blank = QWidget()
+        self.stack.addWidget(self._blank)
+        layout.addWidget(self.stack, 1)
 
         self.special_legend = QLabel()  # swatches of NaN, ±∞ (and masked −∞) when the map holds any trouble
         self.special_legend.setTextFormat(Qt.TextFormat.RichText)
@@ -303,6 +309,8 @@ class HeatmapWidget(QWidget):
         if heatmap is not None and heatmap.values.size >= DEFER_CELLS:
             earlier = self._pending
             self._pending = (heatmap, reset_view or (earlier is not None and earlier[1]), key)
+            if self._drawn_shape is None:
+                self.stack.setCurrentWidget(self._blank)
             self.heatmap, self._key = heatmap, key
             draw_queue().put(self)
             return
@@ -322,6 +330,8 @@ class HeatmapWidget(QWidget):
         return self._pending is None
 
     def _draw(self, heatmap: Heatmap | None, reset_view: bool, key) -> None:
+        if self.stack.currentWidget() is not self.view:
+            self.stack.setCurrentWidget(self.view)
         same_shape = heatmap is not None and self._drawn_shape == heatmap.shape
         self._drawn_shape = heatmap.shape if heatmap is not None else None
         self.heatmap = heatmap

@@ -42,8 +42,13 @@ def test_a_large_map_is_the_widgets_map_at_once_and_drawn_on_a_later_turn(qtbot,
     hm = big_map(0)
     w.set_heatmap(hm)
     assert w.heatmap is hm and not w.is_drawn() and w.image.image is None
+    assert w.stack.currentWidget() is not w.view  # a plot never drawn waits blank: it is painted once drawn
     qtbot.waitUntil(w.is_drawn, timeout=5000)
-    assert w.image.image is not None and w.title_label.text() == "map 0"
+    assert w.image.image is not None and w.title_label.text() == "map 0" and w.stack.currentWidget() is w.view
+    w.set_heatmap(big_map(1))  # a drawn plot keeps its map on screen while the next one waits (no blank flash)
+    assert not w.is_drawn() and w.stack.currentWidget() is w.view and w.title_label.text() == "map 0"
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert w.title_label.text() == "map 1"
 
 
 def test_one_turn_draws_the_maps_on_screen_first(qtbot, widgets, monkeypatch):
