@@ -148,11 +148,14 @@ class TokenTable(QTableView):
                 body = mono.horizontalAdvance(str(max(self.model_.n_rows - 1, 0)))
             else:
                 c = columns[(j - 1) // 2]
-                texts = [shown_token(t) for t in c.tokens] if j % 2 == 1 else [str(i) for i in c.ids]
+                raw = c.tokens if j % 2 == 1 else c.ids
                 metrics = mono if j % 2 == 0 else bold if c.batch == chosen else plain
-                longest = max(texts, key=len, default="")
-                body = max((metrics.horizontalAdvance(t) for t in texts), default=0) if len(texts) <= 64 else \
-                    metrics.horizontalAdvance(longest + "M")
+                shown = shown_token if j % 2 == 1 else str
+                if len(raw) <= 64:
+                    body = max((metrics.horizontalAdvance(shown(t)) for t in raw), default=0)
+                else:  # a long window: the longest text with some air, not every one of 512 measured
+                    longest = max(raw, key=lambda t: len(str(t)), default="")
+                    body = metrics.horizontalAdvance(shown(longest) + "M")
             header.resizeSection(j, max(title, body) + 28)  # a little air around the numbers
 
     def columnCount(self) -> int:  # noqa: N802 (as QTableWidget's)
