@@ -31,6 +31,7 @@ from scratchformer.plotdata import (
 )
 
 from ..cell_links import derive_from_map
+from ..widgets.draw_queue import draw_queue
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 
@@ -40,6 +41,7 @@ MODES = (
     ("Similarity PE·PEᵀ", SIMILARITY, "Dot product of every two positions' encodings: high near the diagonal"),
     ("Wavelengths", WAVELENGTHS, "How many positions each dimension's sine or cosine takes to repeat"),
 )
+LATER_CURVE_POINTS = 128  # positions from which the curves are drawn on a coming turn (widgets/draw_queue.py)
 CURVE_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -66,6 +68,7 @@ class PositionalView(View):
 
     def __init__(self, window) -> None:
         super().__init__(window)
+        self._curves: tuple | None = None  # (pe, dims, positional) of curves waiting to be drawn
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         bar = QHBoxLayout()
@@ -222,9 +225,20 @@ class PositionalView(View):
             self._d_model = config.d_model
             self.dims_edit.setText(", ".join(map(str, default_pe_dims(config.d_model))))
         dims = parse_dims(self.dims_edit.text(), pe.shape[1]) or default_pe_dims(pe.shape[1])
+        self._curves = (pe, dims, config.positional)
+        if pe.shape[0] >= LATER_CURVE_POINTS:  # hundreds of dots per curve: drawn on a coming turn, after the map
+            draw_queue().put(self)
+        else:
+            self.draw_pending()
+
+    def draw_pending(self) -> None:
+        """The chosen dimensions' curves (the draw queue calls this for long inputs; nothing when none wait)."""
+        if self._curves is None:
+            return
+        (pe, dims, positional), self._curves = self._curves, None
         self.plot.clear()
         self.legend.clear()
-        for i, c in enumerate(pe_curves(pe, dims, config.positional)):
+        for i, c in enumerate(pe_curves(pe, dims, positional)):
             colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
             self.plot.plot(c.x, c.y, pen=pg.mkPen(colour, width=2), name=c.label)
             self.plot.plot(c.x_points, c.y_points, pen=None, symbol="o", symbolSize=6, symbolBrush=colour,

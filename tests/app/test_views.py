@@ -10,9 +10,11 @@ from app.views.heads_view import HeadsView
 from app.views.masks_view import MasksView
 from app.views.output_view import OutputView
 from app.views.overview_view import OverviewView
-from app.views.pe_view import PositionalView, parse_dims
+from app.views.pe_view import LATER_CURVE_POINTS, PositionalView, parse_dims
 from app.widgets.colormaps import MASKED_RGBA, heatmap_rgba, lookup_table
+from app.widgets.draw_queue import draw_queue
 from scratchformer.plotdata import Heatmap, overview_tick_positions
+from tests.app.conftest import run_and_wait
 
 
 def show(w, cls):
@@ -178,3 +180,21 @@ def test_the_view_menu_lists_every_view_in_its_group_and_opens_the_one_chosen(qt
     assert [a.isChecked() for a in w.view_actions] == [i == len(w.views) - 1 for i in range(len(w.views))]
     w.view_actions[1].trigger()
     assert w.tabs.currentWidget() is w.views[1] and w.view_actions[1].isChecked() and not last.isChecked()
+
+
+def test_positional_curves_of_a_long_input_are_drawn_after_its_map(qtbot, make_window):
+
+    w = make_window(source=" ".join(["learning"] * (LATER_CURVE_POINTS + 20)), model="paper")
+    run_and_wait(qtbot, w)
+    w.first_step()
+    view = next(v for v in w.views if isinstance(v, PositionalView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.current_heatmaps() != [], timeout=10_000)
+    pe = w.current_trace()["src_embed.positional_encoding"].tensor.numpy()
+    assert pe.shape[0] >= LATER_CURVE_POINTS
+    draw_queue().finish()
+    items = view.plot.listDataItems()
+    assert len(items) == 2 * 4  # a smooth line and the added points per default dimension
+    line, points = items[0], items[1]
+    assert line.xData.max() >= pe.shape[0] - 1  # the line spans every position
+    np.testing.assert_allclose(points.yData, pe[:, 0], rtol=1e-5, atol=1e-6)
