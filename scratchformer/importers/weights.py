@@ -56,6 +56,9 @@ def _read_shards(directory: Path) -> dict[str, torch.Tensor]:
         shards = sorted(set(weight_map.values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UserError(f"{index_path} is not a valid safetensors index: {exc}.") from exc
+    if not all(isinstance(shard, str) for shard in shards):  # each tensor's shard is a file name
+        raise UserError(f"{index_path} is not a valid safetensors index: its weight_map names shards that are not "
+                        "file names.")
     tensors: dict[str, torch.Tensor] = {}
     for shard in shards:
         shard_path = directory / shard
