@@ -22,6 +22,19 @@ DEFAULT_SIZE = (1400, 900)  # the main window's size before any is remembered (a
 LOADED_MODULES = ("torch", "app.window")  # imported off the UI thread, in this order
 
 
+def warm_up() -> None:
+    """Build, on the loading thread, what a first run would otherwise build on a worker while the window paints:
+    GPT-2's tokenizer (the paper and blog presets' vocabulary). Making it holds Python's lock for about 80 ms in
+    one native call (transformers copies the Rust tokenizer through JSON), which would freeze the window that
+    long in the middle of a run. A failure here is left for that run to report in its own words."""
+    from scratchformer.tokenizers import gpt2_tokenizer
+
+    try:
+        gpt2_tokenizer()  # cached (functools.lru_cache): runs reuse this one
+    except Exception:  # noqa: BLE001, S110 (the run that needs it says what is wrong)
+        pass
+
+
 class LibraryLoader(QThread):
     """Imports the modules the main window needs; `loaded` carries "" or one sentence saying what failed."""
 
@@ -41,6 +54,7 @@ class LibraryLoader(QThread):
                 self.loaded.emit(f"scratchformer could not load {what} ({type(exc).__name__}: {exc}); reinstall "
                                  "it with 'bash scripts/setup.sh' or 'pip install -e .' in the project's .venv.")
                 return
+        warm_up()
         self.loaded.emit("")
 
 

@@ -52,9 +52,13 @@ def test_the_main_window_takes_the_launch_windows_place(qapp, tmp_path):
         made.append(window)
         return window
 
+    from scratchformer.tokenizers import gpt2_tokenizer
+
+    gpt2_tokenizer.cache_clear()
     window, failure = open_main_window(make, _settings(tmp_path), modules=("json",))
     try:
         assert failure == "" and window is made[0] and window.isVisible()
+        assert gpt2_tokenizer.cache_info().currsize == 1  # built while loading, not in the middle of a first run
         assert not _launch_windows()
         assert (window.width(), window.height()) == (1400, 900)
     finally:
