@@ -188,13 +188,13 @@ class TrainDialog(QDialog):
         if stopped == "finished":
             self.progress_bar.setValue(self.progress_bar.maximum())
         self.status_label.setText(message)
+        self.form.out_edited = False
+        self.form.file_changed()  # a new default folder for the next run (this clears the error line: first)
         if stopped == "failed":
             self.show_error(message)
             self.main.show_error(message)
         else:
             self.main.show_message(message)
-        self.form.out_edited = False
-        self.form.file_changed()  # a new default folder for the next run
         if getattr(self.main, "close_after_training", False):
             self.main.close()
         elif out:

@@ -322,7 +322,7 @@ class TrainingRunner(QObject):
         else:
             stopped = "failed"
             last = self._last_error_line()
-            message = "The training process stopped unexpectedly" + (f": {last}" if last else f" (exit {code}).")
+            message = "The training process stopped unexpectedly" + (f": {last}" if last else f" ({_exit(code)}).")
             if not message.endswith("."):
                 message += "."
         self.process = None
@@ -362,6 +362,16 @@ class TrainingRunner(QObject):
             return False
         self.poll()
         return True
+
+
+def _exit(code: int) -> str:
+    """How a process ended, for people: "exit 3", or "killed by signal SIGKILL" (Popen's negative codes)."""
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
 
 
 def _ending_sentence(stopped: str, step: int, out: str) -> str:
