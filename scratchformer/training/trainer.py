@@ -451,6 +451,7 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distribu
         raise UserError("--precision bf16 needs CUDA (--device cuda); on the CPU train in fp32.")
     if opts.precision == "bf16" and not torch.cuda.is_bf16_supported():
         raise UserError("This GPU has no bfloat16 support; train with --precision fp32.")
+    _check_numbers(opts)
     torch.set_num_threads(max(1, opts.threads))
     if resume is not None:
         state_dir = resume_dir(resume)
@@ -469,6 +470,21 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distribu
     config = build_config(opts, data)
     model = Transformer(config).to(device)
     return Trainer(model, data, opts, device, dist)
+
+
+def _check_numbers(opts: TrainOptions) -> None:
+    """Values PyTorch would refuse with a traceback mid-run, or that would quietly train nothing: one sentence."""
+    if not 0 <= opts.label_smoothing <= 1:
+        raise UserError(f"--label-smoothing must be between 0 and 1, not {opts.label_smoothing:g}.")
+    if not opts.lr_scale > 0:
+        raise UserError(f"--lr-scale must be more than 0, not {opts.lr_scale:g}.")
+    if opts.align_weight < 0:
+        raise UserError(f"--align-weight must be 0 (off) or more, not {opts.align_weight:g}.")
+    if opts.align_weight > 0 and not -opts.layers <= opts.align_layer < opts.layers:
+        raise UserError(f"--align-layer {opts.align_layer} does not exist; this model has decoder layers 0 to "
+                        f"{opts.layers - 1} (or -1 for the last).")
+    if opts.align_weight > 0 and not 0 <= opts.align_head < opts.heads:
+        raise UserError(f"--align-head {opts.align_head} does not exist; this model has heads 0 to {opts.heads - 1}.")
 
 
 def resumed_options(resume: str | Path, overrides: dict) -> TrainOptions:
