@@ -13,9 +13,10 @@ from scratchformer.trace import Step
 from .stepper import step_path
 
 
-def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, head: int,
+def inspector_lines(step: Step, stats: TensorStats | None, n_steps: int, batch: int, head: int,
                     params: list[tuple[str, str]] | None = None) -> list[str]:
-    """What the inspector says about a step: where it is, its shape, what the heatmap shows, formula, stats."""
+    """What the inspector says about a step: where it is, its shape, what the heatmap shows, formula, stats
+    (None: a large step's statistics are still being made off the UI thread; the window fills them in)."""
     showing = [d for d in step.dims if d not in ("batch", "head")]
     sel = []
     if "batch" in step.dims:
@@ -36,8 +37,8 @@ def inspector_lines(step: Step, stats: TensorStats, n_steps: int, batch: int, he
         "formula",
         f"  {step.formula}",
         "",
-        f"statistics ({stats.scope})",
-        *[f"  {line}" for line in stats.lines()],
+        f"statistics ({stats.scope})" if stats is not None else "statistics",
+        *([f"  {line}" for line in stats.lines()] if stats is not None else ["  being computed…"]),
     ]
     if params:
         lines += ["", "parameters"] + [f"  {name}: {text}" for name, text in params]
@@ -73,7 +74,7 @@ class Inspector(QWidget):
 
     def show_step(self, step: Step | None, stats: TensorStats | None, n_steps: int, batch: int, head: int,
                   params: list[tuple[str, str]] | None = None) -> None:
-        if step is None or stats is None:
+        if step is None:
             self.text.setPlainText("")
             return
         self.text.setPlainText("\n".join(inspector_lines(step, stats, n_steps, batch, head, params)))

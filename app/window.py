@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self._warm_jobs: list = []  # WarmUp threads recomputing what the next drawing reads
         self._after_warm = None  # the drawing to do once they are done
         self._prefetch_job: WarmUp | None = None  # recomputing the neighbouring steps while the user looks
+        self._stats_job: WarmUp | None = None  # the inspector's statistics of a large step (_show_inspector)
         self._message_before_warm = ""
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
@@ -375,7 +376,8 @@ class MainWindow(QMainWindow):
 
     def is_busy(self) -> bool:
         """A run in flight, a step being recomputed before it is drawn, or large maps waiting their turn to draw."""
-        return self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
+        return (self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
+                or self._stats_job is not None)
 
     def is_recomputing(self) -> bool:
         return bool(self._warm_jobs) or self._after_warm is not None
@@ -589,8 +591,7 @@ class MainWindow(QMainWindow):
         step, trace = self.current_step(), self.current_trace()
         if step is None or trace is None:
             return []
-        work = step_work([step], self._batch)
-        work += stats_work(self._result, [step], self._batch)  # the inspector's min, max, mean and std
+        work = step_work([step], self._batch)  # (the inspector's statistics do not hold the drawing back)
         view = self.tabs.currentWidget()
         if view is not None:
             work += view.preparation(trace, self._batch)
@@ -679,12 +680,45 @@ class MainWindow(QMainWindow):
             self._when_ready(lambda: self._refresh_views(all_dirty=False))
 
     def _update_inspector(self) -> None:
-        step = self.current_step()
-        stats = self._result.stats_for(step, self._batch) if step is not None else None
-        n_steps = len(self._result.trace) if self._result is not None else 0
-        params = teaching.parameter_lines(self._result.parameters, step) if step is not None else []
-        self.inspector_panel.show_step(step, stats, n_steps, self._batch, self._head, params)
-        self._update_explanation(params)
+        self._update_explanation(self._show_inspector())
+
+    def _show_inspector(self) -> list:
+        """The inspector's text for the current step; a large step's statistics (5–10 ms of numbers at 512
+        tokens) are made off the UI thread and filled in when ready, so they never hold back drawing the step.
+        Returns the step's parameter lines."""
+        step, result, batch = self.current_step(), self._result, self._batch
+        stats, params = None, []
+        if step is not None and result is not None:
+            params = teaching.parameter_lines(result.parameters, step)
+            if result.has_stats(step, batch) or not stats_work(result, [step], batch):
+                stats = result.stats_for(step, batch)  # at hand, or small enough to make now
+            else:
+                self._make_stats(step, batch)
+        n_steps = len(result.trace) if result is not None else 0
+        self.inspector_panel.show_step(step, stats, n_steps, batch, self._head, params)
+        return params
+
+    def _make_stats(self, step: Step, batch: int) -> None:
+        """Make the step's statistics on a WarmUp thread (one at a time; the latest step asked is looked at again
+        when it ends), then show them if the user is still there."""
+        if self._stats_job is not None and self._stats_job.isRunning():
+            return
+        result = self._result
+        job = WarmUp(stats_work(result, [step], batch), "the inspector's statistics", self)
+        job.setObjectName("scratchformer-stats")
+
+        def done() -> None:
+            self._stats_job = None
+            if self._closing or self._result is not result or self.current_step() is None:
+                return
+            if self.current_step() is not step or self._batch != batch or result.has_stats(step, batch):
+                self._show_inspector()  # this step's numbers, or a new job for the step the user went on to
+            # else its numbers were released before the job read them (a tight memory budget): the inspector
+            # keeps "being computed…" until the step is drawn again, rather than asking over and over
+
+        job.finished.connect(done)
+        self._stats_job = job
+        job.start()
 
     def refresh_explanation(self) -> None:
         """Rewrite the explanation panel: a view calls it when what it shows changed without a new step."""

@@ -38,3 +38,33 @@ def test_a_large_steps_statistics_are_made_off_the_ui_thread_and_ahead(qtbot, ma
     result, visible = w.current_result(), w.visible_steps()
     following = [w.current_trace()[i] for i in visible[visible.index(step.index) + 1:][:3]]
     assert all(result.has_stats(s, 0) for s in following)  # made ahead, while the user looks at this step
+
+
+def test_a_step_is_drawn_before_its_statistics_which_fill_in_when_ready(qtbot, make_window, monkeypatch):
+    monkeypatch.setattr(warmup_module, "STATS_OFF_THREAD", 1)
+    release = threading.Event()
+    real = worker_module.tensor_stats
+
+    def slow_stats(t):
+        if threading.current_thread() is not threading.main_thread():
+            release.wait(30)  # statistics that take their time (a large step on a busy machine)
+        return real(t)
+
+    w = make_window()
+    run_and_wait(qtbot, w)
+    monkeypatch.setattr(worker_module, "tensor_stats", slow_stats)
+    name = "encoder.0.ffn.hidden"
+    w.go_to_step(name)
+    step = w.current_trace()[name]
+    step_view = w.views[0]
+    try:
+        # the step is drawn at once, while its statistics are still being made
+        qtbot.waitUntil(lambda: not w.is_recomputing() and step_view.heatmap.is_drawn(), timeout=10_000)
+        assert step_view.heatmap.heatmap.title == w.heatmap_for(step, 0, 0).title  # this step's map
+        assert "being computed…" in w.inspector_panel.text.toPlainText()
+        assert w.is_busy()  # tests and benchmarks wait for the numbers too
+    finally:
+        release.set()
+    qtbot.waitUntil(lambda: "being computed…" not in w.inspector_panel.text.toPlainText(), timeout=30_000)
+    tensor = step.tensor[0].float()
+    assert f"mean {format_value(float(tensor.mean()))}" in w.inspector_panel.text.toPlainText()
