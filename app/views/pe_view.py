@@ -69,6 +69,7 @@ class PositionalView(View):
     def __init__(self, window) -> None:
         super().__init__(window)
         self._curves: tuple | None = None  # (pe, dims, positional) of curves waiting to be drawn
+        self._curves_key: tuple | None = None  # what the curves on screen (or waiting) show
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         bar = QHBoxLayout()
@@ -225,6 +226,12 @@ class PositionalView(View):
             self._d_model = config.d_model
             self.dims_edit.setText(", ".join(map(str, default_pe_dims(config.d_model))))
         dims = parse_dims(self.dims_edit.text(), pe.shape[1]) or default_pe_dims(pe.shape[1])
+        # the same encoding and dimensions as the curves on screen (a lesson page or a tab switch refreshes the
+        # view again): nothing to redraw — eight plot items cost 20–40 ms to make
+        key = (id(self.main.current_trace()), config.name, hm.title, pe.shape, tuple(dims), config.positional)
+        if key == self._curves_key and self._curves is None:
+            return
+        self._curves_key = key
         self._curves = (pe, dims, config.positional)
         if pe.shape[0] >= LATER_CURVE_POINTS:  # hundreds of dots per curve: drawn on a coming turn, after the map
             draw_queue().put(self)

@@ -6,6 +6,7 @@ import numpy as np
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
+from app.main import drawn
 from app.views.heads_view import HeadsView
 from app.views.masks_view import MasksView
 from app.views.output_view import OutputView
@@ -85,6 +86,13 @@ def test_positional_view_plots_the_encoding_added(qtbot, ran_window):
     np.testing.assert_allclose(hm.values, w.current_trace()["src_embed.positional_encoding"].tensor.numpy())
     assert len(view.plot.listDataItems()) == 2 * 4  # a line and the added points per default dimension
     assert parse_dims("0, 2-4, 99, x", 6) == [0, 2, 3, 4]
+    items = view.plot.listDataItems()
+    view.refresh()  # the same encoding again (a lesson page, a tab switch): the curves on screen stay
+    assert view.plot.listDataItems() == items
+    view.dims_edit.setText("1, 3")
+    view.dims_edit.editingFinished.emit()
+    drawn(w)
+    assert len(view.plot.listDataItems()) == 2 * 2  # other dimensions: drawn anew
 
 
 def test_output_view_lists_top_k_per_target_position(qtbot, ran_window):
