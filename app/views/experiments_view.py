@@ -114,6 +114,7 @@ class ExperimentsView(View):
         self.body.setStretchFactor(1, 2)
         layout.addWidget(self.body, 1)
         self.result: dict | None = None  # the result drawn now
+        self._drawn_key: tuple | None = None  # (id of the result, switch) on screen: drawn once, not per page turn
         self.drawn_charts: list[Chart] = []
         self._maps: list = []
         self._cache: OrderedDict[tuple, dict] = OrderedDict()
@@ -348,7 +349,7 @@ class ExperimentsView(View):
             self.empty.setText("Run a model first: the experiments measure the model and sentence of the run.")
         if not visible:
             self.summary.setText("")
-            self._maps, self.drawn_charts = [], []
+            self._maps, self.drawn_charts, self._drawn_key = [], [], None
 
     def _draw(self, result: dict) -> None:
         self.result = result
@@ -358,6 +359,10 @@ class ExperimentsView(View):
         if result["experiment"] == "teacher_forcing":
             self._fill_snapshots(result)
         switch = self.switch_value()
+        drawn_key = (id(result), switch)
+        if drawn_key == self._drawn_key and self.body.isVisible():
+            return  # this result with this switch is on screen already (a lesson page turned back to it)
+        self._drawn_key = drawn_key
         self._maps = maps(result, switch)
         self.heatmap.set_heatmap(self._maps[0] if self._maps else None)
         self.heatmap.setVisible(bool(self._maps))

@@ -54,6 +54,11 @@ def test_the_mask_experiment_opens_by_name_and_its_switch_redraws(qtbot, en_hi, 
     unmasked = view.current_heatmaps()[0]
     assert "without the causal mask" in unmasked.title and np.triu(unmasked.values, 1).max() > 0
     assert view.heatmap.heatmap is unmasked
+    lines = [p.getPlotItem().listDataItems() for p in view.plots]
+    view.show_experiment("mask", masked=False)  # the same page again (a lesson turned back): kept, not redrawn
+    assert not view.is_busy() and [p.getPlotItem().listDataItems() for p in view.plots] == lines
+    view.switch.setChecked(True)
+    assert "with the causal mask" in view.current_heatmaps()[0].title  # the switch still redraws
 
 
 def test_a_slider_measures_again_and_the_charts_follow(qtbot, en_hi, tmp_path):
