@@ -569,7 +569,11 @@ class MainWindow(QMainWindow):
         at = self._position()
         work = neighbour_work(steps, at, self._batch) if 0 <= at < len(steps) else []
         if 0 <= at < len(steps):
-            work += stats_work(self._result, steps[at + 1: at + 1 + STATS_AHEAD], self._batch)
+            ahead = steps[at + 1: at + 1 + STATS_AHEAD]
+            view = self.tabs.currentWidget()
+            if view is not None:  # what drawing them will need: the Step view's maps and images
+                work += view.ahead_work(ahead, self._batch, self._head)
+            work += stats_work(self._result, ahead, self._batch)
         if not work:
             self._prefetch_job = None
             return

@@ -29,6 +29,12 @@ class View(QWidget):
         the window runs it in a WarmUp thread first. Nothing by default."""
         return []
 
+    def ahead_work(self, steps: list, batch: int, head: int) -> list:
+        """Work that makes what drawing these coming steps would make on the UI thread (their maps and images),
+        each a function of nothing run on the window's prefetch thread after the recomputes; it must only read
+        the trace and write to thread-safe caches. Nothing by default."""
+        return []
+
     def prebuild(self) -> list:
         """Widgets this view will want, each built by one function of nothing that does nothing when its widget
         is already there; the window builds them one per event-loop turn while it waits (app/prebuild.py), so a

@@ -15,9 +15,10 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidge
 from scratchformer.plotdata import Heatmap
 from scratchformer.plotdata.cells import map_cell
 from scratchformer.plotdata.heatmap import token_columns
+from scratchformer.plotdata.special import heatmap_classes
 
 from ..cell_links import derive_cell, derive_from_map
-from ..widgets.heatmap import HeatmapWidget, ImageCache
+from ..widgets.heatmap import HeatmapWidget, ImageCache, display_image, full_view_block
 from ..widgets.token_table import TokenTable
 from .base import View
 
@@ -59,6 +60,7 @@ class StepView(View):
         self.heatmap = HeatmapWidget()
         self.heatmap.image_cache = ImageCache()
         self._heatmaps: OrderedDict[tuple[int, int, int], Heatmap] = OrderedDict()
+        self._ahead: dict[tuple[int, int, int], Heatmap] = {}  # made by the prefetch thread, not yet shown
         self._cached_run = None
         self.connect_heatmap(self.heatmap)
         self.heatmap.menu_hook = self._head_menu
@@ -157,19 +159,57 @@ class StepView(View):
 
     def _heatmap(self, step, key: tuple[int, int, int]) -> Heatmap:
         """The heatmap of (step, batch, head), from memory when this run already showed it."""
-        run = self.main.current_result()
-        if run is not self._cached_run:
-            self._cached_run = run
-            self._heatmaps.clear()
-            self.heatmap.image_cache.clear()
+        self._heatmap_cache_for(self.main.current_result())
         hm = self._heatmaps.get(key)
         if hm is None:
-            hm = self._heatmaps[key] = self.main.heatmap_for(step, key[1], key[2])
+            hm = self._ahead.pop(key, None)  # made ahead by the prefetch thread
+            if hm is None:
+                hm = self.main.heatmap_for(step, key[1], key[2])
+            self._heatmaps[key] = hm
             if len(self._heatmaps) > KEPT_HEATMAPS:
                 self._heatmaps.popitem(last=False)
         else:
             self._heatmaps.move_to_end(key)
         return hm
+
+    def ahead_work(self, steps: list, batch: int, head: int) -> list:
+        """The next steps' maps and display images, made on the prefetch thread: holding Next then only hands a
+        ready image to the plot. For the steps whose numbers are at hand now, drawn whole at the plot's present
+        size (as a step of a new shape is); token steps are tables and are left out."""
+        run = self.main.current_result()
+        if run is None or not self.isVisible() or self.heatmap.image_cache is None:
+            return []
+        self._heatmap_cache_for(run)
+        pixels = self.heatmap._plot_pixels()  # read here, on the UI thread
+        work = []
+        for step in steps:
+            if step.kind == "tokens":
+                continue
+            n_batch = step.shape[step.dims.index("batch")] if "batch" in step.dims else 1
+            n_head = step.shape[step.dims.index("head")] if "head" in step.dims else 1
+            key = (step.index, min(batch, n_batch - 1) if "batch" in step.dims else 0,
+                   min(head, n_head - 1) if "head" in step.dims else 0)  # fmt: skip
+            if key in self._heatmaps or key in self._ahead or not step.ready(key[1]):
+                continue  # (a step still to be recomputed is looked at again by the next prefetch)
+            work.append(lambda step=step, key=key: self._make_ahead(run, step, key, pixels))
+        return work
+
+    def _make_ahead(self, run, step, key: tuple[int, int, int], pixels: tuple[float, float]) -> None:
+        """(prefetch thread) One coming step's map and image, if its numbers are at hand and the run is current."""
+        if run is not self._cached_run or not step.ready(key[1]):
+            return  # a new run came, or the step waits for a recompute that this prefetch did not reach
+        hm = run.heatmap_for(step, key[1], key[2])
+        block = full_view_block(hm, pixels)
+        self.heatmap.image_cache.put((key, block), display_image(hm, block, heatmap_classes(hm)))
+        self._ahead[key] = hm  # one assignment: atomic for the UI thread, which takes it in _heatmap
+
+    def _heatmap_cache_for(self, run) -> None:
+        """Forget the maps and images of an earlier run."""
+        if run is not self._cached_run:
+            self._cached_run = run
+            self._heatmaps.clear()
+            self._ahead = {}
+            self.heatmap.image_cache.clear()
 
     def current_heatmaps(self) -> list[Heatmap]:
         return [self._shown] if self._shown is not None else []

@@ -22,6 +22,7 @@ most MAX_CELL_W pixels wide and no taller than wide (48 px rows are always allow
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -87,6 +88,20 @@ def full_label(labels: list[str] | None, dim: str, i: int) -> str:
     return f"{dim} {i}"
 
 
+def display_image(hm: Heatmap, block: tuple[int, int], classes: np.ndarray | None) -> np.ndarray:
+    """The RGBA image (R, C, 4) uint8 a map is shown as with `block` cells per image pixel: values reduced per
+    block, NaN/±∞ cells in their colours (classes: heatmap_classes(hm), None when every cell is a number). Pure:
+    a prefetch thread makes the next steps' images with it (views/step_view.py)."""
+    shown = block_reduce(hm.values, block, display_reduction(hm.colormap))  # (R, C), as is at 1 × 1
+    reduced = None if classes is None else reduce_classes(classes, block)  # trouble wins
+    return rgba_image(shown, hm.levels, hm.colormap, reduced)
+
+
+def full_view_block(hm: Heatmap, pixels: tuple[float, float]) -> tuple[int, int]:
+    """Cells per image pixel for the whole map at a plot of `pixels` (height, width) device pixels."""
+    return display_blocks(hm.values.shape, pixels)
+
+
 class ImageCache:
     """Display images (RGBA, maybe block-reduced) by key; the least recently used go first beyond a byte budget."""
 
@@ -94,26 +109,30 @@ class ImageCache:
         self.max_bytes = max_bytes
         self._items: OrderedDict = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()  # a prefetch thread puts the next steps' images (views/step_view.py)
 
     def get(self, key) -> np.ndarray | None:
-        image = self._items.get(key)
-        if image is not None:
-            self._items.move_to_end(key)
-        return image
+        with self._lock:
+            image = self._items.get(key)
+            if image is not None:
+                self._items.move_to_end(key)
+            return image
 
     def put(self, key, image: np.ndarray) -> None:
-        old = self._items.pop(key, None)
-        if old is not None:
-            self._bytes -= old.nbytes
-        self._items[key] = image
-        self._bytes += image.nbytes
-        while self._bytes > self.max_bytes and len(self._items) > 1:
-            _, dropped = self._items.popitem(last=False)
-            self._bytes -= dropped.nbytes
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._items[key] = image
+            self._bytes += image.nbytes
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= dropped.nbytes
 
     def clear(self) -> None:
-        self._items.clear()
-        self._bytes = 0
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -411,9 +430,7 @@ class HeatmapWidget(QWidget):
         cache_key = (self._key, block) if self._key is not None and self.image_cache is not None else None
         rgba = self.image_cache.get(cache_key) if cache_key is not None else None
         if rgba is None:
-            shown = block_reduce(hm.values, block, display_reduction(hm.colormap))  # (R, C), as is at 1 × 1
-            classes = None if self._classes is None else reduce_classes(self._classes, block)  # trouble wins
-            rgba = rgba_image(shown, hm.levels, hm.colormap, classes)
+            rgba = display_image(hm, block, self._classes)
             if cache_key is not None:
                 self.image_cache.put(cache_key, rgba)
         # levels=None: uint8 RGBA goes to a QImage as it is (levels would send it through makeARGB again).
