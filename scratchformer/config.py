@@ -26,7 +26,8 @@ class TransformerConfig:
 
     A model without an encoder (n_encoder_layers=0) is decoder-only, like GPT-2: its decoder layers have no
     cross-attention and read the target alone under the causal mask. One without a decoder is encoder-only
-    (BERT): it returns the encoder's hidden states and has no output layer.
+    (BERT): it returns the encoder's hidden states and has no output layer (an imported masked-language-model head,
+    mlm_head, is read by the logit lens only).
     """
 
     d_model: int = 512
@@ -41,7 +42,7 @@ class TransformerConfig:
     # Paper §3.4: "we share the same weight matrix between the two embedding layers and the
     # pre-softmax linear transformation". Only possible when both vocabularies are the same.
     share_embeddings: bool = True
-    tie_output: bool = True
+    tie_output: bool = True  # for an encoder-only model with mlm_head: the head's vocabulary projection is tied
     pad_id: int | None = None
     bos_id: int | None = None
     eos_id: int | None = None
@@ -81,6 +82,10 @@ class TransformerConfig:
     ffn_gated: bool = False
     # Multiply the decoder output by d_model^-0.5 before the output layer (T5 v1.0, whose output is tied).
     scale_decoder_output: bool = False
+    # A masked-language-model head over the encoder (BERT, RoBERTa, DistilBERT pretraining): encoder-only models
+    # only. It is not run by forward(), which still returns the encoder's hidden states; the logit lens reads the
+    # encoder through it (model.MaskedLMHead, scratchformer.analyses.lens).
+    mlm_head: bool = False
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -128,9 +133,13 @@ class TransformerConfig:
             raise UserError(f"positional {self.positional!r} is not one of {', '.join(POSITIONAL)}.")
         if self.position_offset and self.positional != "learned":
             raise UserError("position_offset applies to learned position embeddings only (positional = learned).")
-        for name in ("norm_first", "linear_bias", "scale_attention", "ffn_gated", "scale_decoder_output"):
+        for name in ("norm_first", "linear_bias", "scale_attention", "ffn_gated", "scale_decoder_output",
+                     "mlm_head"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name} must be true or false, not {getattr(self, name)!r}.")
+        if self.mlm_head and self.n_decoder_layers:
+            raise UserError("mlm_head (a masked-language-model head) belongs to encoder-only models, and this one "
+                            "has decoder layers.")
         if self.norm not in NORMS:
             raise UserError(f"norm {self.norm!r} is not one of {', '.join(NORMS)}.")
         for name in ("relative_buckets", "relative_max_distance"):

@@ -25,6 +25,9 @@ def departures(config: TransformerConfig) -> list[str]:
     c, out = config, []
     if not c.has_encoder:
         out.append("decoder-only: no encoder and no cross-attention")
+    elif not c.has_decoder and c.mlm_head:
+        out.append("encoder-only: no decoder; a masked-language-model head (dense → activation → LayerNorm → "
+                   "vocabulary) reads the encoder output")  # fmt: skip
     elif not c.has_decoder:
         out.append("encoder-only: no decoder and no output layer")
     if c.positional == "learned":

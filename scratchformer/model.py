@@ -10,7 +10,7 @@ from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
 from .intervention_context import active_interventions
-from .layers import NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
+from .layers import _ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
 from .lazy import OutputSummary, RecomputeCache
 from .trace import Trace, active_tracer, merge_chunks, tracing
 
@@ -90,6 +90,34 @@ class Generator(nn.Module):
         tracer.output_summary = OutputSummary.of(items, tracer.target_ids)
 
 
+class MaskedLMHead(nn.Module):
+    """The masked-language-model head of BERT's pretraining (Devlin et al. 2019, §3.1 "Masked LM"), which
+    RoBERTa and DistilBERT keep: each position's final encoder vector → one score per vocabulary entry, a guess
+    for the token *at* that position (what a [MASK] there should be), not the next one.
+
+        h      = LayerNorm(act(x W_t + b_t))          x (…, d_model) → h (…, d_model)
+        logits = h W_vocabᵀ + b_vocab                 (…, d_model) → (…, vocab)
+        P      = softmax(logits)
+
+    act is the model's own activation (GELU for all three families); W_vocab is the token-embedding matrix when
+    config.tie_output says the head is tied to it, as in the published models. Not in the 2017 paper, and not
+    run by Transformer.forward(): an encoder-only model still ends with its hidden states, and the logit lens
+    (scratchformer.analyses.lens) reads the encoder's residual stream through this head.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        d = config.d_model
+        self.dense = nn.Linear(d, d)  # W_t (d_model × d_model), b_t
+        self.activation = _ACTIVATIONS[config.activation]
+        self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.proj = nn.Linear(d, config.src_vocab_size)  # W_vocab (vocab × d_model), b_vocab
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.activation(self.dense(x)))  # (…, d_model)
+        return self.proj(h)  # (…, vocab): logits
+
+
 CHUNK_ROWS = 256  # a lazy trace runs the batch in chunks of about this many positions (see chunk_items)
 
 
@@ -123,6 +151,9 @@ class Transformer(nn.Module):
                 self.generator.proj.weight = self.tgt_embed.tokens.weight
         else:
             self.tgt_embed = self.decoder = self.decoder_norm = self.generator = None
+        self.mlm_head = MaskedLMHead(c) if c.mlm_head else None  # read by the logit lens only, not by forward()
+        if self.mlm_head is not None and c.tie_output:
+            self.mlm_head.proj.weight = self.src_embed.tokens.weight
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

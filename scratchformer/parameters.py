@@ -5,7 +5,8 @@
 Keys are the diagram's block keys (`plotdata.block_key` of the steps inside the block: `src_embed.embedding`,
 `src_embed.positional`, `encoder.0.self_attn`, `encoder.0.add_norm1`, `encoder.0.ffn`, …, `encoder.final_norm`,
 `decoder.0.cross_attn`, `generator.linear`, `generator.softmax`), then one key per layer (`encoder.0`), per stack
-(`encoder`, `decoder`), `src_embed` / `tgt_embed` / `embeddings`, `generator` and `total`.
+(`encoder`, `decoder`), `src_embed` / `tgt_embed` / `embeddings`, `generator`, `mlm_head` (an encoder's masked-LM
+head, when it has one) and `total`.
 
 A tensor shared by several blocks (the paper ties the two embeddings and the output projection, §3.4) is counted
 once, in the first block that uses it in reading order (source embedding → encoder → target embedding → decoder
@@ -299,6 +300,16 @@ def _generator(c: _Counter) -> None:
     c.aggregate("generator", ["generator.linear", "generator.softmax"], ["linear", "softmax"])
 
 
+def _mlm_head(c: _Counter) -> None:
+    """An encoder-only model's masked-LM head (model.MaskedLMHead): dense, LayerNorm, vocabulary projection."""
+    d, vocab = c.config.d_model, c.model.mlm_head.proj.out_features
+    count = d * d + d + 2 * d + vocab * d + vocab
+    formula = (f"d_model² + d_model + 2·d_model + vocab·d_model + vocab = {d}² + {d} + 2·{d} + {_n(vocab)}·{d} + "
+               f"{_n(vocab)} = {_n(count)}")  # fmt: skip
+    c.block("mlm_head", ["mlm_head"], count, formula, "the masked-language-model head, read by the logit lens only",
+            shared_note="its vocabulary projection shares the embedding matrix, counted under {where}")
+
+
 def parameter_counts(model: nn.Module) -> dict[str, ParamCount]:
     """Parameter counts of a scratchformer Transformer by diagram block, layer, stack, embeddings and total,
     in reading order. Shared tensors are counted once (see the module docstring)."""
@@ -314,9 +325,11 @@ def parameter_counts(model: nn.Module) -> dict[str, ParamCount]:
         _stack(c, "decoder", model.decoder, model.decoder_norm)
         top.append("decoder")
         _generator(c)
+    if getattr(model, "mlm_head", None) is not None:
+        _mlm_head(c)
     embeds = [k for k in ("src_embed", "tgt_embed") if k in c.out]
     c.aggregate("embeddings", embeds)
-    parts = ["embeddings", *top] + (["generator"] if "generator" in c.out else [])
+    parts = ["embeddings", *top] + [k for k in ("generator", "mlm_head") if k in c.out]
     c.aggregate("total", parts)
     expected = sum(p.numel() for p in model.parameters())
     if c.out["total"].count != expected:  # a parameter outside the known modules: never hide it

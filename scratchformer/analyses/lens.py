@@ -6,6 +6,11 @@ the model reads its last point:  P_point = softmax(W_vocab · norm(x_point)). Th
 the model's output. For every decoder position the lens reports the top tokens of each point, and the
 probability and rank that each point gives the token the model finally emits there.
 
+An encoder-only model with a masked-language-model head (BERT, RoBERTa, DistilBERT imported with theirs) is read
+the same way over its encoder: every point of the encoder's stream goes through the head,
+P_point = softmax(MLMHead(x_point)), per source position; the last point is the head's own output, its guess for
+the token at each position. An encoder without such a head has no lens.
+
     compute(bundle, trace) → Lens;  `scratchformer lens --model M --source S [--json]`
 
 The points are the trace's own steps (scratchformer.analyses.stream), so a lens reads the same numbers the window
@@ -36,8 +41,9 @@ class Lens:
 
     steps: list[str]  # residual-stream step names, in order
     labels: list[str]  # 'embeddings', 'layer 1 self-attention', …
-    positions: list[str]  # the decoder-input tokens (what each position reads)
-    emitted_ids: list[int]  # per position: the model's own most likely next token (the last point's first choice)
+    positions: list[str]  # the decoder-input tokens (what each position reads); the source tokens for an encoder
+    emitted_ids: list[int]  # per position: the model's own most likely token (the last point's first choice): the
+    # next token for a decoder, the token at the position itself for an encoder's masked-LM head
     emitted: list[str]
     top_ids: torch.Tensor  # (points, positions, k) int64, most likely first
     top_probs: torch.Tensor  # (points, positions, k)
@@ -45,6 +51,7 @@ class Lens:
     final_probs: torch.Tensor  # (points, positions): P(emitted token) at each point
     final_ranks: torch.Tensor  # (points, positions) int64, 1 = the point's most likely token
     notes: list[str] = field(default_factory=list)
+    stack: str = "decoder"  # whose stream: "decoder", or "encoder" (read through its masked-LM head)
 
     def to_dict(self) -> dict:
         points = []
@@ -55,7 +62,7 @@ class Lens:
             final = [{"id": self.emitted_ids[j], "token": self.emitted[j], "p": float(self.final_probs[i, j]),
                       "rank": int(self.final_ranks[i, j])} for j in range(len(self.positions))]  # fmt: skip
             points.append({"step": step, "label": self.labels[i], "top": top, "final": final})
-        return {"positions": self.positions, "emitted": [{"id": i, "token": t} for i, t in
+        return {"stack": self.stack, "positions": self.positions, "emitted": [{"id": i, "token": t} for i, t in
                                                          zip(self.emitted_ids, self.emitted)],
                 "points": points, "notes": self.notes}  # fmt: skip
 
@@ -64,20 +71,32 @@ def no_output_layer(bundle) -> str | None:
     """Why this model has no lens (one sentence), or None."""
     if bundle.config.has_decoder and bundle.model.generator is not None:
         return None
-    return ("This model is an encoder alone without an output layer (no masked-language-model head), so its "
-            "residual stream cannot be read as predicted tokens; the lens needs a model that predicts tokens "
-            "(an encoder-decoder or a decoder-only model).")  # fmt: skip
+    if not bundle.config.has_decoder and getattr(bundle.model, "mlm_head", None) is not None:
+        return None
+    return ("This model is an encoder alone without an output layer: its folder has no masked-language-model head, "
+            "so its residual stream cannot be read as predicted tokens (open a folder with one, such as "
+            "BertForMaskedLM's, or a model with a decoder).")  # fmt: skip
+
+
+def lens_stack(config) -> str:
+    """Whose residual stream the lens reads: the decoder's, or an encoder-only model's encoder."""
+    return "decoder" if config.has_decoder else "encoder"
 
 
 @torch.inference_mode()
 def read_out(model, x: torch.Tensor) -> torch.Tensor:
     """x (…, d_model), points of the decoder's residual stream → log-probabilities (…, vocab) through the model's
-    final norm (if any) and output layer, as the model reads its last point."""
-    param = model.generator.proj.weight
+    final norm (if any) and output layer, as the model reads its last point. For an encoder-only model: points of
+    the encoder's stream through its final norm (if any) and masked-LM head."""
+    if model.generator is None:
+        norm, head = model.encoder_norm, model.mlm_head
+    else:
+        norm, head = model.decoder_norm, model.generator
+    param = head.proj.weight
     h = x.to(param.device, param.dtype)
-    if model.decoder_norm is not None:
-        h = model.decoder_norm(h)  # (…, d_model)
-    return model.generator(h).float().log_softmax(-1)  # (…, vocab)
+    if norm is not None:
+        h = norm(h)  # (…, d_model)
+    return head(h).float().log_softmax(-1)  # (…, vocab)
 
 
 def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
@@ -86,8 +105,10 @@ def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
     if why is not None:
         raise UserError(why)
     model, c = bundle.model, bundle.config
-    steps = residual_points(trace, "decoder", c.norm_first)
-    positions = list(trace.target_tokens[batch]) if trace.target_tokens else []
+    stack = lens_stack(c)
+    steps = residual_points(trace, stack, c.norm_first)
+    read = trace.target_tokens if stack == "decoder" else trace.source_tokens
+    positions = list(read[batch]) if read else []
     last = read_out(model, trace[steps[-1]].item(batch))  # (T, vocab)
     emitted_ids = last.argmax(-1)  # (T,)
     k = min(k, last.shape[-1])
@@ -100,7 +121,7 @@ def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
         mine = logp.gather(-1, emitted_ids[:, None])  # (T, 1)
         final_p.append(mine[:, 0].exp().cpu())
         final_rank.append((logp > mine).sum(-1).cpu() + 1)
-    tok = bundle.tgt_tokenizer
+    tok = bundle.tgt_tokenizer if stack == "decoder" else bundle.src_tokenizer
     top_ids_t = torch.stack(top_ids)  # (points, T, k)
     top_tokens = [[tok.token_strings(row) for row in point.tolist()] for point in top_ids_t]
     ids = emitted_ids.cpu().tolist()
@@ -110,7 +131,7 @@ def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
                      + "), and the lens reads the changed run.")  # fmt: skip
     return Lens(steps, [point_label(s) for s in steps], positions or tok.token_strings(ids), ids,
                 tok.token_strings(ids), top_ids_t, torch.stack(top_probs), top_tokens, torch.stack(final_p),
-                torch.stack(final_rank), notes)  # fmt: skip
+                torch.stack(final_rank), notes, stack)  # fmt: skip
 
 
 # --- command line ------------------------------------------------------------------------------------------------
@@ -119,7 +140,9 @@ def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
 def add_parser(sub) -> None:
     p = sub.add_parser("lens", help="logit lens: what each point of the decoder's residual stream would predict",
                        description="Read every point of the decoder's residual stream (after the embeddings and "
-                       "after each sublayer) through the model's final norm and output layer.")  # fmt: skip
+                       "after each sublayer) through the model's final norm and output layer; for an "
+                       "encoder-only model with a masked-LM head, every point of the encoder's stream through that "
+                       "head.")  # fmt: skip
     add_run_args(p)
     p.add_argument("--top", type=int, default=TOP_K, help=f"tokens listed per point and position (default {TOP_K})")
 
@@ -138,11 +161,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def text_report(lens: Lens) -> str:
-    """Per decoder position: each point's first choice and the probability (rank) of the token finally emitted."""
+    """Per position: each point's first choice and the probability (rank) of the token finally emitted (for an
+    encoder, the token its masked-LM head finally predicts at the position)."""
     lines = []
     width = max(len(label) for label in lens.labels)
     for j, reads in enumerate(lens.positions):
-        lines.append(f"position {j} reads “{reads}” → the model emits “{lens.emitted[j]}”")
+        if lens.stack == "encoder":
+            lines.append(f"source position {j} holds “{reads}” → the masked-LM head predicts “{lens.emitted[j]}”")
+        else:
+            lines.append(f"position {j} reads “{reads}” → the model emits “{lens.emitted[j]}”")
         for i, label in enumerate(lens.labels):
             first = lens.top_tokens[i][j][0]
             lines.append(f"  {label:<{width}}  first choice “{first}” {float(lens.top_probs[i, j, 0]):.3f}   "

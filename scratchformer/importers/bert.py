@@ -4,11 +4,16 @@ How BERT departs from the 2017 paper, and the option that covers each (all off f
 learned position embeddings (positional="learned"), segment embeddings (type_vocab_size), LayerNorm on the
 embedding sum (embed_layer_norm), no √d_model scaling (scale_embedding=False), GELU in the FFN, LayerNorm ε
 1e-12. The layers themselves are the paper's post-norm ones: LayerNorm(x + Sublayer(x)). The pooler (a tanh
-layer over [CLS] used for next-sentence prediction) and any task head are not part of the walkthrough.
+layer over [CLS] used for next-sentence prediction) and task heads are not part of the walkthrough, with one
+exception: a masked-language-model head (BertForMaskedLM's `cls.predictions`), when the folder has one, becomes the
+model's mlm_head (model.MaskedLMHead), through which the logit lens reads the encoder. Folders without it (a
+sentence-embedding model such as all-MiniLM) open as the encoder alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -127,8 +132,56 @@ def put_encoder_layers(w: Weights, c: TransformerConfig, state: dict[str, torch.
         put(state, f"{ours}.add_norm2.norm", w.layer_norm(d, f"{theirs}.{names.norm2}"))
 
 
-def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
-    """Our state_dict from BERT's tensor names; query/key/value are stacked into our fused qkv."""
+class MaskedLMNames(NamedTuple):
+    """Where a family stores its masked-language-model head (see model.MaskedLMHead), from the checkpoint's root."""
+
+    dense: str  # the transform's d_model → d_model linear layer, W_t
+    norm: str  # the LayerNorm after its activation
+    proj: str  # the vocabulary projection W_vocab (often not stored: tied to the word embeddings)
+    bias: tuple[str, ...]  # its bias b_vocab, under the first of these names found (the projection's own bias is
+    # what transformers applies; the head's `bias` is the same tensor, saved alone, unless the folder unties them)
+
+
+BERT_MLM = MaskedLMNames("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                         "cls.predictions.decoder", ("cls.predictions.decoder.bias", "cls.predictions.bias"))
+ROBERTA_MLM = MaskedLMNames("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder",
+                            ("lm_head.decoder.bias", "lm_head.bias"))
+DISTILBERT_MLM = MaskedLMNames("vocab_transform", "vocab_layer_norm", "vocab_projector", ("vocab_projector.bias",))
+
+
+def mlm_head_config(names: MaskedLMNames, family: str, activation: str | None = None
+                    ) -> Callable[[Weights, TransformerConfig], TransformerConfig]:  # fmt: skip
+    """build_model's `configure`: the config with mlm_head on when the weights hold a masked-LM head (tied to the
+    word embeddings unless the folder stores a different vocabulary matrix), else the config unchanged.
+    `activation`: the one the family's head always applies (RoBERTa's is GELU whatever hidden_act says)."""
+
+    def configure(w: Weights, c: TransformerConfig) -> TransformerConfig:
+        if not w.has(f"{names.dense}.weight"):
+            return c
+        if activation is not None and c.activation != activation:
+            raise UserError(f"{w.origin} has a {family} masked-language-model head, which applies {activation}, "
+                            f"but its layers use {c.activation}; scratchformer reads one activation for both.")
+        own = w.find(f"{names.proj}.weight")
+        tokens = w.take((c.src_vocab_size, c.d_model), "embeddings.word_embeddings.weight")
+        tied = own is None or torch.equal(w.tensors[own], tokens)
+        return dataclasses.replace(c, mlm_head=True, tie_output=tied)
+
+    return configure
+
+
+def put_mlm_head(w: Weights, c: TransformerConfig, state: dict[str, torch.Tensor], names: MaskedLMNames) -> None:
+    """The masked-LM head's weights into `state` under our names (mlm_head.dense, .norm, .proj)."""
+    d, vocab = c.d_model, c.src_vocab_size
+    put(state, "mlm_head.dense", w.linear(d, d, names.dense))
+    put(state, "mlm_head.norm", w.layer_norm(d, names.norm))
+    tied = state["src_embed.tokens.weight"] if c.tie_output else None
+    state["mlm_head.proj.weight"] = tied if tied is not None else w.take((vocab, d), f"{names.proj}.weight")
+    state["mlm_head.proj.bias"] = w.take((vocab,), *names.bias)
+
+
+def bert_state(w: Weights, c: TransformerConfig, head: MaskedLMNames = BERT_MLM) -> dict[str, torch.Tensor]:
+    """Our state_dict from BERT's tensor names; query/key/value are stacked into our fused qkv. With
+    c.mlm_head, the masked-LM head too, from where `head` says it is."""
     d, state = c.d_model, {}
     state["src_embed.tokens.weight"] = w.take((c.src_vocab_size, d), "embeddings.word_embeddings.weight")
     n_positions = c.max_len + c.position_offset  # RoBERTa's table also holds the rows below its offset
@@ -138,6 +191,8 @@ def bert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
         state["src_embed.token_types.weight"] = types
     put(state, "src_embed.layer_norm", w.layer_norm(d, "embeddings.LayerNorm"))
     put_encoder_layers(w, c, state, BERT_LAYER)
+    if c.mlm_head:
+        put_mlm_head(w, c, state, head)
     return state
 
 
@@ -158,7 +213,8 @@ def bert_tokenizer(directory: Path) -> TextTokenizer:
 
 
 def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
-    """A BERT-family encoder folder → ModelBundle of an encoder-only scratchformer model in eval mode."""
+    """A BERT-family encoder folder → ModelBundle of an encoder-only scratchformer model in eval mode (with its
+    masked-LM head when the folder has one)."""
     from transformers import BertConfig
 
     data = read_hf_config(directory)
@@ -168,5 +224,6 @@ def load_bert(directory: Path, device: str | torch.device = "cpu") -> ModelBundl
     config = config_from_bert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
     wrap_as_tokenizer_does(config, tokenizer.hf)  # [CLS] … [SEP] when the tokenizer adds them, as it does for BERT
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
-    model = build_model(directory, config, bert_state, prefixes=("", "bert."))
+    model = build_model(directory, config, bert_state, prefixes=("", "bert."),
+                        configure=mlm_head_config(BERT_MLM, "BERT"))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

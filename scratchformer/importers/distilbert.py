@@ -4,7 +4,8 @@ DistilBERT is BERT with half the layers, no token types and its own tensor names
 sa_layer_norm, ffn.lin1, ffn.lin2, output_layer_norm). Its departures from the 2017 paper are BERT's without the
 segment embeddings: learned positions, LayerNorm on the embeddings (ε 1e-12, fixed in its code), no √d_model
 scaling, GELU. With sinusoidal_pos_embds its position table is the paper's own interleaved sinusoids: then the
-model uses ours (positional="sinusoidal") after checking that the stored table is that one.
+model uses ours (positional="sinusoidal") after checking that the stored table is that one. A masked-LM head
+(DistilBertForMaskedLM's vocab_transform, vocab_layer_norm, vocab_projector) is imported as in bert.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from ..config import TransformerConfig
 from ..embeddings import sinusoidal_encoding
 from ..errors import UserError
 from ..model_bundle import ModelBundle
-from .bert import EncoderLayerNames, activation_for, bert_tokenizer, encoder_only_config, put_encoder_layers
+from .bert import (
+    DISTILBERT_MLM,
+    EncoderLayerNames,
+    activation_for,
+    bert_tokenizer,
+    encoder_only_config,
+    mlm_head_config,
+    put_encoder_layers,
+    put_mlm_head,
+)
 from .hf import check_vocab_size, hf_config, model_name, read_hf_config, wrap_as_tokenizer_does
 from .weights import Weights, build_model, put
 
@@ -63,6 +73,8 @@ def distilbert_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor
                         "(sinusoidal_pos_embds).")  # fmt: skip
     put(state, "src_embed.layer_norm", w.layer_norm(d, "embeddings.LayerNorm"))
     put_encoder_layers(w, c, state, DISTILBERT_LAYER)
+    if c.mlm_head:
+        put_mlm_head(w, c, state, DISTILBERT_MLM)
     return state
 
 
@@ -77,5 +89,6 @@ def load_distilbert(directory: Path, device: str | torch.device = "cpu") -> Mode
     config = config_from_distilbert(hf, directory, name, str(tokenizer.hf.cls_token), str(tokenizer.hf.sep_token))
     wrap_as_tokenizer_does(config, tokenizer.hf)  # [CLS] … [SEP] when the tokenizer adds them
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
-    model = build_model(directory, config, distilbert_state, prefixes=("", "distilbert."))
+    model = build_model(directory, config, distilbert_state, prefixes=("", "distilbert."),
+                        configure=mlm_head_config(DISTILBERT_MLM, "DistilBERT"))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -5,7 +5,8 @@ LayerNorm on the embeddings, no √d_model scaling, GELU) with one more: positio
 (position_offset), so its table of max_position_embeddings rows holds max_position_embeddings − padding_idx − 1
 usable positions (512 for roberta-base). transformers gives padded positions the id padding_idx instead; only those
 padded rows differ, and no real token ever attends to them. Its single token type adds one learned vector to
-every token. The tokenizer is GPT-2's byte-level BPE with <s> … </s> around the text.
+every token. The tokenizer is GPT-2's byte-level BPE with <s> … </s> around the text. A masked-LM head
+(RobertaForMaskedLM's `lm_head`) is imported as in bert.py; it always applies GELU.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from ..errors import UserError
 from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
-from .bert import bert_state, config_from_bert
+from .bert import ROBERTA_MLM, bert_state, config_from_bert, mlm_head_config
 from .hf import (
     byte_level_bpe,
     check_vocab_size,
@@ -60,5 +61,6 @@ def load_roberta(directory: Path, device: str | torch.device = "cpu") -> ModelBu
                                  extra={**config.extra, "architecture": "roberta"})  # fmt: skip
     wrap_as_tokenizer_does(config, tokenizer.hf)  # <s> … </s>, as RoBERTa's tokenizer adds them
     check_vocab_size(tokenizer, config.src_vocab_size, directory)
-    model = build_model(directory, config, bert_state, prefixes=("", "roberta."))
+    model = build_model(directory, config, lambda w, c: bert_state(w, c, ROBERTA_MLM), prefixes=("", "roberta."),
+                        configure=mlm_head_config(ROBERTA_MLM, "RoBERTa", activation="gelu"))
     return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, name, str(directory))

@@ -178,10 +178,15 @@ def build_model(
     config: TransformerConfig,
     state_for: Callable[[Weights, TransformerConfig], dict[str, torch.Tensor]],
     prefixes: tuple[str, ...],
+    configure: Callable[[Weights, TransformerConfig], TransformerConfig] | None = None,
 ) -> Transformer:
-    """Read a folder's weights, map them with `state_for(weights, config)` and load them into a fresh model."""
+    """Read a folder's weights, map them with `state_for(weights, config)` and load them into a fresh model.
+    `configure(weights, config)`, if given, first returns the config that the stored tensors call for (an
+    optional head found among them)."""
     tensors, filename = read_weights(directory)
     weights = Weights(tensors, str(directory / filename), prefixes=prefixes)
+    if configure is not None:
+        config = configure(weights, config)
     model = Transformer(config)
     load_state(model, state_for(weights, config), str(directory / filename))
     return model
