@@ -133,6 +133,19 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
     },
 }
 
+# The lens tab for an encoder-only model read through its masked-language-model head.
+ENCODER_LENS = {
+    "what": "The logit lens over an encoder: each token's running vector read through the model's "
+            "masked-language-model head at every point — after the embeddings and after each sublayer — as if "
+            "the encoder stopped there. The map gives the probability of the token the head finally predicts "
+            "at each source position (its guess for the token there, what a [MASK] should be); the table, "
+            "each point's own top guesses at one position.",
+    "why": "The head was trained on the encoder's last layer only, but every sublayer adds its part to the same "
+           "running sum, so each earlier point can be read the same way. Where a row turns bright is where the "
+           "encoder has settled what belongs at a position — from the token itself, or from the words on both "
+           "sides of it.",
+}
+
 TABS = tuple(TAB_TEXTS)
 
 
@@ -211,8 +224,13 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
                            for k, (layers, heads) in counts.items())
         return f"{total} maps in all — {listed}."
     if tab == "lens":
+        if not config.has_decoder and config.mlm_head:
+            return (f"{1 + config.n_encoder_layers * 2} points (the embeddings, then 2 sublayers in each of "
+                    f"{config.n_encoder_layers} encoder layers) × {s} source positions, each read through the "
+                    f"masked-LM head against {config.src_vocab_size:,} vocabulary entries.")
         if not config.has_decoder:
-            return "This model has no decoder stream to read through an output layer."
+            return ("This model has no decoder stream to read through an output layer, and no masked-language-model "
+                    "head to read its encoder through.")
         per_layer = 3 if config.has_encoder else 2
         return (f"{1 + config.n_decoder_layers * per_layer} points (the embeddings, then {per_layer} sublayers in "
                 f"each of {config.n_decoder_layers} decoder layers) × {t} positions, each read against "
@@ -281,6 +299,8 @@ def explain_tab(tab: str, trace: Trace, config: TransformerConfig, batch: int = 
         return None
     kind = model_kind(config, trace)
     text = KIND_TEXTS.get((tab, kind), TAB_TEXTS[tab])  # the sentences for this kind of model
+    if tab == "lens" and not config.has_decoder and config.mlm_head:
+        text = ENCODER_LENS  # an encoder read through its masked-LM head
     batch = max(0, min(batch, max(len(trace.source_tokens), len(trace.target_tokens), 1) - 1))
     facts = facts or {}
     numbers = kind_numbers(tab, kind, trace, config, sum(_lengths(trace, batch)), facts)

@@ -45,15 +45,22 @@ def _map(values, rows, cols, row_dim, col_dim, title, subtitle="", formula="", l
 
 def lens_map(lens: Lens) -> Heatmap:
     """Points (rows, embeddings first) × decoder positions: the probability each point gives the token the model
-    finally emits at that position. Columns read 'input → emitted'."""
+    finally emits at that position. Columns read 'input → emitted'. For an encoder read through its masked-LM head:
+    × source positions, 'token → the head's final guess for it'."""
     cols = [f"{a} → {b}" for a, b in zip(lens.positions, lens.emitted)]
+    if lens.stack == "encoder":
+        return _map(lens.final_probs.numpy(), lens.labels, cols, "point", "src_pos",
+                    "Logit lens over the encoder: P(the head's final guess) at every point of the stream",
+                    f"{len(lens.steps)} points × {len(cols)} source positions",
+                    "P = softmax(MLMHead(x_point)),  MLMHead(x) = LayerNorm(act(x W_t + b_t)) W_vocabᵀ + b_vocab")
     return _map(lens.final_probs.numpy(), lens.labels, cols, "point", "tgt_pos",
                 "Logit lens: P(the token finally emitted) at every point of the residual stream",
                 f"{len(lens.steps)} points × {len(cols)} decoder positions", "P = softmax(W_vocab · norm(x_point))")
 
 
 def lens_table(lens: Lens, position: int) -> list[tuple[str, str, list[tuple[str, float]], float, int]]:
-    """Per point at one decoder position: (label, step, [(token, p)] most likely first, P(emitted), its rank)."""
+    """Per point at one (decoder or source) position: (label, step, [(token, p)] most likely first, P(emitted),
+    its rank)."""
     j = min(max(position, 0), len(lens.positions) - 1)
     return [(lens.labels[i], lens.steps[i], list(zip(lens.top_tokens[i][j], lens.top_probs[i, j].tolist())),
              float(lens.final_probs[i, j]), int(lens.final_ranks[i, j])) for i in range(len(lens.steps))]  # fmt: skip

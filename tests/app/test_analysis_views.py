@@ -103,6 +103,30 @@ def test_an_encoder_without_output_layer_gets_one_sentence_in_the_lens(qtbot, ma
     assert view.empty.text().endswith(".") and "output layer" in view.empty.text()
 
 
+def test_an_encoder_with_a_masked_lm_head_is_read_through_it_in_the_lens(qtbot, make_window, tmp_path):
+    from tests.scratchformer.test_encoder_lens import save_bert_mlm
+
+    save_bert_mlm(tmp_path)  # a tiny random BertForMaskedLM folder
+    w = make_window(source="the cats sat on the mat", target="", model=str(tmp_path))
+    run_and_wait(qtbot, w)
+    assert w.current_trace() is not None, w.message_text()
+    assert not w.current_bundle().config.has_decoder  # still an encoder alone everywhere else
+    view = show(w, LensView)
+    assert view.value is not None and view.value.stack == "encoder"
+    want = lens_module.compute(w.current_bundle(), w.current_trace())
+    heatmap = view.map.heatmap
+    assert torch.allclose(torch.tensor(heatmap.values), want.final_probs, atol=1e-6)
+    assert heatmap.col_dim == "src_pos" and heatmap.row_labels == want.labels
+    assert heatmap.col_labels[1] == f"the → {want.emitted[1]}" and "source positions" in heatmap.subtitle
+    assert view.side_label.text() == "Source position" and "masked-LM head" in view.caption.text()
+    assert view.position_label.text().endswith(f"the head predicts “{want.emitted[-1]}”")
+    assert view.table.rowCount() == len(want.steps) and view.table.item(len(want.steps) - 1, 2).text() == "1"
+    from scratchformer.explain.tabs import explain_tab
+
+    explained = explain_tab("lens", w.current_trace(), w.current_bundle().config)
+    assert "masked-language-model head" in explained.what and "source positions" in explained.numbers
+
+
 def test_a_click_on_a_decoded_token_attributes_its_prediction(qtbot, en_hi):
     from app.views.decoding_view import DecodingView
 
