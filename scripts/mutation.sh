@@ -9,8 +9,9 @@
 #   JOBS=2 bash scripts/mutation.sh masks         # more workers (default 1)
 #   MUTATION_DIR=/tmp/m bash scripts/mutation.sh  # where the copies are made (default /tmp/scratchformer-mutation)
 #   MUTANTS='scratchformer.attention.x_attention__*' bash scripts/mutation.sh attention
-#                                                 # only these mutants (mutmut's names, * matches), results of
-#                                                 # earlier runs of the module kept (its copy is refreshed)
+#                                                 # only these mutants (mutmut's names, * matches; several
+#                                                 # separated by spaces); the module's copy is refreshed and
+#                                                 # its score counts only these (the rest read "not checked")
 #
 # Each module runs in its own copy of the checkout (mutmut writes a mutants/ folder next to pyproject.toml), so the
 # working tree is never touched. Afterwards, in $MUTATION_DIR/<module>: `mutmut results` lists the survivors and
@@ -46,7 +47,8 @@ TESTS[layers]="$T/test_reference.py::test_paper_sized_layer_equals_reference $T/
 FILE[decoding]=scratchformer/decoding.py
 TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py"
 FILE[interventions]=scratchformer/interventions.py
-TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py"
+TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py $T/test_intervention_specs_and_records.py
+  $T/test_decoder_key_knockout.py"
 FILE[lazy]=scratchformer/lazy.py
 TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py"
 FILE[memory]=scratchformer/memory.py
