@@ -50,7 +50,7 @@ FILE[interventions]=scratchformer/interventions.py
 TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py $T/test_intervention_specs_and_records.py
   $T/test_decoder_key_knockout.py"
 FILE[lazy]=scratchformer/lazy.py
-TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py"
+TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_parts.py"
 FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
