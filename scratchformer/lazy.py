@@ -127,6 +127,10 @@ class Recompute:
     def get(self) -> dict[str, torch.Tensor]:
         return self.cache.get_or_compute((self.key,), self.fn)
 
+    def ready(self) -> bool:
+        """Whether get() returns without rerunning the sublayer (its interior is in the cache)."""
+        return self.cache.contains((self.key,))
+
 
 class Held(Recompute):
     """A chunk that kept a step another chunk recomputes (a smaller last chunk): it just returns the tensor."""
@@ -136,3 +140,6 @@ class Held(Recompute):
 
     def get(self) -> dict[str, torch.Tensor]:
         return self.fn()
+
+    def ready(self) -> bool:
+        return True  # the tensor is kept: nothing to rerun

@@ -107,8 +107,7 @@ class Step:
         if self.sources is None or "batch" not in self.dims:
             return self.sources is None
         k = bisect_right(self.offsets, min(max(batch, 0), self.size[0] - 1)) - 1
-        source = self.sources[k]
-        return source.cache.contains((source.key,))
+        return self.sources[k].ready()
 
     @property
     def shape(self) -> tuple[int, ...]:

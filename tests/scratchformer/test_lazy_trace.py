@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.lazy import RecomputeCache
+from scratchformer.lazy import Held, RecomputeCache
 
 SMALL = dict(src_vocab_size=40, tgt_vocab_size=45, share_embeddings=False, d_model=16, n_heads=4,
              n_encoder_layers=2, n_decoder_layers=2, d_ff=32, max_len=64, dropout=0.0)
@@ -205,3 +205,25 @@ def test_two_threads_asking_for_the_same_interior_compute_it_once():
     for t in threads:
         t.join()
     assert len(calls) == 1 and results[0] is results[1] and cache.contains(("k",))
+
+
+def test_a_step_a_smaller_chunk_kept_is_ready_without_a_rerun(monkeypatch):
+    # Chunks of 2 and 1 items (14 rows each): a step whose larger chunk recomputes it is kept whole by the
+    # smaller last chunk when one item's tensor fits keep_bytes and two do not. Reading that item reruns
+    # nothing, so it is ready — else the window would "recompute" it and its prefetch ask for it over and over.
+    monkeypatch.setattr("scratchformer.model.CHUNK_ROWS", 14)
+    model = Transformer(TransformerConfig(**SMALL)).eval()
+    torch.manual_seed(0)
+    src, tgt = torch.randint(4, 40, (3, 7)), torch.randint(4, 45, (3, 6))
+    _, eager = model.run_with_trace(src, tgt, lazy=False)
+    item_bytes = eager["encoder.0.self_attn.weights"].tensor[0].numel() * 4  # (h, S, S) float32 of one item
+    _, lazy = model.run_with_trace(src, tgt, keep_bytes=item_bytes)  # one item's map fits, two do not
+    mixed = [s for s in lazy if s.sources is not None and any(isinstance(x, Held) for x in s.sources)]
+    assert "encoder.0.self_attn.weights" in [s.name for s in mixed]
+    for s in mixed:
+        for b in range(s.shape[0]):
+            source = s.sources[max(i for i, off in enumerate(s.offsets) if off <= b)]
+            if isinstance(source, Held):
+                assert s.ready(b) and torch.equal(s.item(b), eager[s.name].tensor[b]), (s.name, b)
+            else:
+                assert s.ready(b) == source.cache.contains((source.key,))
