@@ -4,9 +4,10 @@ and one sentence on stderr (no traceback), before any work; --max-len really bou
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel
+from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
 
 from scratchformer.cli import main
+from scratchformer.tokenizers import gpt2_tokenizer
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--quiet", "--threads", "1"]
 DIGITS = "3 1 4 1 5 9 2 6"  # the copy model's output is its input
@@ -159,3 +160,18 @@ def test_train_resume_refuses_a_changed_model_or_data(capsys, saved_run, argv, m
     code, _, err = _cli(capsys, "train", "--resume", saved_run, "--quiet", "--max-steps", "3", "--out",
                         saved_run.parent / "continued")  # fmt: skip
     assert code == 0, err  # unchanged, the same run resumes
+
+
+def test_translate_refuses_beam_and_a_bad_temperature_for_a_decoder_only_model(capsys, tmp_path):
+    config = GPT2Config(vocab_size=50257, n_positions=16, n_embd=8, n_layer=1, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(str(tmp_path), safe_serialization=True)
+    gpt2_tokenizer().hf.save_pretrained(str(tmp_path))
+    capsys.readouterr()  # save_pretrained's progress bar
+    base = ["translate", "--model", tmp_path, "--source", "the cat"]
+    _refused(capsys, [*base, "--beam", "3"], "--beam works with encoder-decoder models; this one is decoder-only.")
+    _refused(capsys, [*base, "--temperature", "0"], "--temperature must be above 0, not 0.")
+    code, out, err = _cli(capsys, *base, "--max-new", "2")  # the same folder continues its text when asked rightly
+    assert code == 0 and out.strip(), err
+    _refused(capsys, ["translate", "--model", "copy", "--source", DIGITS, "--max-new", "2"],
+             "--max-new, --temperature, --top-k and --seed continue a decoder-only model's text; copy translates "
+             "(use --max-len and --beam).")
