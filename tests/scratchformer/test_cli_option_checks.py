@@ -115,6 +115,8 @@ def test_export_refuses_a_missing_text_file(capsys, tmp_path):
     (["--precision", "bf16"], "--precision bf16 needs CUDA (--device cuda); on the CPU train in fp32."),
     (["--dist-timeout", "0"], "--dist-timeout must be more than 0 minutes, not 0."),
     (["--epochs", "0"], "--epochs must be at least 1, not 0."),
+    (["--max-minutes", "0"], "--max-minutes must be more than 0, not 0."),
+    (["--max-minutes", "-2.5"], "--max-minutes must be more than 0, not -2.5."),
     (["--batch-tokens", "-8"], "--batch-tokens must be at least 1, not -8."),
     (["--dropout", "1.5"], "dropout must be in [0, 1), not 1.5."),
     (["--label-smoothing", "1.5"], "--label-smoothing must be between 0 and 1, not 1.5."),
