@@ -85,8 +85,8 @@ def main() -> None:
         alone_all += alone
         ok = max(done) <= TARGET_MS
         misses += not ok
-        print(f"{lesson.id:<22}{len(ui):>6}{statistics.median(ui):>8.1f}m{max(ui):>8.1f}m"
-              f"{statistics.median(done):>10.1f}m{max(done):>10.1f}m{statistics.median(alone):>17.1f}m  "
+        print(f"{lesson.id:<22}{len(ui):>6}{statistics.median(ui):>7.1f}ms{max(ui):>7.1f}ms"
+              f"{statistics.median(done):>9.1f}ms{max(done):>9.1f}ms{statistics.median(alone):>16.1f}ms  "
               f"{'ok' if ok else 'OVER TARGET'}")
     print(f"all turns: p50 {statistics.median(every):.1f} ms, max {max(every):.1f} ms (the window's moves alone: p50 "
           f"{statistics.median(alone_all):.1f} ms, max {max(alone_all):.1f} ms); "
