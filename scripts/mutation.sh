@@ -45,7 +45,8 @@ FILE[layers]=scratchformer/layers.py
 TESTS[layers]="$T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_gelu_tanh_gpt2.py
   $T/test_embedding_end_to_end.py $T/test_kv_cache_logits.py"
 FILE[decoding]=scratchformer/decoding.py
-TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py"
+TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py
+  $T/test_decoder_key_knockout.py $T/test_generation.py $T/test_evaluation.py"
 FILE[interventions]=scratchformer/interventions.py
 TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py $T/test_intervention_specs_and_records.py
   $T/test_decoder_key_knockout.py"
