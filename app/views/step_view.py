@@ -12,13 +12,13 @@ from collections import OrderedDict
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from scratchformer.plotdata import Heatmap
+from scratchformer.plotdata import Heatmap, display_blocks
 from scratchformer.plotdata.cells import map_cell
 from scratchformer.plotdata.heatmap import token_columns
 from scratchformer.plotdata.special import heatmap_classes
 
 from ..cell_links import derive_cell, derive_from_map
-from ..widgets.heatmap import HeatmapWidget, ImageCache, display_image, full_view_block
+from ..widgets.heatmap import HeatmapWidget, ImageCache, display_image
 from ..widgets.token_table import TokenTable
 from .base import View
 
@@ -28,6 +28,15 @@ TABLE_NOTE = (
     "Hover a cell to read it; right-click to export."
 )
 TABLE_BATCH_ITEMS = 8  # a token table shows every batch item up to this many; beyond, the chosen one only
+
+
+def map_key(step, batch: int, head: int) -> tuple[int, int, int]:
+    """(step index, batch item, head) of the map the Step view shows: batch and head clamped to the step's own
+    axes, 0 where it has none."""
+    def clamp(dim: str, i: int) -> int:
+        return min(i, step.shape[step.dims.index(dim)] - 1) if dim in step.dims else 0
+
+    return step.index, clamp("batch", batch), clamp("head", head)
 
 
 class StepView(View):
@@ -110,7 +119,7 @@ class StepView(View):
             spin.setVisible(on)
             label.setVisible(on)
         self.shape_label.setText(step.shape_text())
-        key = (step.index, min(batch, n_batch - 1) if has_batch else 0, min(head, n_head - 1) if has_head else 0)
+        key = map_key(step, batch, head)
         previous = self._shown
         self._shown = self._heatmap(step, key)
         if step.kind == "tokens":  # ids are labels, not magnitudes: a table, not a colour strip
@@ -182,13 +191,12 @@ class StepView(View):
         self._heatmap_cache_for(run)
         pixels = self.heatmap._plot_pixels()  # read here, on the UI thread
         work = []
+        if len(self._ahead) > KEPT_HEATMAPS:  # made for steps the user never went to (a jump, another head)
+            self._ahead = {}
         for step in steps:
             if step.kind == "tokens":
                 continue
-            n_batch = step.shape[step.dims.index("batch")] if "batch" in step.dims else 1
-            n_head = step.shape[step.dims.index("head")] if "head" in step.dims else 1
-            key = (step.index, min(batch, n_batch - 1) if "batch" in step.dims else 0,
-                   min(head, n_head - 1) if "head" in step.dims else 0)  # fmt: skip
+            key = map_key(step, batch, head)
             if key in self._heatmaps or key in self._ahead or not step.ready(key[1]):
                 continue  # (a step still to be recomputed is looked at again by the next prefetch)
             work.append(lambda step=step, key=key: self._make_ahead(run, step, key, pixels))
@@ -199,7 +207,7 @@ class StepView(View):
         if run is not self._cached_run or not step.ready(key[1]):
             return  # a new run came, or the step waits for a recompute that this prefetch did not reach
         hm = run.heatmap_for(step, key[1], key[2])
-        block = full_view_block(hm, pixels)
+        block = display_blocks(hm.values.shape, pixels)  # the whole map, as a step of a new shape is drawn
         self.heatmap.image_cache.put((key, block), display_image(hm, block, heatmap_classes(hm)))
         self._ahead[key] = hm  # one assignment: atomic for the UI thread, which takes it in _heatmap
 

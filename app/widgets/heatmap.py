@@ -97,11 +97,6 @@ def display_image(hm: Heatmap, block: tuple[int, int], classes: np.ndarray | Non
     return rgba_image(shown, hm.levels, hm.colormap, reduced)
 
 
-def full_view_block(hm: Heatmap, pixels: tuple[float, float]) -> tuple[int, int]:
-    """Cells per image pixel for the whole map at a plot of `pixels` (height, width) device pixels."""
-    return display_blocks(hm.values.shape, pixels)
-
-
 class ImageCache:
     """Display images (RGBA, maybe block-reduced) by key; the least recently used go first beyond a byte budget."""
 
