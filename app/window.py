@@ -694,21 +694,22 @@ class MainWindow(QMainWindow):
         stats, params = None, []
         if step is not None and result is not None:
             params = teaching.parameter_lines(result.parameters, step)
-            if result.has_stats(step, batch) or not stats_work(result, [step], batch):
-                stats = result.stats_for(step, batch)  # at hand, or small enough to make now
+            work = stats_work(result, [step], batch)  # nothing when they are at hand or cheap to make now
+            if work:
+                self._make_stats(work, step, batch)
             else:
-                self._make_stats(step, batch)
+                stats = result.stats_for(step, batch)
         n_steps = len(result.trace) if result is not None else 0
         self.inspector_panel.show_step(step, stats, n_steps, batch, self._head, params)
         return params
 
-    def _make_stats(self, step: Step, batch: int) -> None:
-        """Make the step's statistics on a WarmUp thread (one at a time; the latest step asked is looked at again
-        when it ends), then show them if the user is still there."""
+    def _make_stats(self, work: list, step: Step, batch: int) -> None:
+        """Make the step's statistics (`work`, from stats_work) on a WarmUp thread (one at a time; the latest step
+        asked is looked at again when it ends), then show them if the user is still there."""
         if self._stats_job is not None and self._stats_job.isRunning():
             return
         result = self._result
-        job = WarmUp(stats_work(result, [step], batch), "the inspector's statistics", self)
+        job = WarmUp(work, "the inspector's statistics", self)
         job.setObjectName("scratchformer-stats")
 
         def done() -> None:
