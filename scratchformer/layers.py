@@ -14,7 +14,7 @@ from .config import TransformerConfig
 from .trace import active_tracer
 
 # Applied in place to the fresh output of W_1 (nothing else holds it): no second d_ff-wide tensor is allocated.
-_ACTIVATIONS = {
+ACTIVATIONS = {
     "relu": lambda x: F.relu(x, inplace=True),
     "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
@@ -67,7 +67,7 @@ class PositionwiseFeedForward(nn.Module):
         self.w_v = nn.Linear(config.d_model, config.d_ff, bias=bias) if config.ffn_gated else None
         self.w_2 = nn.Linear(config.d_ff, config.d_model, bias=bias)
         self.dropout = nn.Dropout(config.dropout)  # on the hidden layer, as torch.nn.Transformer does
-        self.activation = _ACTIVATIONS[config.activation]
+        self.activation = ACTIVATIONS[config.activation]
         self.activation_name = config.activation
         self.pos_dim, self.trace_name = pos_dim, trace_name
 

@@ -10,7 +10,7 @@ from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
 from .intervention_context import active_interventions
-from .layers import _ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
+from .layers import ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
 from .lazy import OutputSummary, RecomputeCache
 from .trace import Trace, active_tracer, merge_chunks, tracing
 
@@ -109,7 +109,7 @@ class MaskedLMHead(nn.Module):
         super().__init__()
         d = config.d_model
         self.dense = nn.Linear(d, d)  # W_t (d_model × d_model), b_t
-        self.activation = _ACTIVATIONS[config.activation]
+        self.activation = ACTIVATIONS[config.activation]
         self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.proj = nn.Linear(d, config.src_vocab_size)  # W_vocab (vocab × d_model), b_vocab
 

@@ -71,7 +71,7 @@ def no_output_layer(bundle) -> str | None:
     """Why this model has no lens (one sentence), or None."""
     if bundle.config.has_decoder and bundle.model.generator is not None:
         return None
-    if not bundle.config.has_decoder and getattr(bundle.model, "mlm_head", None) is not None:
+    if not bundle.config.has_decoder and bundle.model.mlm_head is not None:
         return None
     return ("This model is an encoder alone without an output layer: its folder has no masked-language-model head, "
             "so its residual stream cannot be read as predicted tokens (open a folder with one, such as "
@@ -88,7 +88,7 @@ def read_out(model, x: torch.Tensor) -> torch.Tensor:
     """x (…, d_model), points of the decoder's residual stream → log-probabilities (…, vocab) through the model's
     final norm (if any) and output layer, as the model reads its last point. For an encoder-only model: points of
     the encoder's stream through its final norm (if any) and masked-LM head."""
-    if model.generator is None:
+    if lens_stack(model.config) == "encoder":
         norm, head = model.encoder_norm, model.mlm_head
     else:
         norm, head = model.decoder_norm, model.generator
