@@ -100,8 +100,6 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
         raise UserError(f"--snapshots must be 0 or more, not {given['snapshots']}.")
     if given["snapshots_until"] is not None and given["snapshots_until"] < 1:
         raise UserError(f"--snapshots-until must be a step of 1 or more, not {given['snapshots_until']}.")
-    if given["max_minutes"] is not None and not given["max_minutes"] > 0:  # 0 would stop before the first step
-        raise UserError(f"--max-minutes must be more than 0, not {given['max_minutes']:g}.")
     if args.no_resume_state:
         given["resume_state"] = False
     if args.resume:

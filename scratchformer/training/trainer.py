@@ -474,6 +474,8 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distribu
 
 def _check_numbers(opts: TrainOptions) -> None:
     """Values PyTorch would refuse with a traceback mid-run, or that would quietly train nothing: one sentence."""
+    if opts.max_minutes is not None and not opts.max_minutes > 0:  # 0 would stop before the first step
+        raise UserError(f"--max-minutes must be more than 0, not {opts.max_minutes:g}.")
     if not 0 <= opts.label_smoothing <= 1:
         raise UserError(f"--label-smoothing must be between 0 and 1, not {opts.label_smoothing:g}.")
     if not opts.lr_scale > 0:
