@@ -49,6 +49,7 @@ def test_a_reduced_map_keeps_the_maximum_of_each_block(qtbot, widget):
     values = rng.uniform(0.0, 0.5, (512, 2048)).astype(np.float32)
     values[300, 1234] = 0.97  # one bright cell
     widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
     qtbot.wait(20)
     br, bc = widget.display_block
     assert bc > 1  # reduced: fewer image columns than cells
@@ -69,6 +70,7 @@ def test_hover_on_a_reduced_map_reports_the_exact_cell_and_labels(qtbot, widget)
     rng = np.random.default_rng(1)
     values = rng.uniform(0.0, 1.0, (512, 2048)).astype(np.float32)
     widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
     qtbot.wait(20)
     br, bc = widget.display_block
     assert bc > 1
@@ -94,6 +96,7 @@ def test_zooming_in_draws_full_resolution_and_revisits_come_from_the_cache(qtbot
     values = np.random.default_rng(2).uniform(0, 1, (512, 2048)).astype(np.float32)
     hm = ffn_hidden_map(values)
     widget.set_heatmap(hm, key=("ffn", 0, 0))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)
     qtbot.wait(20)  # the title line takes its height: the plot gets its final size
     reduced = widget.display_block
     assert reduced != (1, 1)
@@ -135,6 +138,7 @@ def test_a_small_map_is_drawn_cell_for_cell(qtbot, widget):
 def test_a_reduced_map_writes_no_values_and_a_zoomed_in_one_does(qtbot, widget):
     values = np.random.default_rng(3).uniform(0, 1, (512, 2048)).astype(np.float32)
     widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
     qtbot.wait(20)
     assert widget.display_block != (1, 1)
     assert widget.cell_texts_shown() == 0 and not widget.values_item.isVisible()
