@@ -115,7 +115,7 @@ class PositionalView(View):
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setLabel("bottom", "position")
         self.plot.setLabel("left", "PE value")
-        self.legend = self.plot.addLegend(offset=(-10, 10))
+        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))  # readable over lines
         cl.addWidget(self.plot, 1)
         self.splitter.addWidget(curves_host)
         self.splitter.setSizes([500, 350])
