@@ -17,6 +17,9 @@
 # working tree is never touched. Afterwards, in $MUTATION_DIR/<module>: `mutmut results` lists the survivors and
 # `mutmut show <name>` prints one as a diff.
 set -euo pipefail
+# The whole script is one function, read in full before it starts, so editing this file while a run is under way
+# cannot change the run (bash otherwise reads a script as it goes).
+main() {
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY="$ROOT/.venv/bin/python"
@@ -105,3 +108,6 @@ print(f"{module}: {killed} of {tried} mutants tried killed ({score}); {status['s
 EOF
   grep -E ': (survived|no tests|suspicious)$' "$dir/results.txt" || true
 done
+}
+main "$@"
+exit
