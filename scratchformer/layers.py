@@ -116,7 +116,8 @@ class PositionwiseFeedForward(nn.Module):
                        f"x V{bv}", n)
             tracer.add(f"{n}.hidden", "ffn_hidden", parts["hidden"], dims, "Gated hidden layer (gate ⊙ linear)",
                        f"{act}(x W_1{b1}) ⊙ (x V{bv})", n)
-            formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ x V{bv}) W_2{b2}"
+            linear = f"(x V{bv})" if bv else "x V"  # the bias is inside the branch: ⊙ binds before +
+            formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ {linear}) W_2{b2}"
         with tracer.stored():
             tracer.add(f"{n}.out", "ffn_out", parts["out"], ("batch", p, "d_model"), "Feed-forward output", formula,
                        n, major=True)

@@ -45,7 +45,8 @@ FILE[embeddings]=scratchformer/embeddings.py
 TESTS[embeddings]="$T/test_embedding_end_to_end.py $T/test_embedding_values.py
   $T/test_embeddings_tokenizer.py::test_positional_encoding_is_the_closed_form"
 FILE[layers]=scratchformer/layers.py
-TESTS[layers]="$T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_gelu_tanh_gpt2.py
+TESTS[layers]="$T/test_layer_values.py $T/test_layer_trace_steps.py
+  $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_gelu_tanh_gpt2.py
   $T/test_embedding_end_to_end.py $T/test_kv_cache_logits.py"
 FILE[decoding]=scratchformer/decoding.py
 TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py
