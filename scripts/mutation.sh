@@ -59,7 +59,7 @@ TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_pa
 FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
-TESTS[derive]="$T/test_derive.py"
+TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py"
 ALL=(masks attention embeddings layers decoding interventions lazy memory derive)
 
 modules=("$@")
