@@ -4,6 +4,11 @@ To the rest of the window it looks like one QTabWidget over the flat list of vie
 currentIndex(), setCurrentIndex(i), currentWidget(), setCurrentWidget(w), count(), indexOf(w), widget(i), and
 currentChanged(int) with the flat index, emitted once per change. Switching group shows the view last used in it.
 A group of one view shows no second tab bar (Qt hides it until a second view is added).
+
+The tab widgets never report a height-for-width. A QTabWidget does whenever one of its pages does (any view with a
+word-wrapped label), and then every layout request of the window (a label's new text on each step) made Qt ask
+every page of every group for its height at the present width: shaping the text of each wrapped label, 3–5 ms of
+the UI thread per step. The views fill the space the splitter gives them, so nothing needs that height.
 """
 
 from __future__ import annotations
@@ -12,12 +17,22 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
 
+class _TabWidget(QTabWidget):
+    """A QTabWidget whose size never depends on its pages' heights for a width (see the module's note)."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt name)
+        return False
+
+    def heightForWidth(self, _width: int) -> int:  # noqa: N802 (Qt name)
+        return -1
+
+
 class ViewTabs(QWidget):
     currentChanged = Signal(int)  # noqa: N815 (QTabWidget's name): the flat index of the view now shown
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.groups = QTabWidget()  # the top-level bar: one tab per group
+        self.groups = _TabWidget()  # the top-level bar: one tab per group
         self.groups.setDocumentMode(True)
         self.groups.setObjectName("view_groups")
         bold = self.groups.tabBar().font()
@@ -36,7 +51,7 @@ class ViewTabs(QWidget):
     # --- building ----------------------------------------------------------------------------------------------
 
     def add_group(self, title: str, tooltip: str = "") -> int:
-        page = QTabWidget()
+        page = _TabWidget()
         page.setDocumentMode(True)
         page.setTabBarAutoHide(True)  # one view: no second bar
         page.currentChanged.connect(lambda _i: self._changed())
