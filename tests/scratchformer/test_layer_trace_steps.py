@@ -60,6 +60,10 @@ def test_post_ln_relu_layer_steps():
         expected_norm = F.layer_norm(expected_sum, (8,), norm.weight, norm.bias, norm.eps)
     assert torch.allclose(after.tensor, expected_norm, atol=1e-5)
     assert not [s for s in trace if s.kind == "dropout"]  # eval: no dropout step
+    # each attention's axes name the positions its queries and keys come from
+    for name, q, k in (("encoder.0.self_attn", "src_pos", "src_pos"), ("decoder.0.self_attn", "tgt_pos", "tgt_pos"),
+                       ("decoder.0.cross_attn", "tgt_pos", "src_pos")):  # fmt: skip
+        assert trace[f"{name}.weights"].dims == ("batch", "head", q, k), name
 
 
 def test_pre_ln_rmsnorm_gated_layer_steps():
@@ -125,5 +129,6 @@ def test_training_traces_show_dropout_and_keep_the_values_used():
         # the FFN's hidden layer is the one that made this output (before its own dropout)
         hidden = trace["encoder.0.ffn.hidden"].tensor
         assert hidden.abs().sum() > 0
-    for model in (_model(dropout=0.0).train(), _model(dropout=0.5, norm_first=True, final_layer_norm=True)):
+    quiet = [_model(dropout=0.0, norm_first=pre, final_layer_norm=pre).train() for pre in (False, True)]
+    for model in (*quiet, _model(dropout=0.5, norm_first=True, final_layer_norm=True)):
         assert not [s.name for s in _trace(model) if s.kind == "dropout"]

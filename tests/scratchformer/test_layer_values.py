@@ -208,3 +208,22 @@ def test_dropout_rate_reaches_every_sublayer():
     assert 0.2 < dropped < 0.3
     survivors = out[nonzero] != 0
     assert torch.allclose(out[nonzero][survivors], kept[nonzero][survivors] / 0.75, atol=1e-5)
+
+
+def test_the_position_bias_reaches_the_self_attention_of_both_layers():
+    """T5's bias is added to the scores: a bias of −10⁹ on one key hides it, exactly like masking that key."""
+    torch.manual_seed(7)
+    config = _config(norm_first=True)
+    x, memory = torch.randn(2, 4, D), torch.randn(2, 3, D)
+    bias = torch.zeros(H, 4, 4)
+    bias[:, :, 1] = -1e9  # key 1 hidden from every query, in every head
+    hidden = torch.ones(2, 4, 4, dtype=torch.bool)
+    hidden[:, :, 1] = False
+    encoder, decoder = EncoderLayer(config, 1).eval(), DecoderLayer(config, 1).eval()
+    with torch.no_grad():
+        assert torch.allclose(encoder(x, None, position_bias=bias), encoder(x, hidden), atol=1e-5)
+        assert not torch.allclose(encoder(x, None, position_bias=bias), encoder(x, None), atol=1e-3)
+        causal = torch.ones(4, 4).tril().bool()[None].expand(2, 4, 4)
+        got = decoder(x, memory, causal, None, position_bias=bias)
+        expected = decoder(x, memory, causal & hidden, None)
+    assert torch.allclose(got[:, 1:], expected[:, 1:], atol=1e-5)  # query 0 sees only key 0 either way
