@@ -81,9 +81,20 @@ def test_pre_ln_decoder_layer_equals_torch_norm_first_layer():
         # the same with the causal rule given as is_causal, through the key/value cache
         cache: dict = {}
         cached = ours(x, memory, None, cross_mask, cache=cache, is_causal=True)
+        # one position at a time, as in decoding: the cache keeps the earlier keys and the encoder's projected
+        # keys and values, so the memory is needed only on the first step
+        step_cache: dict = {}
+        steps = [ours(x[:, t : t + 1], memory if t == 0 else None, None, cross_mask[:, :1], cache=step_cache)
+                 for t in range(4)]  # fmt: skip
+        # without a mask the decoder layer's self-attention sees every position (is_causal is off by default)
+        open_rows = ref(x, memory, memory_key_padding_mask=src_pad)
+        got_open = ours(x, memory, None, cross_mask)
     assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
     assert torch.allclose(cached, expected, atol=1e-5)
     assert set(cache) == {"self", "cross"}  # each attention keeps its own keys and values
+    assert torch.allclose(torch.cat(steps, dim=1), expected, atol=1e-5)
+    assert torch.allclose(got_open, open_rows, atol=1e-5)
+    assert not torch.allclose(got_open, expected, atol=1e-3)
 
 
 def test_rmsnorm_equals_t5_layer_norm_with_its_epsilon():
