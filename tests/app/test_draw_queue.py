@@ -103,3 +103,34 @@ def test_the_window_is_busy_until_its_large_maps_are_drawn(qtbot, make_window):
     assert w.is_busy()
     qtbot.waitUntil(lambda: not w.is_busy(), timeout=5000)
     assert view.is_drawn()
+
+
+def test_a_large_map_whose_image_is_made_ahead_is_drawn_at_once(qtbot, widgets, monkeypatch):
+    """A step the Step view made ahead (its display image in the cache) is drawn in the same turn as Next: one
+    paint for the new step, not the old map painted again while the new one waits its turn."""
+    from app.widgets.heatmap import ImageCache, display_image
+    from scratchformer.plotdata import display_blocks
+    from scratchformer.plotdata.special import heatmap_classes
+
+    w = widgets[0]
+    w.image_cache = ImageCache()
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_heatmap(big_map(0), key="first")
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    ahead = big_map(1)
+    block = display_blocks(ahead.values.shape, w._plot_pixels())  # as the Step view's prefetch makes it
+    made = display_image(ahead, block, heatmap_classes(ahead))
+    w.image_cache.put(("second", block), made)
+    import app.widgets.heatmap as heatmap_module
+
+    remade = []
+    monkeypatch.setattr(heatmap_module, "display_image", lambda *a: remade.append(a) or display_image(*a))
+    w.set_heatmap(ahead, reset_view=False, key="second")
+    assert w.is_drawn() and draw_queue().pending() == 0 and w.title_label.text() == "map 1"
+    assert not remade  # the image made ahead, not one made again
+    np.testing.assert_array_equal(w.image.image, made)
+    w.set_heatmap(big_map(2), reset_view=False, key="third")  # nothing made ahead: it waits its turn as before
+    assert not w.is_drawn() and w.title_label.text() == "map 1"
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert w.title_label.text() == "map 2"
