@@ -443,17 +443,12 @@ def _bundled(lesson: Lesson) -> bool:
         return False
 
 
-_BUNDLED: list = []  # the bundled lessons, read once per process (they are package data)
-
-
 def next_lesson(lesson: Lesson) -> Lesson | None:
     """The bundled lesson after this one (None after the last, or for a lesson from elsewhere)."""
-    if not _BUNDLED:
-        try:
-            _BUNDLED.extend(bundled_lessons())
-        except LessonError:
-            return None
-    lessons = _BUNDLED
+    try:
+        lessons = bundled_lessons()  # read once per process while the files stay the same
+    except LessonError:
+        return None
     ids = [item.id for item in lessons]
     if lesson.id not in ids or ids.index(lesson.id) + 1 >= len(ids):
         return None

@@ -1,6 +1,6 @@
 """How long a lesson page takes to turn in the window when its run is cached, against the issue's 100 ms target.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/bench_lessons.py [--lessons why-attention,scaling,…] [--rounds 3]
+    QT_QPA_PLATFORM=offscreen python benchmarks/bench_lessons.py [--lessons why-attention,…] [--rounds 3] [--slowest 5]
 
 Target (issue 22): a lesson page turns in ≤ 100 ms when its run is cached. For each lesson, the first page is
 opened and waited for (the run and the preparation of every page that reads it, off the UI thread: not timed, it
@@ -32,6 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lessons", default="", help="comma-separated ids (default: every bundled lesson)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--slowest", type=int, default=5, help="list this many slowest turns (page and view)")
     args = parser.parse_args()
     from PySide6.QtWidgets import QApplication
 
@@ -61,6 +62,7 @@ def main() -> None:
     print(f"{'lesson':<22}{'turns':>6}{'UI p50':>9}{'UI max':>9}{'drawn p50':>11}{'drawn max':>11}"
           f"{'window alone p50':>18}  ")
     misses, every, alone_all = 0, [], []
+    turns = []  # (ms until drawn, lesson, page, view shown)
     for lesson in lessons:
         panel.open_lesson(lesson, 1)
         settle()
@@ -75,6 +77,7 @@ def main() -> None:
                 ui.append((time.perf_counter() - t0) * 1000)
                 settle()
                 done.append((time.perf_counter() - t0) * 1000)
+                turns.append((done[-1], lesson.id, n, w.tabs.currentWidget().title))
                 t0 = time.perf_counter()
                 panel._drive(panel._prepared[n])  # the reference: the window's moves alone, once more
                 settle()
@@ -91,6 +94,8 @@ def main() -> None:
     print(f"all turns: p50 {statistics.median(every):.1f} ms, max {max(every):.1f} ms (the window's moves alone: p50 "
           f"{statistics.median(alone_all):.1f} ms, max {max(alone_all):.1f} ms); "
           + ("every lesson within target" if not misses else f"{misses} lesson(s) with a turn over target"))
+    for ms, lesson_id, n, view in sorted(turns, reverse=True)[:args.slowest]:
+        print(f"  slow turn: {ms:6.1f} ms  {lesson_id} page {n} ({view})")
     w.close()
     w.deleteLater()
     app.processEvents()

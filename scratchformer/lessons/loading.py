@@ -57,9 +57,19 @@ def load_lesson(path: str | Path) -> Lesson:
     return read_lesson(table, name)
 
 
+_READ: dict[tuple, list[Lesson]] = {}  # the bundled lessons as last read, by their files' names and change times
+
+
 def bundled_lessons() -> list[Lesson]:
-    """Every bundled lesson, in order (a broken bundled file raises: `lesson check` and the tests catch it)."""
-    return [load_lesson(p) for p in lesson_files()]
+    """Every bundled lesson, in order (a broken bundled file raises: `lesson check` and the tests catch it).
+    Read once and kept while no file changes: parsing all twelve takes 40 ms, and the window asks on a page turn
+    (the last page's "Next lesson ›")."""
+    files = lesson_files()
+    key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    if key not in _READ:
+        _READ.clear()
+        _READ[key] = [load_lesson(p) for p in files]
+    return list(_READ[key])
 
 
 def find_lesson(spec: str) -> Lesson:
