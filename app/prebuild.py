@@ -5,6 +5,8 @@ Overview's mosaics) would build them all at once on its first visit and freeze t
 milliseconds. Instead each view names the widgets it will want (View.prebuild(): functions of nothing, each
 building at most one), and this builds them one at a time once the window has been idle for START_MS, usually
 while a run is in flight. A function that finds its widget already there does nothing, so asking twice is free.
+The user comes first: each step, tab or lesson page they go to postpones what is left by START_MS again
+(`postpone`), so a build never lands in the middle of holding Next or turning a page.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class Prebuild(QObject):
             self._timer.start(START_MS)
         else:
             self._timer.stop()
+
+    def postpone(self) -> None:
+        """The user did something: build nothing more until the window has been idle for START_MS again."""
+        if self._jobs:
+            self._timer.start(START_MS)
 
     def pending(self) -> int:
         return len(self._jobs)

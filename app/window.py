@@ -547,6 +547,7 @@ class MainWindow(QMainWindow):
             self.stepper.set_detail("all", quietly=True)
             self._compute_visible()
         self._index = index
+        self.prebuild.postpone()  # the user is stepping: the plots built ahead wait until they stop
         step = trace[index]
         self.stepper.show_step(self._position(), len(self._visible), step)
         self.diagram.set_current(block_key(step))
@@ -678,6 +679,7 @@ class MainWindow(QMainWindow):
             self.views[current].refresh()
 
     def _tab_changed(self, index: int) -> None:
+        self.prebuild.postpone()
         if self._result is not None:
             self._update_explanation()
         if index in self._dirty and self._result is not None:

@@ -1,0 +1,37 @@
+"""Plots built ahead (app/prebuild.py) are built while the window waits, never in the middle of what the user
+does: each step, tab or lesson page postpones what is left by START_MS (a build takes 15–40 ms of the UI
+thread, and landed between two presses of a held Next or inside a page turn)."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtWidgets import QApplication
+
+import app.prebuild as prebuild_module
+from tests.app.conftest import run_and_wait
+
+
+def test_stepping_and_switching_tabs_postpone_the_builds(qtbot, make_window, monkeypatch):
+    monkeypatch.setattr(prebuild_module, "START_MS", 150)
+    w = make_window()
+    run_and_wait(qtbot, w)
+    w.prebuild.finish()
+    built: list[float] = []
+    w.prebuild.queue([lambda: built.append(time.perf_counter()) for _ in range(3)])
+
+    last_action = time.perf_counter()
+    for i in range(8):  # the user steps (and once switches tab) every 40 ms for a third of a second
+        if i == 4:
+            w.tabs.setCurrentIndex(1)
+            w.tabs.setCurrentIndex(0)
+        else:
+            w.next_step()
+        last_action = time.perf_counter()
+        end = last_action + 0.04
+        while time.perf_counter() < end:
+            QApplication.processEvents()
+            time.sleep(0.002)
+    assert built == []  # nothing was built while the user kept acting, although START_MS passed long ago
+    qtbot.waitUntil(lambda: len(built) == 3, timeout=5000)  # then, once they stop, everything is built
+    assert built[0] - last_action >= 0.15 * 0.9  # no earlier than START_MS after the last action
