@@ -132,3 +132,14 @@ def test_training_traces_show_dropout_and_keep_the_values_used():
     quiet = [_model(dropout=0.0, norm_first=pre, final_layer_norm=pre).train() for pre in (False, True)]
     for model in (*quiet, _model(dropout=0.5, norm_first=True, final_layer_norm=True)):
         assert not [s.name for s in _trace(model) if s.kind == "dropout"]
+
+
+def test_each_add_and_norm_is_named_for_its_layer_and_its_sides_positions():
+    for norm_first in (False, True):
+        trace = _trace(_model(norm_first=norm_first, final_layer_norm=norm_first))
+        parts = ("norm", "residual") if norm_first else ("residual", "out")
+        for layer, k, pos in (("encoder.0", 2, "src_pos"), ("decoder.0", 3, "tgt_pos")):
+            expected = {f"{layer}.add_norm{i}.{part}" for i in range(1, k + 1) for part in parts}
+            steps = [s for s in trace if s.name.startswith(f"{layer}.add_norm")]
+            assert {s.name for s in steps} == expected
+            assert {s.dims for s in steps} == {("batch", pos, "d_model")}
