@@ -11,7 +11,7 @@ import torch
 
 from scratchformer.bundle import ModelBundle
 from scratchformer.config import TransformerConfig
-from scratchformer.decoding import greedy, timeline
+from scratchformer.decoding import greedy, teacher_forced_hidden, timeline
 from scratchformer.errors import UserError
 from scratchformer.model import Transformer
 from scratchformer.tokenizers import word_level_tokenizer
@@ -132,3 +132,59 @@ def test_a_decoder_only_timeline_with_a_target_forces_the_prompt_the_target_and_
     assert tl.mode == "teacher"
     assert tl.output_tokens == ["हम", "दोस्त", "हैं", "</s>"]
     assert [s.input_token for s in tl.steps] == ["<s>", "हम", "दोस्त", "हैं"]
+
+
+def test_a_teacher_forced_timeline_stops_after_the_end_token_even_with_steps_to_spare():
+    tl = timeline(_bundle(), "we are friends", "हम दोस्त", max_steps=30)
+    assert tl.output_tokens == ["हम", "दोस्त", "</s>"]
+
+
+def test_without_an_end_token_the_target_alone_is_forced():
+    """A model whose config and tokenizer name no end token: the typed target is forced, nothing after it."""
+    bundle = _bundle()
+    bundle.model.config.eos_id = None
+    bundle.tgt_tokenizer.hf.eos_token = None
+    tl = timeline(bundle, "we are friends", "हम दोस्त हैं")
+    assert tl.output_tokens == ["हम", "दोस्त", "हैं"]
+
+
+@pytest.mark.parametrize("source", ["", "   ", None])
+def test_an_empty_source_is_refused_with_a_sentence_saying_so(source):
+    with pytest.raises(UserError) as error:
+        timeline(_bundle(), source, "हम")
+    assert str(error.value) == "The source text is empty; type a sentence first."
+
+
+def test_the_reference_pass_of_a_decoder_only_model_reads_no_source():
+    """teacher_forced_hidden, the one-pass reference the timeline's rows are compared with, for a decoder-only
+    model: [start] + the text through the decoder alone, one row per position (a decoder-only model's text is its
+    decoder input, as bundle.prepare makes it)."""
+    bundle = _bundle(decoder_only=True)
+    hidden = teacher_forced_hidden(bundle, "हम दोस्त", "")
+    ids = [1, *bundle.tgt_tokenizer.encode("हम दोस्त")]
+    with torch.no_grad():
+        expected = bundle.model.decode(torch.tensor([ids]))[0].numpy()
+    assert hidden.shape == expected.shape and abs(hidden - expected).max() < 1e-5
+
+
+def test_the_reference_pass_gives_the_model_its_inputs_on_the_model_s_device():
+    """The model is on "meta" (standing in for a GPU; the inputs are made on the CPU): what the encoder and the
+    decoder are handed must be on it. Their outputs are stood in for by zeros on the CPU."""
+    bundle = _bundle()
+    model = bundle.model.to("meta")
+    seen = []
+    model.encode = lambda src, *a, **kw: (seen.append(src.device.type), torch.zeros(1, src.shape[1], 16))[1]
+    model.decode = lambda tgt, *a, **kw: (seen.append(tgt.device.type), torch.zeros(1, tgt.shape[1], 16))[1]
+    assert teacher_forced_hidden(bundle, "we are friends", "हम").shape == (2, 16)
+    assert seen == ["meta", "meta"]
+
+
+def test_a_padding_token_in_the_source_gets_no_cross_attention_at_any_step():
+    """A typed "<pad>" is the padding id (0): masked in the source, so every cross-attention row of every step
+    gives it weight 0 and the other positions share all of it."""
+    bundle = _bundle()
+    tl = timeline(bundle, "we <pad> friends", "हम दोस्त")
+    assert tl.source_tokens == ["we", "<pad>", "friends", "</s>"]
+    for s in tl.steps:
+        assert (s.cross_attention[..., 1] == 0).all()
+        assert abs(s.cross_attention.sum(-1) - 1).max() < 1e-5
