@@ -143,3 +143,25 @@ def test_each_add_and_norm_is_named_for_its_layer_and_its_sides_positions():
             steps = [s for s in trace if s.name.startswith(f"{layer}.add_norm")]
             assert {s.name for s in steps} == expected
             assert {s.dims for s in steps} == {("batch", pos, "d_model")}
+
+
+def test_a_training_trace_keeps_what_it_saw_when_the_weights_change_after():
+    """A training step traces, then the optimizer changes the weights: the trace still shows the numbers of the
+    pass it traced (an eval-mode trace may recompute interiors instead; it is read before weights change)."""
+    model = _model(dropout=0.0).train()
+    trace = _trace(model)
+    ffn = model.encoder[0].ffn
+    x = trace["encoder.0.add_norm1.out"].tensor
+    with torch.no_grad():
+        expected = F.relu(x @ ffn.w_1.weight.T + ffn.w_1.bias)
+        ffn.w_1.weight.mul_(-1.0)  # an optimizer step, as far as the trace can tell
+    assert torch.allclose(trace["encoder.0.ffn.hidden"].tensor, expected, atol=1e-6)
+
+
+def test_a_lazy_trace_holds_less_than_a_whole_one():
+    model = _model(d_ff=256)
+    with torch.no_grad():
+        lazy = model.run_with_trace(SRC, TGT, keep_bytes=0)[1]
+        whole = model.run_with_trace(SRC, TGT, lazy=False)[1]
+    hidden_bytes = 2 * 3 * 256 * 4  # one FFN's (batch, src_pos, d_ff) float32 hidden layer
+    assert 0 < lazy.stored_bytes() < whole.stored_bytes() - 2 * hidden_bytes
