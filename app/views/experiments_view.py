@@ -45,6 +45,7 @@ MAX_DK_POWER = 11  # the d_k slider: 2^0 … 2^11
 T_MIN, T_MAX, T_STEPS = 0.1, 10.0, 100  # the temperature slider: log-spaced
 KEPT = 32  # results kept (per run, experiment and controls)
 MAX_CHARTS = 3
+CHART_TICK_WIDTH = 44  # pixels for a chart's value labels ("-0.0000" fits)
 
 
 def run_key(run) -> tuple:
@@ -106,6 +107,9 @@ class ExperimentsView(View):
             plot.setMenuEnabled(False)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setMinimumSize(80, 150)  # three side by side still fit a narrow window
+            # A fixed room for the value labels: an axis that resizes to new numbers re-lays out the row of charts
+            # and paints them all again after their first paint.
+            plot.getAxis("left").setStyle(autoExpandTextSpace=False, tickTextWidth=CHART_TICK_WIDTH)
             row.addWidget(plot, 1)
             self.plots.append(plot)
         self.body.addWidget(plots)

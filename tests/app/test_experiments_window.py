@@ -104,3 +104,21 @@ def test_an_experiment_that_does_not_apply_says_so(qtbot, make_window, tmp_path)
     settle(qtbot, view)
     assert view.result["without_pe"]["max_diff_after_unpermuting"] < 1e-5
     assert "without positional encoding" in view.current_heatmaps()[0].title
+
+
+def test_the_charts_value_axes_keep_their_width_from_one_experiment_to_the_next(qtbot, en_hi):
+    """New numbers never resize the charts' value axes (which would re-lay out the row and paint it twice)."""
+    w, view = en_hi, view_of(en_hi, ExperimentsView)
+    w.tabs.setCurrentWidget(view)
+    widths, labels = set(), set()
+    for name, controls in (("scaling", {"d_k": 64}), ("mask", {"masked": True}), ("norm", {})):
+        view.show_experiment(name, **controls)
+        settle(qtbot, view)
+        qtbot.waitUntil(lambda name=name: view.result["experiment"] == name, timeout=30_000)
+        qtbot.wait(30)  # any re-layout the painting asked for has happened
+        for plot in view.plots:
+            if plot.isVisible():
+                widths.add(round(plot.getAxis("left").width()))
+                labels.add(plot.getPlotItem().titleLabel.text)
+    assert len(labels) > 2  # different charts were drawn
+    assert len(widths) == 1
