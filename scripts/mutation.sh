@@ -52,7 +52,8 @@ FILE[decoding]=scratchformer/decoding.py
 TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py
   $T/test_decoder_key_knockout.py $T/test_generation.py $T/test_evaluation.py $T/test_beam_search_defaults.py
   $T/test_decoding_source_padding.py $T/test_decoding_timeline.py $T/test_decoding_model_inputs.py
-  $T/test_beam_search_mean_ablation.py $T/test_decoding_length_limits.py"
+  $T/test_beam_search_mean_ablation.py $T/test_decoding_length_limits.py
+  $T/test_beam_search_stopping.py"
 FILE[interventions]=scratchformer/interventions.py
 TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py $T/test_intervention_specs_and_records.py
   $T/test_decoder_key_knockout.py"
