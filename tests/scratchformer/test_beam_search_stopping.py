@@ -65,14 +65,15 @@ def _exhaustive_best(p_end: list[float], alpha: float) -> list[int]:
 LATER_AND_LATER = [0.11, 0.15, 0.19, 0.2, 0.3, 0.36, 0.52, 0.61]
 
 
+@pytest.mark.parametrize("cache", [True, False])
 @pytest.mark.parametrize("k", [2, 3, 4])
 @pytest.mark.parametrize("alpha", [0.6, 1.0, 1.6])
-def test_a_narrow_beam_finds_the_best_hypothesis_of_the_table(k, alpha):
+def test_a_narrow_beam_finds_the_best_hypothesis_of_the_table(k, alpha, cache):
     """On this table the best hypothesis of each length is all A, so a few beams suffice: stopping too early (as
     soon as k hypotheses ended, or before) or too late would return another length."""
     model, _ = _table_model(LATER_AND_LATER)
     expected = _exhaustive_best(LATER_AND_LATER, alpha)
-    assert beam_search(model, None, BUDGET, k=k, length_penalty=alpha) == expected
+    assert beam_search(model, None, BUDGET, k=k, length_penalty=alpha, cache=cache) == expected
     assert len(expected) == {0.6: 2, 1.0: 4, 1.6: 6}[alpha]
 
 
