@@ -375,9 +375,13 @@ class MainWindow(QMainWindow):
             self.show_message(f"Memory budget: {size_text(budget)}; a run that would need more is refused.")
 
     def is_busy(self) -> bool:
-        """A run in flight, a step being recomputed before it is drawn, or large maps waiting their turn to draw."""
-        return (self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
-                or self._stats_job is not None)
+        """Drawing (is_drawing), or the inspector's statistics still being made."""
+        return self.is_drawing() or self._stats_job is not None
+
+    def is_drawing(self) -> bool:
+        """A run in flight, a step being recomputed before it is drawn, or large maps waiting their turn to draw
+        (the inspector's statistics, which fill in afterwards, do not count)."""
+        return self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
 
     def is_recomputing(self) -> bool:
         return bool(self._warm_jobs) or self._after_warm is not None

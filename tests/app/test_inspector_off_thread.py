@@ -59,10 +59,11 @@ def test_a_step_is_drawn_before_its_statistics_which_fill_in_when_ready(qtbot, m
     step_view = w.views[0]
     try:
         # the step is drawn at once, while its statistics are still being made
-        qtbot.waitUntil(lambda: not w.is_recomputing() and step_view.heatmap.is_drawn(), timeout=10_000)
+        qtbot.waitUntil(lambda: not w.is_drawing(), timeout=10_000)  # what benchmarks time a step up to
+        assert step_view.heatmap.is_drawn() and not w.is_recomputing()
         assert step_view.heatmap.heatmap.title == w.heatmap_for(step, 0, 0).title  # this step's map
         assert "being computed…" in w.inspector_panel.text.toPlainText()
-        assert w.is_busy()  # tests and benchmarks wait for the numbers too
+        assert w.is_busy()  # tests wait for the numbers too
     finally:
         release.set()
     qtbot.waitUntil(lambda: "being computed…" not in w.inspector_panel.text.toPlainText(), timeout=30_000)
