@@ -42,7 +42,8 @@ TESTS[attention]="$T/test_attention_values.py $T/test_embedding_end_to_end.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan
   $T/test_kv_cache_logits.py"
 FILE[embeddings]=scratchformer/embeddings.py
-TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_trace_texts.py $T/test_embedding_end_to_end.py
+TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_tables.py $T/test_embedding_trace_texts.py
+  $T/test_embedding_end_to_end.py
   $T/test_embeddings_tokenizer.py::test_positional_encoding_is_the_closed_form"
 FILE[layers]=scratchformer/layers.py
 TESTS[layers]="$T/test_layer_values.py $T/test_layer_trace_steps.py
