@@ -245,11 +245,17 @@ class PositionalView(View):
         (pe, dims, positional), self._curves = self._curves, None
         self.plot.clear()
         self.legend.clear()
+        # The range is fitted once, after every curve is in: fitted per curve, each new curve moved the view and
+        # made every curve already there recompute its points (half the time of drawing 512 positions). No
+        # dynamic range limit either: it recomputes on every view change, and these values are at most a few
+        # units (a learned table that holds NaN or ±∞ is still skipped by the finite check).
+        self.plot.disableAutoRange()
         for i, c in enumerate(pe_curves(pe, dims, positional)):
             colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
-            self.plot.plot(c.x, c.y, pen=pg.mkPen(colour, width=2), name=c.label)
+            self.plot.plot(c.x, c.y, pen=pg.mkPen(colour, width=2), name=c.label, dynamicRangeLimit=None)
             self.plot.plot(c.x_points, c.y_points, pen=None, symbol="o", symbolSize=6, symbolBrush=colour,
-                           symbolPen=None)
+                           symbolPen=None, dynamicRangeLimit=None)
+        self.plot.enableAutoRange()
         self.curves_title.setText(
             f"Chosen dimensions over position (lines: the formula; dots: the {pe.shape[0]} values added)"
         )

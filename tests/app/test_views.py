@@ -206,3 +206,29 @@ def test_positional_curves_of_a_long_input_are_drawn_after_its_map(qtbot, make_w
     line, points = items[0], items[1]
     assert line.xData.max() >= pe.shape[0] - 1  # the line spans every position
     np.testing.assert_allclose(points.yData, pe[:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_positional_curves_are_fitted_once_and_each_computed_once(qtbot, make_window, monkeypatch):
+    """Adding the curves one by one with the range fitted per curve made every curve already drawn recompute its
+    points at each addition (32 recomputations for 8 items at 512 positions); now each is computed once, and the
+    range fitted afterwards still shows every position and value."""
+    import pyqtgraph as pg
+
+    w = make_window(source=" ".join(["learning"] * (LATER_CURVE_POINTS + 20)), model="paper")
+    run_and_wait(qtbot, w)
+    w.first_step()
+    view = next(v for v in w.views if isinstance(v, PositionalView))
+    updates = []
+    real = pg.PlotDataItem.updateItems
+    monkeypatch.setattr(pg.PlotDataItem, "updateItems",
+                        lambda self, *a, **k: updates.append(self) or real(self, *a, **k))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.current_heatmaps() != [], timeout=10_000)
+    draw_queue().finish()
+    items = view.plot.listDataItems()
+    assert len(items) == 8 and len(updates) <= len(items)
+    QApplication.processEvents()  # the fitted range is applied before painting
+    pe = w.current_trace()["src_embed.positional_encoding"].tensor.numpy()
+    (x0, x1), (y0, y1) = view.plot.getViewBox().viewRange()
+    shown = np.concatenate([item.yData for item in items])
+    assert x0 <= 0 and x1 >= pe.shape[0] - 1 and y0 <= shown.min() and y1 >= shown.max()
