@@ -36,6 +36,7 @@ def test_agreement_is_relative_to_the_largest_term():
     # without terms the value itself sets the scale: 1e-5 of 50 = 5e-4, plus an absolute 1e-7
     assert _derivation(50.0, 50.0004).agrees() and not _derivation(50.0, 50.0006).agrees()
     assert _derivation(0.0, 0.9e-7).agrees() and not _derivation(0.0, 1.2e-7).agrees()
+    assert _derivation(0.0, 1e-7).agrees()  # a difference of exactly the tolerance agrees
     assert _derivation(1.0, 1.0 + 2e-5).agrees(rtol=1e-4) and not _derivation(1.0, 1.0 + 2e-5).agrees()
     # ∞ agrees only with the same ∞; an infinite term does not make every error small
     assert _derivation(float("-inf"), float("-inf")).agrees()
@@ -100,7 +101,8 @@ def test_the_reader_lists_inputs_up_to_its_limit_and_counts_the_rest():
     assert reader.cell("x.exact", (0, 1, 2)) == n + 2.0 and reader.cells[-1].index == (0, 1, 2)
     with torch.no_grad():
         reader.model.weight.copy_(torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
-    assert reader.param_row("weight", (2,)).tolist() == [5.0, 6.0]
+    weights = reader.param_row("weight", (2,))
+    assert weights.tolist() == [5.0, 6.0] and weights.dtype == np.float64  # recomputed in float64
     assert reader.cells[-2:] == [Cell((2, 0), 5.0, param="weight"), Cell((2, 1), 6.0, param="weight")]
     assert reader.param_cell("weight", (1, 0)) == 3.0 and reader.cells[-1] == Cell((1, 0), 3.0, param="weight")
     assert reader.has_param("bias") and not reader.has_param("nothing")
