@@ -28,6 +28,14 @@ def test_the_longest_input_reaches_the_last_position_row():
     sinusoidal = _embeddings()  # (an offset is for learned tables only)
     assert torch.equal(sinusoidal.pe, sinusoidal_encoding(10, 6))
     assert torch.equal(sinusoidal.encoding(4, offset=6), sinusoidal_encoding(10, 6)[6:10])
+    assert torch.equal(sinusoidal.encoding(3), sinusoidal_encoding(10, 6)[:3])  # from position 0 by default
+
+
+def test_embeddings_are_scaled_by_the_root_of_d_model_even_when_it_is_two():
+    emb = _embeddings(d_model=4)  # √4 = 2
+    ids = torch.tensor([[3, 7]])
+    with torch.no_grad():
+        assert torch.allclose(emb(ids), emb.tokens.weight[ids] * 2 + sinusoidal_encoding(10, 4)[:2], atol=1e-6)
 
 
 def test_the_embedding_layer_norm_takes_the_configs_epsilon():
