@@ -4,6 +4,8 @@ saved; the dropout rate applied to the sums."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -65,3 +67,19 @@ def test_dropout_is_applied_to_the_sums_at_the_configs_rate():
     kept = out != 0
     assert 0.7 < kept.float().mean() < 0.8
     assert torch.allclose(out, (row / 0.75).expand_as(out) * kept, atol=1e-6)  # kept ones × 1/(1 − p)
+
+
+def test_a_long_table_is_the_closed_form_rounded_once_to_float32():
+    """Computed in float64 and rounded once: at position 2047 an angle worked out in float32 would be off by
+    about 1e-4, so the sines would be too."""
+    pe = sinusoidal_encoding(2048, 512)
+    pos = np.arange(2048, dtype=np.float64)[:, None]
+    angle = pos / 10000.0 ** (np.arange(0, 512, 2, dtype=np.float64) / 512)
+    assert pe.dtype == torch.float32
+    assert np.abs(pe[:, 0::2].double().numpy() - np.sin(angle)).max() <= 2**-25  # half a float32 step below 1
+    assert np.abs(pe[:, 1::2].double().numpy() - np.cos(angle)).max() <= 2**-25
+
+
+def test_an_unknown_layout_is_named():
+    with pytest.raises(ValueError, match="^unknown layout 'diagonal'$"):
+        sinusoidal_encoding(4, 6, "diagonal")
