@@ -227,3 +227,12 @@ def test_real_bert_derives(en_hi):
     bundle = load_model(os.path.join(os.path.dirname(package.__file__), "model"))
     _, trace = bundle.run(bundle.prepare("the bank raised rates"))
     check_every_step(bundle, trace, cells_per_step=1)
+
+
+def test_a_pre_ln_model_without_final_norms_reads_the_last_residual_sums(en_hi):
+    """No final norm: cross-attention's keys and the output layer read each stack's last residual sum (pre-LN's
+    stream point), not its last Add & Norm output."""
+    bundle = family_bundle(en_hi[0], dict(norm_first=True, final_layer_norm=False))
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    assert trace.find("encoder.final_norm.out") is None
+    check_every_step(bundle, trace, cells_per_step=2)
