@@ -33,9 +33,15 @@ def _model(overrides: dict) -> Transformer:
 
 
 def _recording(model):
-    """Each call of the output layer, as it happened: its logits (rows, vocab) at the newest position."""
+    """Each call of the output layer, as it happened: its logits (rows, vocab) at the newest position. Greedy asks
+    for (rows, 1, vocab), beam search for (beams, vocab) already: each is kept whole (taking [:, -1] of the
+    latter kept one vocabulary column per beam, so beam search's logits were compared one number each)."""
     calls: list[torch.Tensor] = []
-    handle = model.generator.register_forward_hook(lambda m, args, out: calls.append(out[:, -1].detach().clone()))
+
+    def record(_module, _args, out):
+        calls.append((out[:, -1] if out.dim() == 3 else out).detach().clone())
+
+    handle = model.generator.register_forward_hook(record)
     return calls, handle
 
 
@@ -72,7 +78,8 @@ def test_cached_beam_search_gives_the_uncached_logits_of_every_beam(variant):
     (best, cached), (best_plain, plain) = runs[True], runs[False]
     assert best == best_plain and len(cached) == len(plain) >= 3
     for t, (a, b) in enumerate(zip(cached, plain)):  # (beams, vocab) each step, the beams in the same order
-        assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (variant, t)
+        assert a.shape == b.shape and a.shape[-1] == model.config.tgt_vocab_size, (variant, t, a.shape)
+        assert torch.allclose(a, b, atol=1e-5), (variant, t)
 
 
 def test_cached_batched_greedy_gives_a_full_passs_logits_for_every_row():
