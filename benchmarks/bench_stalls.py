@@ -14,7 +14,7 @@ and then 4. times launch to the first window and to the main window in fresh pro
 
 Targets: no gap over 100 ms from Run to the last tab (holding Next included); holding Next p90 ≤ 16 ms per step,
 held or recomputed; launch ≤ 1.5 s.
-Run:  python benchmarks/bench_stalls.py [--steps 60] [--seq-len 512] [--batch 8] [--threads 2] [--launches 3]
+Run:  python benchmarks/bench_stalls.py [--steps 120] [--seq-len 512] [--batch 8] [--threads 2] [--launches 3]
 """
 
 from __future__ import annotations
@@ -199,7 +199,8 @@ def report_launches(launches: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=60, help="Next presses while holding the key")
+    parser.add_argument("--steps", type=int, default=120,
+                        help="Next presses while holding the key (120: about 30 steps the trace holds)")
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
