@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self._warm_jobs: list = []  # WarmUp threads recomputing what the next drawing reads
         self._after_warm = None  # the drawing to do once they are done
         self._prefetch_job: WarmUp | None = None  # recomputing the neighbouring steps while the user looks
+        self._prefetch_queued = False  # a prefetch waits for this turn's painting
         self._stats_job: WarmUp | None = None  # the inspector's statistics of a large step (_show_inspector)
         self._message_before_warm = ""
         self._closing = False
@@ -562,7 +563,23 @@ class MainWindow(QMainWindow):
         self._update_inspector()
         self._refresh_views(all_dirty)
         self.memory_status.refresh()  # a recompute may have filled the cache
+        self._prefetch_after_paint()
+
+    def _prefetch_after_paint(self) -> None:
+        """Start the prefetch once this turn has painted the step: Qt paints posted update requests before a zero
+        timer fires. Started at once, its thread took the CPU and the GIL from painting the step just drawn
+        (holding Next at 512 tokens: p50 10 → 8 ms per step)."""
+        if not self._prefetch_queued:
+            self._prefetch_queued = True
+            QTimer.singleShot(0, self, self._queued_prefetch)
+
+    def _queued_prefetch(self) -> None:
+        self._prefetch_queued = False
         self._prefetch()
+
+    def is_prefetching(self) -> bool:
+        """Whether the steps near the current one are still being made ahead (queued, running, or more to do)."""
+        return self._prefetch_queued or self._prefetch_job is not None
 
     def _prefetch(self) -> None:
         """Recompute the sublayers of the next (and previous) steps off the UI thread while the user looks at

@@ -26,7 +26,7 @@ def test_a_large_steps_statistics_are_made_off_the_ui_thread_and_ahead(qtbot, ma
     name = "encoder.0.ffn.hidden"
     w.go_to_step(name)
     drawn(w)
-    qtbot.waitUntil(lambda: w._prefetch_job is None or not w._prefetch_job.isRunning(), timeout=30_000)
+    qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=30_000)
     assert threads and threading.main_thread().name not in threads
     step = w.current_trace()[name]
     tensor = step.tensor[0].float()

@@ -65,7 +65,7 @@ def test_recomputing_a_step_never_runs_on_the_ui_thread(qtbot, make_window):
     w = make_window(source=LONG, target=LONG, model="paper")
     run_and_wait(qtbot, w)
     trace = w.current_trace()
-    qtbot.waitUntil(lambda: w._prefetch_job is None, timeout=30_000)  # the neighbours of the first step, prefetched
+    qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=30_000)  # the neighbours of the first step, prefetched
     trace.cache.clear()
     threads = []
     compute = trace.cache.get_or_compute

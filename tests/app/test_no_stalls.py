@@ -84,11 +84,11 @@ def test_the_next_steps_are_recomputed_while_the_user_looks(qtbot, make_window):
     visible = w.visible_steps()
     lazy = [i for i in visible if not trace[i].stored]  # a long run: these sublayers are recomputed when shown
     before = visible[visible.index(lazy[0]) - 1]
-    qtbot.waitUntil(lambda: w._prefetch_job is None, timeout=60_000)  # it already prefetched from the first step
+    qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=60_000)  # it already prefetched from the first step
     trace.cache.clear()
     assert not trace[lazy[0]].ready(0)
     w.go_to(before)  # the user looks at the step before the first recomputed one
-    qtbot.waitUntil(lambda: trace[lazy[0]].ready(0) and w._prefetch_job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: trace[lazy[0]].ready(0) and not w.is_prefetching(), timeout=60_000)
     w.next_step()  # Next: its sublayer is ready, so it is drawn at once, with no recompute to wait for
     assert w.current_step().index == lazy[0] and not w.is_recomputing()
     step = w.current_step()
@@ -102,7 +102,7 @@ def test_neighbour_work_recomputes_the_nearest_sublayers_first(qtbot, make_windo
     w = make_window(source=LONG, target=LONG, model="paper")
     run_and_wait(qtbot, w, timeout=120_000)
     trace = w.current_trace()
-    qtbot.waitUntil(lambda: w._prefetch_job is None, timeout=60_000)  # the window's own prefetch, done
+    qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=60_000)  # the window's own prefetch, done
     trace.cache.clear()
     steps = list(trace)
     at = next(i for i, s in enumerate(steps) if not s.stored) - 1

@@ -30,7 +30,7 @@ def test_the_next_steps_images_are_made_ahead_off_the_ui_thread(qtbot, make_wind
     drawn(w)
     plot = w.views[0].heatmap
     for _ in range(3):
-        qtbot.waitUntil(lambda: w._prefetch_job is None or not w._prefetch_job.isRunning(), timeout=30_000)
+        qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=30_000)
         w.next_step()
         drawn(w)
         shown = plot.image.image
@@ -43,3 +43,33 @@ def test_the_next_steps_images_are_made_ahead_off_the_ui_thread(qtbot, make_wind
             heatmap_module.block_reduce(hm.values, plot.display_block, heatmap_module.display_reduction(hm.colormap)),
             hm.levels, hm.colormap, heatmap_classes(hm))  # what the plot makes itself
         np.testing.assert_array_equal(shown, expected)
+
+
+def test_the_prefetch_starts_after_the_new_step_is_painted(qtbot, make_window, monkeypatch):
+    """Started at once, the prefetch thread competed with painting the step just drawn for the CPU and the GIL;
+    it waits for that turn's painting now."""
+    import pyqtgraph as pg
+
+    import app.window as window_module
+
+    events: list[str] = []
+    real_paint = pg.GraphicsView.paintEvent
+    monkeypatch.setattr(pg.GraphicsView, "paintEvent", lambda self, e: events.append("paint") or real_paint(self, e))
+    w = make_window()
+    run_and_wait(qtbot, w)
+    w.go_to_step("encoder.0.self_attn.scores")
+    drawn(w)
+    qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=30_000)
+    real_warmup = window_module.WarmUp
+
+    class Recorded(real_warmup):
+        def start(self, *args):
+            events.append(f"start {self.objectName()}")
+            super().start(*args)
+
+    monkeypatch.setattr(window_module, "WarmUp", Recorded)
+    events.clear()
+    w.next_step()
+    assert "start scratchformer-prefetch" not in events  # not from inside Next
+    qtbot.waitUntil(lambda: "start scratchformer-prefetch" in events, timeout=10_000)
+    assert "paint" in events[: events.index("start scratchformer-prefetch")]
