@@ -40,7 +40,7 @@ TESTS[masks]="$T/test_mask_values.py $T/test_attention_masks.py::test_mask_build
 FILE[attention]=scratchformer/attention.py
 TESTS[attention]="$T/test_attention_values.py $T/test_embedding_end_to_end.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan
-  $T/test_kv_cache_logits.py"
+  $T/test_kv_cache_logits.py $T/test_attention_trace_steps.py"
 FILE[embeddings]=scratchformer/embeddings.py
 TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_tables.py $T/test_embedding_trace_texts.py
   $T/test_embedding_end_to_end.py
@@ -64,7 +64,18 @@ FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
 TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py"
-ALL=(masks attention embeddings layers decoding interventions lazy memory derive)
+# several files: separated by spaces (each becomes one only_mutate entry)
+FILE[rollout]="scratchformer/analyses/rollout.py scratchformer/analyses/flow.py scratchformer/analyses/mixing.py"
+TESTS[rollout]="$T/test_rollout_values.py $T/test_analyses.py::test_rollout_equals_a_hand_computation
+  $T/test_analyses.py::test_flow_through_two_layers_is_the_sum_of_path_bottlenecks
+  $T/test_analyses.py::test_rollout_covers_the_stacks_each_model_has"
+FILE[lens]="scratchformer/analyses/lens.py scratchformer/analyses/stream.py"
+TESTS[lens]="$T/test_lens_values.py $T/test_analyses.py::test_the_lens_last_point_is_the_models_own_output
+  $T/test_analyses.py::test_the_lens_reads_each_point_through_the_final_norm_and_output_layer
+  $T/test_encoder_lens.py::test_the_lens_reads_every_encoder_point_through_the_head"
+FILE[attribute]=scratchformer/analyses/attribute.py
+TESTS[attribute]="$T/test_attribution_values.py $T/test_analyses.py"
+ALL=(masks attention embeddings layers decoding interventions lazy memory derive rollout lens attribute)
 
 modules=("$@")
 [ ${#modules[@]} -eq 0 ] && modules=("${ALL[@]}")
@@ -83,11 +94,15 @@ for m in "${modules[@]}"; do
   for t in ${TESTS[$m]}; do
     [ -f "$dir/${t%%::*}" ] && sel+="\"$t\", "  # a file, or one test in it (file::test)
   done
+  only=""
+  read -ra files <<<"${FILE[$m]}"  # split on spaces, no glob expansion (mutmut reads the globs)
+  for f in "${files[@]}"; do only+="\"$f\", "; done
+  only=${only%, }
   cat >"$dir/mutmut.toml" <<EOF
 
 [tool.mutmut]
 source_paths = ["scratchformer"]
-only_mutate = ["${FILE[$m]}"]
+only_mutate = [$only]
 also_copy = ["resources", "data", "app"]
 pytest_add_cli_args_test_selection = [${sel%, }]
 pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
