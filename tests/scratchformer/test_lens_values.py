@@ -41,9 +41,10 @@ class _Tok:
 
 def _model(has_decoder=True, norm=None, norm_first=False):
     head = _Head()
-    return SimpleNamespace(config=SimpleNamespace(has_decoder=has_decoder, norm_first=norm_first),
-                           decoder_norm=norm if has_decoder else None, generator=head if has_decoder else None,
-                           encoder_norm=None if has_decoder else norm, mlm_head=None if has_decoder else head)  # fmt: skip
+    config = SimpleNamespace(has_decoder=has_decoder, norm_first=norm_first)
+    if has_decoder:
+        return SimpleNamespace(config=config, decoder_norm=norm, generator=head, encoder_norm=None, mlm_head=None)
+    return SimpleNamespace(config=config, decoder_norm=None, generator=None, encoder_norm=norm, mlm_head=head)
 
 
 class _Step:
