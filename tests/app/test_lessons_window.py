@@ -49,7 +49,7 @@ def answer_wrong_then_right(qtbot, w, panel, q) -> None:
 def test_every_page_of_every_lesson_in_the_window(qtbot, make_window):
     w = make_window(source=SOURCE, target="", model="en-hi")
     panel = lesson_panel(w)
-    masks_answer = None
+    masks_answer = n_tgt = None
     for lesson in bundled_lessons():
         lessons_view(w).start(lesson.id, 1)
         for n, page in enumerate(lesson.pages, start=1):
@@ -80,9 +80,9 @@ def test_every_page_of_every_lesson_in_the_window(qtbot, make_window):
                 answer_wrong_then_right(qtbot, w, panel, prepared.question)
             if (lesson.id, n) == ("masks", 2):
                 masks_answer = prepared.question.number
+                n_tgt = len(w.current_trace().target_tokens[0])  # that page's run (the last lesson runs another)
         answered = sum(p.question is not None for p in lesson.pages)
         assert panel.status.text().endswith(f"{answered} of {answered} questions answered, {answered} right")
-    n_tgt = len(w.current_trace().target_tokens[0])
     assert masks_answer == n_tgt * (n_tgt - 1) // 2 == 10  # the causal mask of 5 decoder tokens: 10 cells of −∞
     # the last lesson ends; Next has no lesson after it
     assert not panel.next_button.isEnabled()

