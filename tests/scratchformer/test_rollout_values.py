@@ -177,11 +177,12 @@ def test_flow_through_cross_attention_is_the_sum_of_its_path_bottlenecks():
 
 
 def test_the_dictionary_holds_every_matrix_and_the_tokens():
-    r = rollout.Rollout("flow", torch.tensor([[1.0, 0.0], [0.25, 0.75]]), None, torch.tensor([[0.5, 0.5]]),
-                        ["a", "b"], ["x"])  # fmt: skip
-    assert r.to_dict() == {"method": "flow", "encoder": [[1.0, 0.0], [0.25, 0.75]], "decoder": None,
+    r = rollout.Rollout("flow", torch.tensor([[1.0, 0.0], [0.25, 0.75]]), torch.tensor([[1.0]]),
+                        torch.tensor([[0.5, 0.5]]), ["a", "b"], ["x"])  # fmt: skip
+    assert r.to_dict() == {"method": "flow", "encoder": [[1.0, 0.0], [0.25, 0.75]], "decoder": [[1.0]],
                            "cross": [[0.5, 0.5]], "source_tokens": ["a", "b"], "target_tokens": ["x"]}  # fmt: skip
     assert json.loads(json.dumps(r.to_dict())) == r.to_dict()
+    assert rollout.Rollout("rollout", None, None, None).to_dict()["decoder"] is None
 
 
 def test_the_text_report_prints_each_stack_as_a_table():
@@ -209,3 +210,13 @@ def test_the_command_prints_the_rollout_tables_by_default(capsys):
     assert titles == ["encoder (rollout): rows = top encoder positions, columns = source tokens",
                       "decoder self-attention (rollout): rows = decoder positions, columns = decoder input",
                       "through cross-attention (rollout): rows = decoder positions, columns = source tokens"]
+
+
+def test_the_command_writes_one_line_of_json_with_the_tokens_as_they_are(capsys):
+    assert main(["rollout", "--model", "en-hi", "--source", "the girl eats", "--json"]) == 0
+    raw = capsys.readouterr().out
+    assert raw.endswith("}\n") and raw.count("\n") == 1
+    out = json.loads(raw)
+    assert out["method"] == "rollout" and out["source_tokens"][:2] == ["the", "girl"]
+    assert any(ord(ch) > 127 for t in out["target_tokens"] for ch in t)  # Hindi written as itself, not \\u escapes
+    assert "\\u" not in raw

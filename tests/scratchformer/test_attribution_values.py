@@ -1,0 +1,89 @@
+"""Attribution's parts worked out by hand: where Integrated Gradients places its path points (the midpoint rule on a
+partition half even, half following f's change), the sum and difference reported for completeness, the JSON and
+text it prints, and the one sentence of each refusal."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from scratchformer.analyses import attribute
+from scratchformer.errors import UserError
+
+
+def test_a_linear_path_gets_evenly_spread_points():
+    """f(α) = α changes evenly: the partition is even, the points are the midpoints (k + ½)/N, weights 1/N."""
+    alphas, weights = attribute.path_points(lambda a: np.asarray(a), 4)
+    np.testing.assert_allclose(alphas, [0.125, 0.375, 0.625, 0.875], atol=1e-12)
+    np.testing.assert_allclose(weights, [0.25] * 4, atol=1e-12)
+
+
+def test_a_jump_gets_half_the_pieces():
+    """f jumps from 0 to 1 at α = 0.3. The grid cell holding the jump is cut until it is 1/16/8⁴ wide, and it
+    carries half of the share (0.5·Δf/ΣΔf); the rest is 0.5·dα. With 4 pieces the cumulative share reaches 0.25
+    and 0.5 inside the jump (0.5·0.3 = 0.15 before it, 0.65 after), and 0.75 at 0.3 + 0.1/0.5 = 0.5: breaks
+    0, 0.3, 0.3, 0.5, 1."""
+    calls = []
+
+    def f_at(a):
+        calls.append(len(a))
+        return (np.asarray(a) >= 0.3).astype(float)
+
+    alphas, weights = attribute.path_points(f_at, 4)
+    np.testing.assert_allclose(alphas, [0.15, 0.3, 0.4, 0.75], atol=1e-4)
+    np.testing.assert_allclose(weights, [0.3, 0.0, 0.2, 0.5], atol=1e-4)
+    assert calls == [17, 7, 7, 7, 7]  # an even grid of 4·4 + 1, then 4 rounds cutting one cell in 8
+
+
+def test_a_flat_path_is_spread_evenly():
+    alphas, weights = attribute.path_points(lambda a: np.zeros(len(a)), 2)
+    np.testing.assert_allclose(alphas, [0.25, 0.75])
+    np.testing.assert_allclose(weights, [0.5, 0.5])
+
+
+def _result(source):
+    return attribute.Attribution("ig", 2, 7, "x", source, torch.tensor([0.5, -0.25]), -1.0, -3.0, 8, "pad",
+                                 ["a", "b"], ["<s>", "c"])  # fmt: skip
+
+
+def test_completeness_compares_the_sum_with_f_input_minus_f_baseline():
+    a = _result(torch.tensor([1.0, 0.25]))
+    assert a.total == pytest.approx(1.5) and a.delta == pytest.approx(2.0)
+    assert _result(None).total == pytest.approx(0.25)
+
+
+def test_the_dictionary_and_the_text_report():
+    a = _result(torch.tensor([1.0, 0.25]))
+    assert json.loads(json.dumps(a.to_dict())) == {
+        "method": "ig", "position": 2, "token": {"id": 7, "token": "x"}, "source": [1.0, 0.25],
+        "target": [0.5, -0.25], "completeness": {"sum": 1.5, "delta": 2.0, "f_input": -1.0, "f_baseline": -3.0},
+        "steps": 8, "baseline": "pad", "source_tokens": ["a", "b"], "target_tokens": ["<s>", "c"]}  # fmt: skip
+    assert attribute.text_report(a).split("\n") == [
+        "log P(“x”) at decoder position 2: -1.0000 (Integrated Gradients, 8 steps, pad baseline)",
+        "source:",
+        "  a                +1.0000",
+        "  b                +0.2500",
+        "decoder input:",
+        "  <s>              +0.5000",
+        "  c                -0.2500",
+        "completeness: attributions sum to +1.5000; f(input) − f(baseline) = +2.0000",
+    ]
+    g = _result(None)
+    g.method = "grad-input"
+    assert g.to_dict()["steps"] is None and g.to_dict()["source"] is None
+    assert attribute.text_report(g).split("\n")[:2] == [
+        "log P(“x”) at decoder position 2: -1.0000 (gradient × input, pad baseline)", "decoder input:"]  # fmt: skip
+
+
+def test_requests_that_cannot_be_answered_are_refused_in_one_sentence():
+    bundle = SimpleNamespace(config=SimpleNamespace(has_decoder=True))
+    with pytest.raises(UserError, match=r"^Unknown method 'shap'; choose ig or grad-input\.$"):
+        attribute.check_request(bundle, 3, 0, "shap", 8)
+    with pytest.raises(UserError, match=r"^Position -1 is beyond the decoder input: it has 3 positions, 0 to 2\.$"):
+        attribute.check_request(bundle, 3, -1, "ig", 8)
+    attribute.check_request(bundle, 3, 2, "ig", 1)  # the last position, one step
+    attribute.check_request(bundle, 3, 0, "grad-input", 0)  # steps mean nothing to gradient × input
