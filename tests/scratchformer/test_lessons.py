@@ -200,3 +200,16 @@ def test_the_walkthrough_lesson_asks_for_the_walkthroughs_own_numbers(runs):
     assert hidden.numel() == 12 and answers[4].number == int((hidden == 0).sum())  # what ReLU set to 0
     assert lesson.pages[5].question.answer == "choice:1" and lesson.pages[5].question.choices[0] == "1"
     assert float(trace.find("generator.probs").tensor[0, 0].sum()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_the_readmes_example_lesson_checks(tmp_path, runs):
+    """The short lesson the README shows teachers is a valid lesson on its run."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.toml"
+    path.write_text(example, encoding="utf-8")
+    lesson = load_lesson(path)
+    assert lesson.id == "my-scaling" and lesson.pages[0].question.kind == "number"
+    check_lesson(lesson, runs)
