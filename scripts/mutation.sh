@@ -40,7 +40,7 @@ TESTS[masks]="$T/test_mask_values.py $T/test_attention_masks.py::test_mask_build
 FILE[attention]=scratchformer/attention.py
 TESTS[attention]="$T/test_attention_values.py $T/test_embedding_end_to_end.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan
-  $T/test_kv_cache_logits.py $T/test_attention_trace_steps.py"
+  $T/test_kv_cache_logits.py $T/test_attention_trace_steps.py $T/test_fast_attention_paths.py"
 FILE[embeddings]=scratchformer/embeddings.py
 TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_tables.py $T/test_embedding_trace_texts.py
   $T/test_embedding_end_to_end.py

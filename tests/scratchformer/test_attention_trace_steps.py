@@ -189,9 +189,9 @@ def test_a_lazy_trace_recomputes_each_step_from_the_kept_inputs():
     mha = MultiHeadAttention(d, h, False, "src_pos", "src_pos", n).eval()
     x = torch.randn(2, 3, d)
     mask = torch.tensor([[True, True, True], [True, True, False]])[:, None].expand(2, 3, 3)
-    bias = torch.randn(h, 3, 3)
-    out, steps = _trace(mha, x, mask=mask, position_bias=bias, lazy=True)
-    assert steps[f"{n}.weights"].data is None  # not held: recomputed on demand
-    expected = _expected(mha, x, x, mask, bias)
-    _check_values(steps, n, expected)
-    assert torch.allclose(out, expected["out"], atol=1e-5)
+    for bias in (torch.randn(h, 3, 3), None):  # with T5's position bias and without
+        out, steps = _trace(mha, x, mask=mask, position_bias=bias, lazy=True)
+        assert steps[f"{n}.weights"].data is None  # not held: recomputed on demand
+        expected = _expected(mha, x, x, mask, bias)
+        _check_values(steps, n, expected)
+        assert torch.allclose(out, expected["out"], atol=1e-5)
