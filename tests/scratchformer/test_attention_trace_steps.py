@@ -160,6 +160,8 @@ def test_t5_attention_steps_name_its_departures():
                                       "B[h, i, j] = b_h[bucket(j − i)]  (4 bidirectional buckets, distances ≥ 8 "
                                       "share the last)", False, n)  # fmt: skip
     assert list(texts).index("position_bias") == list(texts).index("scaled_scores") + 1
+    causal = RelativePositionBias(h, num_buckets=32, max_distance=128, bidirectional=False)  # a decoder's table
+    assert causal.describe() == "32 causal buckets, distances ≥ 128 share the last"
     assert texts["masked_scores"][2:4] == ("Relative position bias and mask added", "S + B + M")
     assert texts["weights"][3] == "A = softmax(QKᵀ + B + M)"
     assert texts["concat"][1] == ("batch", "src_pos", "d_attn")  # h·d_k, not d_model
@@ -195,3 +197,29 @@ def test_a_lazy_trace_recomputes_each_step_from_the_kept_inputs():
         expected = _expected(mha, x, x, mask, bias)
         _check_values(steps, n, expected)
         assert torch.allclose(out, expected["out"], atol=1e-5)
+
+
+def test_a_lazy_trace_keeps_the_inputs_it_reruns_from_and_redoes_the_interventions():
+    from scratchformer.intervention_context import applying
+    from scratchformer.interventions import HeadChange, Interventions
+    from scratchformer.trace import Trace
+
+    torch.manual_seed(4)
+    d, h, n = 8, 2, "encoder.0.self_attn"
+    mha = MultiHeadAttention(d, h, False, "src_pos", "src_pos", n).eval()
+    x = torch.randn(2, 3, d)
+    mask = torch.ones(2, 3, 3, dtype=torch.bool)
+    mask[1, :, 2] = False
+    with tracing(lazy=True, keep_bytes=0) as tracer, torch.no_grad(), applying(Interventions([HeadChange(n, 0)])):
+        out = mha(x, mask=mask)
+    held = {s.name.removeprefix(n + ".") for s in tracer.steps if s.data is not None}
+    assert held == {"out"}  # everything else is recomputed on demand
+    # what the trace holds: the output (2·3·8 floats) and the rerun's inputs x (2·3·8 floats) and the mask (18 bools)
+    assert Trace(steps=tracer.steps).stored_bytes() == 2 * 3 * 8 * 4 + 2 * 3 * 8 * 4 + 18
+    # the rerun, after the pass has ended, zeroes head 1 again as the pass did (HeadChange(…, 0) = "zero")
+    steps = {s.name.removeprefix(n + "."): s for s in tracer.steps}
+    expected = _expected(mha, x, x, mask)
+    assert (steps["context"].tensor[:, 0] == 0).all()
+    assert torch.allclose(steps["context"].tensor[:, 1], expected["context"][:, 1], atol=1e-5)
+    assert torch.allclose(steps["out"].tensor, out, atol=1e-6)
+    assert not torch.allclose(out, expected["out"], atol=1e-3)  # the zeroed head did change the output
