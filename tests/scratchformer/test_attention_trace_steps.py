@@ -178,6 +178,14 @@ def test_t5_attention_steps_name_its_departures():
     shared = steps["encoder.1.self_attn.position_bias"]
     assert (shared.title, shared.formula) == ("Relative position bias (shared, from layer 1)",
                                               "B[h, i, j] = b_h[bucket(j − i)]  (the first layer's map, reused)")
+    # decoding one token at a time from the KV cache, the step still shows the bias row of its position
+    decoder = MultiHeadAttention(d, h, False, "tgt_pos", "tgt_pos", "d", d_head=d_head, bias=False, scale=False)
+    cache = {}
+    _trace(decoder.eval(), x[:, :1], mask=causal_mask(1)[None], position_bias=bias[:, :1, :1], cache=cache)
+    _, steps = _trace(decoder, x[:, 1:2], mask=causal_mask(1, offset=1)[None], position_bias=bias[:, 1:2, :2],
+                      cache=cache)  # fmt: skip
+    assert torch.equal(steps["d.position_bias"].tensor, bias[:, 1:2, :2])
+    assert steps["d.weights"].formula == "A = softmax(QKᵀ + B + M)"
     # with the scaling on and a bias: "S / √d_k + B"
     scaled = MultiHeadAttention(d, h, False, "src_pos", "src_pos", "e", d_head=d_head).eval()
     _, steps = _trace(scaled, x, position_bias=bias)

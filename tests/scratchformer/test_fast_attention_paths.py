@@ -38,6 +38,9 @@ def test_by_default_the_mask_is_read_and_scores_are_divided_by_root_d_k():
     assert torch.allclose(fast_attention(q, k, v, padding), _formula(q, k, v, padding), atol=1e-5)
     assert torch.allclose(fast_attention(q, k, v, None), _formula(q, k, v), atol=1e-5)
     assert not torch.allclose(_formula(q, k, v), _formula(q, k, v, scale=False), atol=1e-3)  # the test can tell
+    # "exactly causal" without a bias still honours scale=False (no ÷√d_k)
+    causal = causal_mask(3)[None].expand(2, 3, 3)
+    assert torch.allclose(fast_attention(q, k, v, None, True, False), _formula(q, k, v, causal, False), atol=1e-5)
 
 
 def test_the_causal_shortcut_with_a_bias_builds_its_mask_on_the_tensors_device():
