@@ -6,70 +6,24 @@ decoder is fed at each step."""
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import pytest
 import torch
-from torch import nn
 
 from scratchformer import Transformer, TransformerConfig
 from scratchformer.decoding import beam_search, greedy, greedy_batch
 from scratchformer.errors import UserError
+from tests.scratchformer.beam_tables import BUDGET, LATER_AND_LATER, A, exhaustive_best, table_model
 
-START, END, A, B = 0, 1, 2, 3
-# P(end | t tokens so far), the rest 4 : 1 to A and B. Chosen (by a search over tables) so that α = 0, 0.6, 1 and
-# 1.6 each make a hypothesis of another length win: 0, 2, 4 and 6 tokens.
-P_END = [0.11, 0.15, 0.19, 0.2, 0.3, 0.36, 0.52, 0.61]
-BUDGET = 7
-
-
-def _probs(t: int) -> list[float]:
-    e = P_END[t]
-    return [0.0, e, 0.8 * (1 - e), 0.2 * (1 - e)]
-
-
-def _table_model() -> Transformer:
-    """A decoder whose output at position t is log _probs(t), whatever the tokens (the decoder is replaced)."""
-    config = TransformerConfig(d_model=4, n_heads=1, d_ff=4, n_encoder_layers=0, n_decoder_layers=1, dropout=0.0,
-                               src_vocab_size=4, tgt_vocab_size=4, max_len=32, bos_id=START, eos_id=END)  # fmt: skip
-    model = Transformer(config).eval()
-    table = torch.tensor([_probs(t) for t in range(len(P_END))]).clamp_min(1e-30).log()  # (positions, 4)
-
-    def decode(tgt, *args, offset=0, **kwargs):  # one-hot of each row's position
-        positions = offset + torch.arange(tgt.shape[1])
-        return nn.functional.one_hot(positions, len(P_END)).float().expand(tgt.shape[0], -1, -1)  # (n, T, P)
-
-    class Table(nn.Module):
-        def forward(self, hidden):  # (n, T, P) one-hot → (n, T, 4)
-            return hidden @ table
-
-    model.decode = decode
-    model.generator = Table()
-    return model
-
-
-def _exhaustive_best(alpha: float) -> list[int]:
-    """argmax over every hypothesis within the budget of log P(Y) / ((5 + |Y|) / 6)^α, |Y| counting the end token
-    of an ended one; the unfinished ones the budget cuts off have |Y| = their tokens."""
-    def log_p(tokens, ended):
-        chosen = list(tokens) + ([END] if ended else [])
-        return sum(math.log(_probs(t)[tok]) for t, tok in enumerate(chosen))
-
-    lp = lambda n: ((5 + n) / 6) ** alpha  # noqa: E731
-    scored = [(log_p(ts, True) / lp(n + 1), list(ts))
-              for n in range(BUDGET) for ts in itertools.product((A, B), repeat=n)]
-    scored += [(log_p(ts, False) / lp(BUDGET), list(ts)) for ts in itertools.product((A, B), repeat=BUDGET)]
-    return max(scored)[1]
+P_END = LATER_AND_LATER  # α = 0, 0.6, 1 and 1.6 each make a hypothesis of another length win
 
 
 def test_the_table_tells_the_penalties_apart():
-    assert [len(_exhaustive_best(a)) for a in (0.0, 0.6, 1.0, 1.6)] == [0, 2, 4, 6]
+    assert [len(exhaustive_best(P_END, a)) for a in (0.0, 0.6, 1.0, 1.6)] == [0, 2, 4, 6]
 
 
 def test_the_default_length_penalty_is_alpha_0_6():
     wide = 2 ** (BUDGET + 1)  # more beams than hypotheses: the search is exhaustive
-    assert beam_search(_table_model(), None, BUDGET, k=wide) == _exhaustive_best(0.6) == [A, A]
+    assert beam_search(table_model(P_END)[0], None, BUDGET, k=wide) == exhaustive_best(P_END, 0.6) == [A, A]
 
 
 def _model() -> Transformer:

@@ -5,64 +5,10 @@ an exhaustive search finds; the search stops as soon as k hypotheses have ended 
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import pytest
-import torch
-from torch import nn
 
-from scratchformer import Transformer, TransformerConfig
 from scratchformer.decoding import beam_search
-
-START, END, A, B = 0, 1, 2, 3
-BUDGET = 7
-
-
-def _probs(p_end: list[float], t: int) -> list[float]:
-    e = p_end[t]
-    return [0.0, e, 0.8 * (1 - e), 0.2 * (1 - e)]
-
-
-def _table_model(p_end: list[float]) -> tuple[Transformer, list[int]]:
-    """A decoder whose output at position t is log _probs(p_end, t), whatever the tokens; also the list that
-    counts its calls."""
-    config = TransformerConfig(d_model=4, n_heads=1, d_ff=4, n_encoder_layers=0, n_decoder_layers=1, dropout=0.0,
-                               src_vocab_size=4, tgt_vocab_size=4, max_len=32, bos_id=START, eos_id=END)  # fmt: skip
-    model = Transformer(config).eval()
-    table = torch.tensor([_probs(p_end, t) for t in range(len(p_end))]).clamp_min(1e-30).log()  # (P, 4)
-    calls = []
-
-    def decode(tgt, *args, offset=0, **kwargs):  # one-hot of each row's position
-        calls.append(tgt.shape[0])
-        positions = offset + torch.arange(tgt.shape[1])
-        return nn.functional.one_hot(positions, len(p_end)).float().expand(tgt.shape[0], -1, -1)  # (n, T, P)
-
-    class Table(nn.Module):
-        def forward(self, hidden):  # (n, T, P) one-hot → (n, T, 4)
-            return hidden @ table
-
-    model.decode = decode
-    model.generator = Table()
-    return model, calls
-
-
-def _exhaustive_best(p_end: list[float], alpha: float) -> list[int]:
-    """argmax of log P(Y) / ((5 + |Y|) / 6)^α over every hypothesis within the budget: the ended ones (|Y| counts
-    the end token) and the unfinished ones the budget cuts off (|Y| = their tokens)."""
-    def log_p(tokens, ended):
-        chosen = list(tokens) + ([END] if ended else [])
-        return sum(math.log(_probs(p_end, t)[tok]) for t, tok in enumerate(chosen))
-
-    lp = lambda n: ((5 + n) / 6) ** alpha  # noqa: E731
-    scored = [(log_p(ts, True) / lp(n + 1), list(ts))
-              for n in range(BUDGET) for ts in itertools.product((A, B), repeat=n)]
-    scored += [(log_p(ts, False) / lp(BUDGET), list(ts)) for ts in itertools.product((A, B), repeat=BUDGET)]
-    return max(scored)[1]
-
-
-# α = 0.6, 1 and 1.6 make hypotheses of 2, 4 and 6 tokens win on this table
-LATER_AND_LATER = [0.11, 0.15, 0.19, 0.2, 0.3, 0.36, 0.52, 0.61]
+from tests.scratchformer.beam_tables import BUDGET, LATER_AND_LATER, A, exhaustive_best, table_model
 
 
 @pytest.mark.parametrize("cache", [True, False])
@@ -71,8 +17,8 @@ LATER_AND_LATER = [0.11, 0.15, 0.19, 0.2, 0.3, 0.36, 0.52, 0.61]
 def test_a_narrow_beam_finds_the_best_hypothesis_of_the_table(k, alpha, cache):
     """On this table the best hypothesis of each length is all A, so a few beams suffice: stopping too early (as
     soon as k hypotheses ended, or before) or too late would return another length."""
-    model, _ = _table_model(LATER_AND_LATER)
-    expected = _exhaustive_best(LATER_AND_LATER, alpha)
+    model, _ = table_model(LATER_AND_LATER)
+    expected = exhaustive_best(LATER_AND_LATER, alpha)
     assert beam_search(model, None, BUDGET, k=k, length_penalty=alpha, cache=cache) == expected
     assert len(expected) == {0.6: 2, 1.0: 4, 1.6: 6}[alpha]
 
@@ -85,7 +31,7 @@ def test_the_search_stops_once_k_hypotheses_ended_and_none_still_active_scores_b
     ahead of the best active one, A A (−5.05): 3 ended ≥ 2, and the best of them (<end>) beats A A: 2 steps."""
     always = [0.9] * 8
     for k, steps in ((1, 1), (2, 2)):
-        model, calls = _table_model(always)
+        model, calls = table_model(always)
         assert beam_search(model, None, BUDGET, k=k, length_penalty=0.6) == []
         assert len(calls) == steps, k
 
@@ -94,6 +40,6 @@ def test_hypotheses_the_budget_cuts_off_are_scored_by_their_own_tokens():
     """A table on which, with α = 1, the unfinished A A A A A A A (7 tokens, |Y| = 7) beats every ended one; scored
     with one token fewer it would lose to A <end>."""
     p_end = [0.05, 0.17, 0.19, 0.2, 0.25, 0.3, 0.34, 0.37]
-    model, _ = _table_model(p_end)
-    assert _exhaustive_best(p_end, 1.0) == [A] * BUDGET
+    model, _ = table_model(p_end)
+    assert exhaustive_best(p_end, 1.0) == [A] * BUDGET
     assert beam_search(model, None, BUDGET, k=4, length_penalty=1.0) == [A] * BUDGET
