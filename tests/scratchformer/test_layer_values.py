@@ -45,13 +45,21 @@ def _randomise_norms(module: nn.Module) -> None:
             m.weight.normal_(1, 0.5), m.bias.normal_(0, 0.5)
 
 
-def test_pre_ln_encoder_layer_equals_torch_norm_first_layer():
-    torch.manual_seed(0)
-    ref = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation="gelu", batch_first=True,
-                                     norm_first=True, layer_norm_eps=0.3).eval()  # fmt: skip
-    ours = EncoderLayer(_config(norm_first=True, activation="gelu", layer_norm_eps=0.3), 1).eval()
+def _pre_ln_pair(reference_class, our_class, seed: int):
+    """torch.nn's pre-LN (norm_first) layer with GELU and ε = 0.3, its norms randomised, and ours of the same config
+    (weights not copied yet)."""
+    torch.manual_seed(seed)
+    ref = reference_class(D, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=True,
+                          layer_norm_eps=0.3).eval()  # fmt: skip
+    ours = our_class(_config(norm_first=True, activation="gelu", layer_norm_eps=0.3), 1).eval()
     with torch.no_grad():
         _randomise_norms(ref)
+    return ref, ours
+
+
+def test_pre_ln_encoder_layer_equals_torch_norm_first_layer():
+    ref, ours = _pre_ln_pair(nn.TransformerEncoderLayer, EncoderLayer, seed=0)
+    with torch.no_grad():
         _copy_attention(ours.self_attn, ref.self_attn, cross=False)
         _copy_common(ours, ref, ["add_norm1", "add_norm2"])
         x = torch.randn(2, 5, D) * 3
@@ -62,12 +70,8 @@ def test_pre_ln_encoder_layer_equals_torch_norm_first_layer():
 
 
 def test_pre_ln_decoder_layer_equals_torch_norm_first_layer():
-    torch.manual_seed(1)
-    ref = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, activation="gelu", batch_first=True,
-                                     norm_first=True, layer_norm_eps=0.3).eval()  # fmt: skip
-    ours = DecoderLayer(_config(norm_first=True, activation="gelu", layer_norm_eps=0.3), 1).eval()
+    ref, ours = _pre_ln_pair(nn.TransformerDecoderLayer, DecoderLayer, seed=1)
     with torch.no_grad():
-        _randomise_norms(ref)
         _copy_attention(ours.self_attn, ref.self_attn, cross=False)
         _copy_attention(ours.cross_attn, ref.multihead_attn, cross=True)
         _copy_common(ours, ref, ["add_norm1", "add_norm2", "add_norm3"])
