@@ -73,3 +73,12 @@ def placeholder(text: str) -> QLabel:
     label.setWordWrap(True)
     label.setStyleSheet("color: #666; padding: 24px; font-size: 11pt;")
     return label
+
+
+VALUE_LABELS_PX = 44  # room for a chart's value labels: "-0.0000" fits
+
+
+def fix_value_axis(plot) -> None:
+    """Give a chart's value (left) axis a fixed room for its labels. pyqtgraph otherwise widens or narrows the axis
+    to each new set of numbers while painting, which re-lays out the view and paints every plot in it again."""
+    plot.getAxis("left").setStyle(autoExpandTextSpace=False, tickTextWidth=VALUE_LABELS_PX)

@@ -39,13 +39,12 @@ from scratchformer.plotdata.experiments import SWITCHES, Chart, charts, charts_c
 from ..export.actions import save_numbers
 from ..warmup import WarmUp
 from ..widgets.heatmap import HeatmapWidget
-from .base import View, placeholder
+from .base import View, fix_value_axis, placeholder
 
 MAX_DK_POWER = 11  # the d_k slider: 2^0 … 2^11
 T_MIN, T_MAX, T_STEPS = 0.1, 10.0, 100  # the temperature slider: log-spaced
 KEPT = 32  # results kept (per run, experiment and controls)
 MAX_CHARTS = 3
-CHART_TICK_WIDTH = 44  # pixels for a chart's value labels ("-0.0000" fits)
 
 
 def run_key(run) -> tuple:
@@ -107,9 +106,7 @@ class ExperimentsView(View):
             plot.setMenuEnabled(False)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setMinimumSize(80, 150)  # three side by side still fit a narrow window
-            # A fixed room for the value labels: an axis that resizes to new numbers re-lays out the row of charts
-            # and paints them all again after their first paint.
-            plot.getAxis("left").setStyle(autoExpandTextSpace=False, tickTextWidth=CHART_TICK_WIDTH)
+            fix_value_axis(plot)  # a new result does not re-lay out the row of charts
             row.addWidget(plot, 1)
             self.plots.append(plot)
         self.body.addWidget(plots)

@@ -24,10 +24,9 @@ from scratchformer.plotdata import (
 from scratchformer.trace import step_breadcrumb
 
 from ..widgets.heatmap import HeatmapWidget
-from .base import View, placeholder
+from .base import View, fix_value_axis, placeholder
 
 BEFORE, AFTER, REFERENCE = "#7f7f7f", "#1f77b4", "#d62728"
-STAT_TICK_WIDTH = 44  # pixels for the mean and std charts' value labels
 PER_TOKEN, PER_FEATURE = "token", "feature"
 NORMALIZED, OUTPUT = "normalized", "output"
 
@@ -135,9 +134,7 @@ class NormView(View):
         plot.setMinimumSize(160, 120)
         for name in ("left", "bottom"):
             plot.getAxis(name).enableAutoSIPrefix(False)
-        # Room for "-0.0000" from the start: an axis that widens or narrows to fit new labels re-lays out the
-        # view and paints every chart and map in it again, once per new comparison.
-        plot.getAxis("left").setStyle(autoExpandTextSpace=False, tickTextWidth=STAT_TICK_WIDTH)
+        fix_value_axis(plot)  # new comparisons do not re-lay out the view
         return plot
 
     # --- data ------------------------------------------------------------------------------------------------
