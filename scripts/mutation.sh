@@ -63,18 +63,22 @@ TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_pa
 FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
-TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py $T/test_derive_arithmetic.py"
+TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py $T/test_derive_arithmetic.py
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
 # several files: separated by spaces (each becomes one only_mutate entry)
 FILE[rollout]="scratchformer/analyses/rollout.py scratchformer/analyses/flow.py scratchformer/analyses/mixing.py"
 TESTS[rollout]="$T/test_rollout_values.py $T/test_analyses.py::test_rollout_equals_a_hand_computation
   $T/test_analyses.py::test_flow_through_two_layers_is_the_sum_of_path_bottlenecks
-  $T/test_analyses.py::test_rollout_covers_the_stacks_each_model_has"
+  $T/test_analyses.py::test_rollout_covers_the_stacks_each_model_has
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
 FILE[lens]="scratchformer/analyses/lens.py scratchformer/analyses/stream.py"
 TESTS[lens]="$T/test_lens_values.py $T/test_analyses.py::test_the_lens_last_point_is_the_models_own_output
   $T/test_analyses.py::test_the_lens_reads_each_point_through_the_final_norm_and_output_layer
-  $T/test_encoder_lens.py::test_the_lens_reads_every_encoder_point_through_the_head"
+  $T/test_encoder_lens.py::test_the_lens_reads_every_encoder_point_through_the_head
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
 FILE[attribute]=scratchformer/analyses/attribute.py
-TESTS[attribute]="$T/test_attribution_values.py $T/test_analyses.py"
+TESTS[attribute]="$T/test_attribution_values.py $T/test_analyses.py
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
 ALL=(masks attention embeddings layers decoding interventions lazy memory derive rollout lens attribute)
 
 modules=("$@")

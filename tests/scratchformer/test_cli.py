@@ -98,3 +98,25 @@ def test_console_entry_point_exits_2_without_traceback():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith("scratchformer: Unknown model") and "Traceback" not in proc.stderr
+
+
+def test_every_command_and_option_says_what_it_does(capsys):
+    """`scratchformer --help` gives each command a line of help, and each command's --help explains every option
+    (what a user reads before typing `scratchformer rollout --method …`)."""
+    import argparse
+
+    from scratchformer.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    listed = {choice.dest: choice.help for choice in sub._choices_actions}
+    assert set(listed) == set(sub.choices) >= {"trace", "derive", "lens", "rollout", "attribute", "experiment"}
+    for name, command in sub.choices.items():
+        assert listed[name], f"`scratchformer --help` lists {name} without a line of help"
+        for action in command._actions:
+            if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                assert action.help, f"scratchformer {name}: {action.option_strings or action.dest} has no help"
+    with pytest.raises(SystemExit):
+        main(["rollout", "--help"])
+    out = capsys.readouterr().out
+    assert "Abnar & Zuidema" in out and "rollout (default) or flow" in out

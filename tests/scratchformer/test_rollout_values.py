@@ -220,3 +220,65 @@ def test_the_command_writes_one_line_of_json_with_the_tokens_as_they_are(capsys)
     assert out["method"] == "rollout" and out["source_tokens"][:2] == ["the", "girl"]
     assert any(ord(ch) > 127 for t in out["target_tokens"] for ch in t)  # Hindi written as itself, not \\u escapes
     assert "\\u" not in raw
+
+
+def _documented_flow_graph(enc_w, dec_w, cross_w):
+    """The graph flow.py's docstring describes, built here from that text: encoder node (E, l, i) passes Ã_l[i, j]
+    to (E, l − 1, j); decoder position i after layer l, (D, l, i), passes 0.5 to its own vector before the
+    cross-attention, (M, l, i), and 0.5·C_l[i, j] to the encoder's top position j; (M, l, i) passes Ã_l[i, k] of
+    layer l's self-attention to (D, l − 1, k)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for layer, w in enumerate(enc_w, start=1):
+        for (i, j), cap in np.ndenumerate(hand_tilde(w.double().mean(0).tolist())):
+            g.add_edge(("E", layer, i), ("E", layer - 1, j), capacity=cap)
+    for layer, (w, c) in enumerate(zip(dec_w, cross_w), start=1):
+        for (i, k), cap in np.ndenumerate(hand_tilde(w.double().mean(0).tolist())):
+            g.add_edge(("M", layer, i), ("D", layer - 1, k), capacity=cap)
+        for (i, j), cap in np.ndenumerate(c.double().mean(0).numpy()):
+            g.add_edge(("D", layer, i), ("M", layer, i), capacity=0.5)
+            g.add_edge(("D", layer, i), ("E", len(enc_w), j), capacity=0.5 * cap)
+    return g
+
+
+@pytest.mark.parametrize(("n_enc", "n_dec"), [(2, 3), (1, 1)])
+def test_flow_through_cross_attention_is_the_max_flow_of_the_documented_graph(n_enc, n_dec):
+    """Random weights, several layers on each side: each decoder position's flow to each source token is the
+    maximum flow of the graph the docstring describes, rows normalised. One decoder layer over an encoder that
+    attends to itself only: a row carries just its cross-attention's half (sum 0.5) before it is normalised."""
+    import networkx as nx
+
+    s, t = 3, 3
+    enc_w = [_weights(1, 2, s, s, seed=i)[0] if n_dec > 1 else torch.eye(s)[None] for i in range(n_enc)]
+    dec_w = [_weights(1, 2, t, t, causal=True, seed=10 + i)[0] for i in range(n_dec)]
+    cross_w = [_weights(1, 2, t, s, seed=20 + i)[0] for i in range(n_dec)]
+    g = _documented_flow_graph(enc_w, dec_w, cross_w)
+    raw = np.array([[nx.maximum_flow_value(g, ("D", n_dec, i), ("E", 0, j)) for j in range(s)] for i in range(t)])
+    encoder, _, cross = flow.flows(enc_w, dec_w, cross_w)
+    np.testing.assert_allclose(cross.numpy(), raw / raw.sum(1, keepdims=True), atol=1e-9)
+    if n_dec == 1:
+        np.testing.assert_allclose(raw.sum(1), 0.5, atol=1e-9)  # only the cross-attention's half reaches a token
+    top = np.array([[nx.maximum_flow_value(g, ("E", n_enc, i), ("E", 0, j)) for j in range(s)] for i in range(s)])
+    np.testing.assert_allclose(encoder.numpy(), top / top.sum(1, keepdims=True), atol=1e-9)
+
+
+def test_the_command_reads_the_batch_item_asked_for(capsys, tmp_path):
+    """--item picks a window of a --text-file batch: its tokens and its own rollout, not the first item's."""
+    from scratchformer.bundle import load_model
+
+    text = tmp_path / "two.txt"
+    text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")
+    args = ["rollout", "--model", "en-hi", "--text-file", str(text), "--seq-len", "4", "--batch", "2", "--json"]
+    items = []
+    for item in ("1", "2"):
+        assert main([*args, "--item", item]) == 0
+        items.append(json.loads(capsys.readouterr().out))
+    bundle = load_model("en-hi")
+    _, trace = bundle.run(bundle.prepare_windows(text.read_text(encoding="utf-8"), 4, 2))
+    for batch, out in enumerate(items):
+        want = rollout.compute(bundle, trace, "rollout", batch)
+        assert out["source_tokens"] == trace.source_tokens[batch]
+        np.testing.assert_allclose(out["encoder"], want.encoder.numpy(), atol=1e-6)
+        np.testing.assert_allclose(out["cross"], want.cross.numpy(), atol=1e-6)
+    assert items[0]["source_tokens"] != items[1]["source_tokens"]
