@@ -63,7 +63,7 @@ TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_pa
 FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
-TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py $T/test_derive_arithmetic.py
+TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py $T/test_derive_arithmetic.py $T/test_derive_texts.py
   $T/test_cli.py::test_every_command_and_option_says_what_it_does"
 # several files: separated by spaces (each becomes one only_mutate entry)
 FILE[rollout]="scratchformer/analyses/rollout.py scratchformer/analyses/flow.py scratchformer/analyses/mixing.py"

@@ -1,0 +1,172 @@
+"""What `derive` tells people besides the arithmetic: which cell it is (batch item, head, tokens), the formula in the
+paper's notation, the numbers its note quotes (a rank, a share, a unit's head, a wavelength), the labels of the
+terms, and the table the command prints (terms, and how many cells and parameter entries were read)."""
+
+import math
+import re
+
+import pytest
+import torch
+
+from scratchformer.analyses import derive
+from scratchformer.analyses.derive.result import num
+from scratchformer.bundle import load_model
+from scratchformer.cli import main
+from tests.scratchformer.test_derive import SENTENCE
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    bundle = load_model("en-hi")
+    return bundle, bundle.run(bundle.prepare(*SENTENCE))[1]
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
+def test_a_cell_is_named_by_batch_item_head_and_tokens(en_hi):
+    bundle, trace = en_hi
+    b = bundle.run(bundle.prepare("we are friends", "हम दोस्त हैं"))[1]  # a second run for a batch of one item
+    src, tgt = trace.source_tokens[0], trace.target_tokens[0]
+    assert derive.explain_index(trace, "decoder.0.cross_attn.weights", (0, 2, 1, 3)) == (
+        f"batch item 1, head 3, tgt_pos 1 “{tgt[1]}”, src_pos 3 “{src[3]}”")  # fmt: skip
+    assert derive.explain_index(trace, "generator.probs", (0, 4, 17)) == f"batch item 1, tgt_pos 4 “{tgt[4]}”, vocab 17"
+    # no batch axis: the labels are the first item's
+    words = derive.explain_index(b, "src_embed.positional_encoding", (2, 9))
+    assert words == f"src_pos 2 “{b.source_tokens[0][2]}”, d_model 9"
+
+
+def test_the_cell_of_a_later_batch_item_reads_that_items_tokens(en_hi):
+    bundle, _ = en_hi
+    rows = [bundle.prepare(*SENTENCE), bundle.prepare("we are friends", "हम दोस्त हैं")]
+    pad = bundle.config.pad_id
+
+    def stack(tensors):
+        width = max(t.shape[1] for t in tensors)
+        return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=pad) for t in tensors])
+
+    src, tgt = stack([r.src for r in rows]), stack([r.tgt for r in rows])
+    tokens = [bundle.src_tokenizer.token_strings(row) for row in src.tolist()]
+    _, trace = bundle.model.run_with_trace(src, tgt, src == pad, None, tokens, None)
+    assert derive.explain_index(trace, "encoder.0.self_attn.weights", (1, 0, 2, 1)) == (
+        f"batch item 2, head 1, src_pos 2 “{tokens[1][2]}”, src_pos 1 “{tokens[1][1]}”")  # fmt: skip
+    assert tokens[1][2] != tokens[0][2]
+
+
+FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notation
+    "tokens": "id", "embedding": "E[", "positional_encoding": "P", "input": "+", "qkv": "Σ_d x",
+    "heads": "h·d_k + e", "scores": "q_i · k_j", "scaled_scores": "√d_k", "mask": "−∞", "masked_scores": "M",
+    "attention_weights": "exp(s_ij) / Σ_k exp(s_ik)", "context": "Σ_j A[i, j]·v_j[e]", "concat": "Concat",
+    "projection": "W^O", "residual": "x + Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
+    "ffn_out": "W_2", "logits": "W_vocab", "probabilities": "exp(logit_v)", "ffn_gate": "[f]",
+    "position_bias": "bucket(j − i)", "output_scale": "d_model^-0.5", "dropout": "1 − p",
+}  # fmt: skip
+
+
+def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_note(en_hi):
+    bundle, trace = en_hi
+    for step in trace:
+        d = derive.compute(bundle, trace, step.name, tuple(min(1, n - 1) for n in step.shape))
+        assert FORMULA_SYMBOLS[step.kind] in d.formula, (step.name, d.formula)
+        assert d.note or step.kind == "masked_scores", step.name  # an unmasked score has nothing to add
+
+
+def test_the_notes_quote_this_cells_own_numbers(en_hi):
+    bundle, trace = en_hi
+    c = bundle.config
+    d_head = c.d_model // c.n_heads
+    # a weight: its share in percent, its rank in the row and how many keys the query may see
+    row = trace["decoder.1.self_attn.weights"].tensor[0, 2, 3].double()  # query 3 sees keys 0–3 (causal)
+    rank = int((row > row[1]).sum()) + 1
+    d = derive.compute(bundle, trace, "decoder.1.self_attn.weights", (0, 2, 3, 1))
+    assert d.note == (f"Key 1 gets {num(float(row[1]) * 100)}% of query 3's attention; the row's weights add up "
+                      f"to 1. It ranks {rank} of 4 in its row.")  # fmt: skip
+    # the weighted sum of values: which key weighs most
+    d = derive.compute(bundle, trace, "encoder.1.self_attn.context", (0, 1, 4, 6))
+    top = int(trace["encoder.1.self_attn.weights"].tensor[0, 1, 4].argmax())
+    assert ints(d.note)[:2] == [6, top]
+    # a fused projection's unit: which of Q, K, V, which head, which dimension
+    for u in (5, c.d_model + 2 * d_head + 3, 2 * c.d_model + 3 * d_head):
+        part, rest = divmod(u, c.d_model)
+        d = derive.compute(bundle, trace, "encoder.0.self_attn.qkv", (0, 1, u))
+        assert f"Unit {u} is the {'QKV'[part]} of head {rest // d_head + 1}, dimension {rest % d_head}:" in d.note
+    d = derive.compute(bundle, trace, "decoder.0.cross_attn.kv_proj", (0, 1, c.d_model + 1))
+    assert "is the V of head 1, dimension 1:" in d.note
+    # the sinusoid's wavelength 2π·10000^(2i/d_model)
+    d = derive.compute(bundle, trace, "src_embed.positional_encoding", (2, 7))
+    assert f"wavelength about {num(2 * math.pi * 10000 ** (6 / c.d_model))} positions" in d.note
+    # a norm counts the numbers of its position; the concat names its head and dimension
+    d = derive.compute(bundle, trace, "encoder.0.add_norm1.out", (0, 1, 3))
+    assert f"this position's {c.d_model} numbers" in d.note
+    d = derive.compute(bundle, trace, "encoder.0.self_attn.concat", (0, 1, 2 * d_head + 6))
+    assert f"the {c.n_heads} heads' outputs" in d.note and f"column {2 * d_head + 6} is head 3's dimension 6." in d.note
+    # the output: the token's rank over the whole vocabulary
+    logits = trace["generator.logits"].tensor[0, 1].double()
+    d = derive.compute(bundle, trace, "generator.probs", (0, 1, 5))
+    assert d.note.endswith(f" ranks {int((logits > logits[5]).sum()) + 1} of {logits.numel()} at position 1.")
+    assert ints(derive.compute(bundle, trace, "generator.logits", (0, 1, 5)).note)[:2] == [1, 5]
+    # tokens and rows
+    assert derive.compute(bundle, trace, "src_embed.tokens", (0, 2)).note.endswith("this is piece 3.")
+    assert "start token" in derive.compute(bundle, trace, "tgt_embed.tokens", (0, 0)).note
+    token = int(trace["src_embed.tokens"].tensor[0, 1])
+    assert ints(derive.compute(bundle, trace, "src_embed.lookup", (0, 1, 3)).note) == [token, 3]
+
+
+def test_a_feed_forward_unit_says_whether_relu_silenced_it(en_hi):
+    bundle, trace = en_hi
+    z = trace["encoder.0.ffn.hidden"].tensor[0, 1]
+    silent, live = int((z == 0).nonzero()[0]), int((z > 0).nonzero()[0])
+    d = derive.compute(bundle, trace, "encoder.0.ffn.hidden", (0, 1, silent))
+    pre = d.terms[-1]
+    assert pre.label == "z (pre-activation)" and pre.value < 0
+    assert d.note == f"ReLU cut the negative pre-activation {num(pre.value)} to 0: this unit is silent for this " \
+        "position."
+    d = derive.compute(bundle, trace, "encoder.0.ffn.hidden", (0, 1, live))
+    assert d.note.startswith(f"Unit {live} of d_ff = {bundle.config.d_ff}: ") and d.note.endswith("then ReLU.")
+
+
+def test_each_product_term_is_named_by_the_indices_it_multiplies(en_hi):
+    bundle, trace = en_hi
+    params = {name: p.detach() for name, p in bundle.model.named_parameters()}
+    q, k = trace["decoder.1.cross_attn.q"].tensor[0, 0], trace["decoder.1.cross_attn.k"].tensor[0, 0]
+    for t in derive.compute(bundle, trace, "decoder.1.cross_attn.scores", (0, 0, 2, 4)).terms[:6]:
+        e, e2 = ints(t.label)
+        assert e == e2 and t.value == pytest.approx(float(q[2, e].double() * k[4, e].double()), rel=1e-9)
+    x, w = trace["encoder.0.add_norm2.out"].tensor[0, 3], params["encoder.1.self_attn.qkv.weight"]
+    for t in derive.compute(bundle, trace, "encoder.1.self_attn.qkv", (0, 3, 40)).terms[:6]:
+        d, u, d2 = ints(t.label)
+        assert (u, d2) == (40, d) and t.value == pytest.approx(float(x[d].double() * w[40, d].double()), rel=1e-6)
+    a, v = trace["decoder.0.self_attn.weights"].tensor[0, 1, 3], trace["decoder.0.self_attn.v"].tensor[0, 1]
+    for t in derive.compute(bundle, trace, "decoder.0.self_attn.context", (0, 1, 3, 5)).terms:
+        i, j, j2, e = ints(t.label)
+        assert (i, j2, e) == (3, j, 5) and t.value == pytest.approx(float(a[j].double() * v[j, 5].double()), rel=1e-9)
+    d = derive.compute(bundle, trace, "encoder.0.add_norm1.out", (0, 1, 3))
+    z = trace["encoder.0.add_norm1.residual"].tensor[0, 1].double()
+    named = {t.label: t.value for t in d.terms}
+    assert named["z[d]"] == float(z[3]) and named["μ"] == pytest.approx(float(z.mean()), rel=1e-9)
+    assert named["σ²"] == pytest.approx(float(z.var(unbiased=False)), rel=1e-9)
+    assert named["γ[d]"] == float(params["encoder.0.add_norm1.norm.weight"][3])
+    assert named["β[d]"] == float(params["encoder.0.add_norm1.norm.bias"][3])
+
+
+def test_the_table_lists_the_terms_and_counts_what_was_read(capsys, en_hi):
+    bundle, _ = en_hi
+    c = bundle.config
+    argv = ["derive", "--model", "en-hi", "--source", SENTENCE[0], "--target", SENTENCE[1]]
+    assert main([*argv, "encoder.0.self_attn.qkv", "0", "1", "200"]) == 0
+    out = capsys.readouterr().out.rstrip("\n").split("\n")
+    terms = out[out.index("terms:") + 1: out.index("reads:")]
+    assert len(terms) == 8 and terms[6].split() == ["122", "smaller", "terms", terms[6].split()[-1]]
+    assert terms[7].split()[0] == "b[200]"
+    assert out[out.index("reads:") + 1:] == [
+        f"  {c.d_model:>5} cells of step src_embed.sum",
+        f"  {c.d_model:>5} entries of parameter encoder.0.self_attn.qkv.weight",
+        "      1 entry of parameter encoder.0.self_attn.qkv.bias"]  # fmt: skip
+    assert main([*argv, "src_embed.lookup", "0", "1", "3"]) == 0
+    out = capsys.readouterr().out.rstrip("\n").split("\n")
+    assert out[0].endswith("  [src_embed.lookup]")
+    assert out[1] == "cell: batch item 1, src_pos 1 “girl”, d_model 3"
+    assert out[out.index("reads:") + 1:] == ["      1 cell of step src_embed.tokens",
+                                              "      1 entry of parameter src_embed.tokens.weight"]  # fmt: skip
+    assert "terms:" not in out
