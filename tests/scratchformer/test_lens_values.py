@@ -230,3 +230,26 @@ def test_the_command_prints_five_tokens_by_default_and_refuses_top_0(capsys):
     assert text[1].startswith("  embeddings ") and "first choice" in text[1]
     assert main([*args, "--top", "0"]) == 2
     assert capsys.readouterr().err.strip() == "scratchformer: --top must be at least 1, not 0."
+
+
+def test_the_command_lists_top_1_for_the_batch_item_asked_for_in_its_own_script(capsys, tmp_path):
+    """--top 1 is allowed and lists one token; --item 2 reads the second window of a --text-file batch; the JSON
+    keeps Hindi as itself."""
+    from scratchformer.bundle import load_model
+
+    text = tmp_path / "two.txt"
+    text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")
+    args = ["lens", "--model", "en-hi", "--text-file", str(text), "--seq-len", "4", "--batch", "2", "--json"]
+    assert main([*args, "--top", "1", "--item", "2"]) == 0
+    raw = capsys.readouterr().out
+    out = json.loads(raw)
+    assert all(len(row) == 1 for p in out["points"] for row in p["top"])
+    bundle = load_model("en-hi")
+    _, trace = bundle.run(bundle.prepare_windows(text.read_text(encoding="utf-8"), 4, 2))
+    want = lens.compute(bundle, trace, batch=1, k=1)
+    assert out["positions"] == want.positions == trace.target_tokens[1]
+    firsts = torch.tensor([[row[0]["p"] for row in point["top"]] for point in out["points"]])
+    assert torch.allclose(firsts, want.top_probs[:, :, 0], rtol=1e-6)
+    assert not torch.allclose(firsts, lens.compute(bundle, trace, batch=0, k=1).top_probs[:, :, 0], rtol=1e-3)
+    tokens = [t["token"] for point in out["points"] for row in point["top"] for t in row]
+    assert any(ord(ch) > 127 for t in tokens for ch in t) and "\\u" not in raw
