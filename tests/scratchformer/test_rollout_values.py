@@ -5,6 +5,7 @@ max-flow worked out as path bottlenecks, the flow's length limit, and what the c
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -282,3 +283,13 @@ def test_the_command_reads_the_batch_item_asked_for(capsys, tmp_path):
         np.testing.assert_allclose(out["encoder"], want.encoder.numpy(), atol=1e-6)
         np.testing.assert_allclose(out["cross"], want.cross.numpy(), atol=1e-6)
     assert items[0]["source_tokens"] != items[1]["source_tokens"]
+
+
+def test_an_unknown_method_on_the_command_line_is_refused_before_the_model_loads(capsys, monkeypatch):
+    import scratchformer.commands.common as common
+
+    monkeypatch.setattr(common, "open_model", lambda args: pytest.fail("the model was opened"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["rollout", "--model", "en-hi", "--source", "the girl eats", "--method", "max"])
+    assert exit_.value.code == 2
+    assert re.search(r"invalid choice: 'max' \(choose from '?rollout'?, '?flow'?\)", capsys.readouterr().err)
