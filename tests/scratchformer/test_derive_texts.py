@@ -12,7 +12,7 @@ from scratchformer.analyses import derive
 from scratchformer.analyses.derive.result import num
 from scratchformer.bundle import load_model
 from scratchformer.cli import main
-from tests.scratchformer.test_derive import SENTENCE
+from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +52,14 @@ def test_the_cell_of_a_later_batch_item_reads_that_items_tokens(en_hi):
     assert derive.explain_index(trace, "encoder.0.self_attn.weights", (1, 0, 2, 1)) == (
         f"batch item 2, head 1, src_pos 2 “{tokens[1][2]}”, src_pos 1 “{tokens[1][1]}”")  # fmt: skip
     assert tokens[1][2] != tokens[0][2]
+    # a step without a batch axis (the positional encoding) is labelled with the first item's tokens
+    words = derive.explain_index(trace, "src_embed.positional_encoding", (1, 0))
+    assert words == f"src_pos 1 “{tokens[0][1]}”, d_model 0"
+    assert tokens[0][1] != tokens[1][1]
 
 
 FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notation
-    "tokens": "id", "embedding": "E[", "positional_encoding": "P", "input": "+", "qkv": "Σ_d x",
+    "tokens": "id", "embedding": "E[", "positional_encoding": "P", "input": "E[x]", "qkv": "Σ_d x",
     "heads": "h·d_k + e", "scores": "q_i · k_j", "scaled_scores": "√d_k", "mask": "−∞", "masked_scores": "M",
     "attention_weights": "exp(s_ij) / Σ_k exp(s_ik)", "context": "Σ_j A[i, j]·v_j[e]", "concat": "Concat",
     "projection": "W^O", "residual": "x + Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
@@ -64,12 +68,46 @@ FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notati
 }  # fmt: skip
 
 
-def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_note(en_hi):
+def every_run(en_hi):
+    """en-hi, each family's small model, and a training-mode run (the only one with dropout steps)."""
     bundle, trace = en_hi
-    for step in trace:
-        d = derive.compute(bundle, trace, step.name, tuple(min(1, n - 1) for n in step.shape))
-        assert FORMULA_SYMBOLS[step.kind] in d.formula, (step.name, d.formula)
-        assert d.note or step.kind == "masked_scores", step.name  # an unmasked score has nothing to add
+    yield bundle, trace
+    for options in [*FAMILIES.values(), {"dropout": 0.25}]:
+        family = family_bundle(bundle, options)
+        if "dropout" in options:
+            family.model.train()
+            torch.manual_seed(0)
+        yield family, family.run(family.prepare(*SENTENCE))[1]
+
+
+def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_note(en_hi):
+    kinds = set()
+    for bundle, trace in every_run(en_hi):
+        for step in trace:
+            d = derive.compute(bundle, trace, step.name, tuple(min(1, n - 1) for n in step.shape))
+            assert FORMULA_SYMBOLS[step.kind] in d.formula, (step.name, d.formula)
+            # an unmasked score has nothing to add, and neither has T5's output scaling
+            assert d.note or step.kind in ("masked_scores", "output_scale"), step.name
+            kinds.add(step.kind)
+    assert kinds == set(FORMULA_SYMBOLS)
+
+
+def test_the_position_bias_names_the_distance_and_t5s_bucket(en_hi):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    bundle = family_bundle(en_hi[0], FAMILIES["t5_like"])
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    for stack, bidirectional in (("encoder", True), ("decoder", False)):
+        name = f"{stack}.1.self_attn.position_bias"  # every layer adds the table of the stack's first layer
+        table = bundle.model.get_submodule(f"{stack}.0.self_attn.relative_bias")
+        weight = table.weight.detach()
+        assert table.bidirectional is bidirectional
+        for h, i, j in [(0, 0, 3), (2, 4, 1), (3, 2, 2), (1, 3, 0)]:
+            bucket = int(T5Attention._relative_position_bucket(torch.tensor(j - i), bidirectional, 8, 16))
+            d = derive.compute(bundle, trace, name, (h, i, j))
+            assert d.expression == (f"distance j − i = {j - i} → bucket {bucket} → b_{h + 1}[{bucket}] = "
+                                    f"{num(float(weight[bucket, h]))}")  # fmt: skip
+            assert ("bidirectional" if bidirectional else "causal") in d.note
 
 
 def test_the_notes_quote_this_cells_own_numbers(en_hi):
@@ -170,3 +208,31 @@ def test_the_table_lists_the_terms_and_counts_what_was_read(capsys, en_hi):
     assert out[out.index("reads:") + 1:] == ["      1 cell of step src_embed.tokens",
                                               "      1 entry of parameter src_embed.tokens.weight"]  # fmt: skip
     assert "terms:" not in out
+
+
+def test_the_table_says_when_the_formula_does_not_give_the_traces_value(en_hi, monkeypatch):
+    bundle, trace = en_hi
+    off_by_one = lambda r, s, i, v, b: dict(recomputed=v + 1, formula="x", expression="x")  # noqa: E731
+    monkeypatch.setitem(derive.RULES, "residual", off_by_one)
+    d = derive.compute(bundle, trace, "encoder.0.add_norm1.residual", (0, 1, 2))
+    assert f"recomputed:  {num(d.value + 1)}  (DIFFERS FROM the trace's value)" in derive.text_report(trace, d)
+    d = derive.compute(bundle, trace, "encoder.0.add_norm1.out", (0, 1, 2))
+    assert f"recomputed:  {num(d.recomputed)}  (equals the trace's value)" in derive.text_report(trace, d)
+
+
+def test_the_table_counts_one_two_and_unlisted_inputs(en_hi):
+    """'1 cell' and '2 cells', '1 entry' and '2 entries', a rule that reads only a parameter, and the count of
+    cells too many to list (a long softmax row)."""
+    import dataclasses
+
+    tiny = family_bundle(en_hi[0], dict(d_model=2, n_heads=1, d_ff=4, positional="learned", scale_embedding=False))
+    _, trace = tiny.run(tiny.prepare("the girl", "लड़की"))  # decoder input: <s>, लड़की
+    reads = lambda name, index: derive.text_report(trace, derive.compute(tiny, trace, name, index)).split("reads:\n")[1]  # noqa: E731
+    two = reads("decoder.0.self_attn.weights", (0, 0, 1, 0))
+    assert two == "      2 cells of step decoder.0.self_attn.masked_scores"
+    assert reads("encoder.0.self_attn.qkv", (0, 1, 3)) == (
+        "      2 cells of step src_embed.sum\n      2 entries of parameter encoder.0.self_attn.qkv.weight\n"
+        "      1 entry of parameter encoder.0.self_attn.qkv.bias")  # fmt: skip
+    assert reads("src_embed.positional_encoding", (1, 0)) == "      1 entry of parameter src_embed.positions.weight"
+    d = dataclasses.replace(derive.compute(tiny, trace, "generator.probs", (0, 1, 5)), unlisted=3000)
+    assert derive.text_report(trace, d).endswith("   3000 more cells (not listed one by one)")
