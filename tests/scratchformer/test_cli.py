@@ -116,7 +116,12 @@ def test_every_command_and_option_says_what_it_does(capsys):
         for action in command._actions:
             if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
                 assert action.help, f"scratchformer {name}: {action.option_strings or action.dest} has no help"
+    # the analyses explain themselves beyond the one line: what is read, through what
+    for name, says in (("rollout", "Abnar & Zuidema"), ("lens", "final norm and output layer"),
+                       ("attribute", "log-probability of the token")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        assert says in " ".join(capsys.readouterr().out.split()), name
     with pytest.raises(SystemExit):
         main(["rollout", "--help"])
-    out = capsys.readouterr().out
-    assert "Abnar & Zuidema" in out and "rollout (default) or flow" in out
+    assert "rollout (default) or flow" in capsys.readouterr().out
