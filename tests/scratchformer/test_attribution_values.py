@@ -87,3 +87,49 @@ def test_requests_that_cannot_be_answered_are_refused_in_one_sentence():
         attribute.check_request(bundle, 3, -1, "ig", 8)
     attribute.check_request(bundle, 3, 2, "ig", 1)  # the last position, one step
     attribute.check_request(bundle, 3, 0, "grad-input", 0)  # steps mean nothing to gradient × input
+
+
+def test_the_command_line_options_are_checked_before_the_model_loads(capsys, monkeypatch):
+    """--position is required, --method and --baseline have fixed choices, and IG's --steps must be at least 1;
+    all refused by the command line itself, before a model is opened."""
+    import re
+
+    import scratchformer.commands.common as common
+    from scratchformer.cli import main
+
+    monkeypatch.setattr(common, "open_model", lambda args: pytest.fail("the model was opened"))
+    base = ["attribute", "--model", "en-hi", "--source", "the girl eats"]
+    for extra, says in ((["--method", "ig"], "the following arguments are required: --position"),
+                        (["--position", "1", "--method", "shap"], r"invalid choice: 'shap' \(choose from '?ig'?"),
+                        (["--position", "1", "--baseline", "mean"], r"invalid choice: 'mean' \(choose from '?zero'?")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*base, *extra])
+        assert exit_.value.code == 2 and re.search(says, capsys.readouterr().err), extra
+    assert main([*base, "--position", "1", "--steps", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "scratchformer: Integrated Gradients needs at least 1 step, not 0."
+
+
+def test_the_command_runs_ig_with_the_steps_and_item_asked_for(capsys, tmp_path):
+    """--steps 1 is allowed for IG, --steps 0 means nothing to gradient × input; --item 2 attributes the second
+    window of a batch; the table and the JSON (Hindi kept as itself) both come out."""
+    from scratchformer.bundle import load_model
+    from scratchformer.cli import main
+
+    text = tmp_path / "two.txt"
+    text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")
+    args = ["attribute", "--model", "en-hi", "--text-file", str(text), "--seq-len", "4", "--batch", "2",
+            "--position", "0"]  # fmt: skip
+    assert main([*args, "--steps", "1", "--item", "2", "--json"]) == 0
+    raw = capsys.readouterr().out
+    out = json.loads(raw)
+    bundle = load_model("en-hi")
+    inputs = bundle.prepare_windows(text.read_text(encoding="utf-8"), 4, 2)
+    _, trace = bundle.run(inputs)
+    want = attribute.compute(bundle, inputs, trace, 0, "ig", 1, batch=1)
+    assert out["steps"] == 1 and out["source_tokens"] == trace.source_tokens[1]
+    np.testing.assert_allclose(out["source"], want.source.numpy(), rtol=1e-4, atol=1e-6)
+    assert any(ord(ch) > 127 for ch in out["token"]["token"]) and "\\u" not in raw
+    assert main([*args, "--method", "grad-input", "--steps", "0"]) == 0
+    table = capsys.readouterr().out.split("\n")
+    assert table[0].startswith("log P(“") and "(gradient × input, zero baseline)" in table[0]
+    assert table[1] == "source:" and table[-2].startswith("completeness: attributions sum to ")
