@@ -5,6 +5,7 @@ model run on padding ids), the command line's JSON, and the one sentence each re
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -337,3 +338,80 @@ def test_plot_data_draws_and_writes_the_results_numbers(en_hi):
     assert maps[0].levels[0] == -maps[0].levels[1] == -maps[1].levels[1]  # one scale for both inputs
     written = list(csv.reader(io.StringIO(attribution_csv(a))))
     assert float(written[-2][3]) == pytest.approx(a.total, rel=1e-5)
+
+
+def padded_pair(bundle, pads_given: bool):
+    """A batch of a long and a short sentence pair: the short one padded on both sides (its pads given as masks,
+    or left for compute to find from the ids)."""
+    import dataclasses
+
+    long, short = bundle.prepare_run(SOURCE, "लड़की सेब खाती है"), bundle.prepare_run("we are friends", "हम दोस्त")
+    pad = bundle.config.pad_id
+    grow = lambda a, b: torch.cat([a, torch.nn.functional.pad(b, (0, a.shape[1] - b.shape[1]), value=pad)])  # noqa: E731
+    src, tgt = grow(long.src, short.src), grow(long.tgt, short.tgt)
+    src_pad, tgt_pad = src == pad, tgt == pad
+    tgt_pad[:, 0] = False
+    batch = dataclasses.replace(long, src=src, tgt=tgt, src_pad=src_pad if pads_given else None,
+                                tgt_pad=tgt_pad if pads_given else None,
+                                source_tokens=[*long.source_tokens, *short.source_tokens],
+                                target_tokens=[*long.target_tokens, *short.target_tokens])  # fmt: skip
+    return short, batch
+
+
+@pytest.mark.parametrize("pads_given", [True, False])
+def test_a_padded_batch_item_is_attributed_as_the_sentence_alone(en_hi, pads_given):
+    """The short item of a padded batch gets the attributions it gets alone: the padding is masked in every path
+    point (source and decoder side), and only its own row of the batch is read."""
+    short, batch = padded_pair(en_hi, pads_given)
+    _, alone_trace = en_hi.run(short)
+    _, trace = en_hi.run(batch)
+    s, t = short.src.shape[1], short.tgt.shape[1]
+    for method in ("grad-input", "ig"):
+        alone = attribute.compute(en_hi, short, alone_trace, 1, method, 8)
+        got = attribute.compute(en_hi, batch, trace, 1, method, 8, batch=1)
+        assert got.token_id == alone.token_id and got.f_input == pytest.approx(alone.f_input, abs=1e-5)
+        torch.testing.assert_close(got.source[:s], alone.source, rtol=1e-3, atol=1e-5)
+        torch.testing.assert_close(got.target[:t], alone.target, rtol=1e-3, atol=1e-5)
+
+
+def test_the_pad_baseline_path_ends_at_the_input_so_ig_is_complete(en_hi):
+    inputs, trace = traced(en_hi)
+    result = attribute.compute(en_hi, inputs, trace, 1, "ig", 64, baseline="pad")
+    assert abs(result.total - result.delta) <= 0.02 * abs(result.delta), (result.total, result.delta)
+
+
+def test_path_points_run_in_batches_of_at_most_chunk_positions(en_hi, monkeypatch):
+    """Memory stays bounded: N path points × (S + T) positions never pass CHUNK_POSITIONS in one forward pass,
+    batches are as large as that allows, and at least one point runs however long the input."""
+    inputs, trace = traced(en_hi)
+    positions = inputs.src.shape[1] + inputs.tgt.shape[1]  # 6 + 5
+    sizes = []
+    real = attribute._Objective.__call__
+    counted = lambda self, s, t: sizes.append(t.shape[0]) or real(self, s, t)  # noqa: E731
+    monkeypatch.setattr(attribute._Objective, "__call__", counted)
+    for limit, per_batch in ((3 * positions + 2, 3), (positions - 1, 1)):
+        monkeypatch.setattr(attribute, "CHUNK_POSITIONS", limit)
+        sizes.clear()
+        attribute.compute(en_hi, inputs, trace, 1, "ig", 4)
+        path = sizes[2:]  # after f(input) and f(baseline)
+        assert max(path) == per_batch and all(n * positions <= max(limit, positions) for n in path), sizes
+
+
+def test_a_cell_holding_a_jump_is_cut_inside_that_cell():
+    seen = []
+
+    def f_at(a):
+        seen.append(np.asarray(a))
+        return (np.asarray(a) >= 0.3).astype(float)
+
+    attribute.path_points(f_at, 2)  # grid 0, 0.125, …, 1: the jump sits in the cell [0.25, 0.375]
+    np.testing.assert_allclose(seen[1], 0.25 + 0.125 * np.arange(1, 8) / 8)
+
+
+def test_baselines_that_cannot_be_made_are_refused_in_one_sentence(en_hi):
+    inputs, trace = traced(en_hi)
+    with pytest.raises(UserError, match=r"^Unknown baseline 'mean'; choose zero or pad\.$"):
+        attribute.compute(en_hi, inputs, trace, 1, "ig", 4, baseline="mean")
+    no_pad = SimpleNamespace(config=SimpleNamespace(pad_id=None))
+    with pytest.raises(UserError, match=r"^This model's vocabulary has no padding token; use --baseline zero\.$"):
+        attribute._baseline(no_pad, "src_embed.sum", inputs.src, torch.zeros(1), "pad")
