@@ -88,6 +88,7 @@ def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_no
             assert FORMULA_SYMBOLS[step.kind] in d.formula, (step.name, d.formula)
             # an unmasked score has nothing to add, and neither has T5's output scaling
             assert d.note or step.kind in ("masked_scores", "output_scale"), step.name
+            assert all(t.label for t in d.terms), (step.name, d.terms)
             kinds.add(step.kind)
     assert kinds == set(FORMULA_SYMBOLS)
 
@@ -236,3 +237,48 @@ def test_the_table_counts_one_two_and_unlisted_inputs(en_hi):
     assert reads("src_embed.positional_encoding", (1, 0)) == "      1 entry of parameter src_embed.positions.weight"
     d = dataclasses.replace(derive.compute(tiny, trace, "generator.probs", (0, 1, 5)), unlisted=3000)
     assert derive.text_report(trace, d).endswith("   3000 more cells (not listed one by one)")
+
+
+def listed_exps(expression: str) -> tuple[list[str], int]:
+    """The scores written inside the denominator 'exp(a − max) + … + N more' and N (0 if every one is written)."""
+    denominator = expression.split(" / (", 1)[1].split(") = ", 1)[0]
+    more = re.search(r" \+ (\d+) more$", denominator)
+    items = [item for item in denominator.split(" + ") if item.startswith("exp(")]
+    return [item[4:].split(" − ")[0].strip("()") for item in items], int(more.group(1)) if more else 0
+
+
+def test_a_softmax_writes_its_largest_exponentials_and_counts_the_rest(en_hi):
+    """A weight's denominator lists the row's four largest scores, largest first, and 'N more' for the other keys
+    the query may see (masked keys are not listed); the output layer's lists three of the whole vocabulary. The
+    terms are exp(s − max) — at most 1, and exactly 1 for the row's largest — and their sum."""
+    bundle, trace = en_hi
+    for name, index, shown in [("decoder.1.cross_attn.weights", (0, 1, 2, 3), 4),  # 6 source keys
+                               ("decoder.0.self_attn.weights", (0, 0, 2, 1), 3),  # query 2 sees keys 0–2
+                               ("generator.probs", (0, 3, 11), 3)]:  # fmt: skip
+        scores_step = "generator.logits" if name == "generator.probs" else name.replace("weights", "masked_scores")
+        row = trace[scores_step].tensor[index[:-1]].double()
+        visible = row[torch.isfinite(row)]
+        largest = visible.sort(descending=True).values[:shown]
+        written, more = listed_exps(derive.compute(bundle, trace, name, index).expression)
+        assert written == [num(float(v)) for v in largest]
+        assert more == visible.numel() - shown
+        d = derive.compute(bundle, trace, name, index)
+        exps = torch.exp(row - row.max())
+        assert d.terms[0].value == pytest.approx(float(exps[index[-1]]), rel=1e-9) and d.terms[0].value <= 1
+        assert d.terms[1].value == pytest.approx(float(exps[torch.isfinite(row)].sum()), rel=1e-9)
+
+
+def test_a_query_that_may_see_no_key_gets_weight_zero_and_says_why(en_hi):
+    """A row whose every score is −∞ (a padding query, or every key knocked out) gets weights 0, not a softmax's
+    NaN."""
+    bundle = en_hi[0]
+    prepared = bundle.prepare(*SENTENCE)
+    _, trace = bundle.model.run_with_trace(prepared.src, prepared.tgt, lazy=False)
+    for name, value in (("masked_scores", float("-inf")), ("weights", 0.0)):
+        step = trace[f"encoder.0.self_attn.{name}"]
+        step.data = step.tensor.clone()
+        step.data[0, 1, 2] = value
+    d = derive.compute(bundle, trace, "encoder.0.self_attn.weights", (0, 1, 2, 4))
+    assert d.value == d.recomputed == 0.0 and d.agrees()
+    assert d.formula == "A[i, j] = 0 for a query that may see no key"
+    assert d.expression == "every score of this row is −∞ → 0" and "padding query" in d.note
