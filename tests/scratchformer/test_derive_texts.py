@@ -80,6 +80,10 @@ def every_run(en_hi):
         yield family, family.run(family.prepare(*SENTENCE))[1]
 
 
+# kinds whose derivation is a lookup or an index mapping: nothing to list as terms
+NO_TERMS = {"embedding", "positional_encoding", "heads", "position_bias", "mask", "concat", "dropout"}
+
+
 def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_note(en_hi):
     kinds = set()
     for bundle, trace in every_run(en_hi):
@@ -89,6 +93,8 @@ def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_no
             # an unmasked score has nothing to add, and neither has T5's output scaling
             assert d.note or step.kind in ("masked_scores", "output_scale"), step.name
             assert all(t.label for t in d.terms), (step.name, d.terms)
+            unscaled = step.kind == "scaled_scores" and not bundle.config.scale_attention
+            assert d.terms or step.kind in NO_TERMS or unscaled, step.name
             kinds.add(step.kind)
     assert kinds == set(FORMULA_SYMBOLS)
 
@@ -282,3 +288,46 @@ def test_a_query_that_may_see_no_key_gets_weight_zero_and_says_why(en_hi):
     assert d.value == d.recomputed == 0.0 and d.agrees()
     assert d.formula == "A[i, j] = 0 for a query that may see no key"
     assert d.expression == "every score of this row is −∞ → 0" and "padding query" in d.note
+
+
+def test_the_embedding_sum_names_what_it_adds_and_the_sinusoid_its_exponent(en_hi):
+    bundle, trace = en_hi
+    d = derive.compute(bundle, trace, "src_embed.sum", (0, 1, 2))
+    assert [t.label for t in d.terms] == ["E[x]·√d_model", "PE"]
+    bert = family_bundle(bundle, FAMILIES["bert_like"])
+    _, bert_trace = bert.run(bert.prepare(SENTENCE[0]))
+    d = derive.compute(bert, bert_trace, "src_embed.sum", (0, 1, 2))
+    assert [t.label for t in d.terms] == ["E[x]", "PE", "T[type 0]"]
+    bart = family_bundle(bundle, FAMILIES["bart_like"])  # Marian's layout: every sine first, then every cosine
+    _, bart_trace = bart.run(bart.prepare(*SENTENCE))
+    for dim, fn, two_i in ((3, "sin", 6), (16 + 5, "cos", 10)):
+        d = derive.compute(bart, bart_trace, "src_embed.positional_encoding", (2, dim))
+        assert d.expression.startswith(f"PE(2, {dim}) = {fn}(2 / 10000^({two_i}/32)) = "), d.expression
+    d = derive.compute(bundle, trace, "src_embed.positional_encoding", (2, 7))  # the paper's: odd dimensions are cos
+    assert d.expression.startswith(f"PE(2, 7) = cos(2 / 10000^(6/{bundle.config.d_model})) = ")
+
+
+def test_product_terms_name_their_input_and_notes_name_the_token_and_activation(en_hi):
+    bundle, trace = en_hi
+    assert derive.compute(bundle, trace, "encoder.0.self_attn.out", (0, 1, 2)).terms[0].label.startswith("concat[")
+    assert derive.compute(bundle, trace, "encoder.0.ffn.out", (0, 1, 2)).terms[0].label.startswith("hidden[")
+    token = bundle.tgt_tokenizer.token_strings([5])[0]
+    assert derive.compute(bundle, trace, "generator.logits", (0, 1, 5)).note.endswith(f"entry 5 (“{token}”).")
+    assert derive.compute(bundle, trace, "generator.probs", (0, 1, 5)).note.startswith(f"“{token}” ranks ")
+    gelu = family_bundle(bundle, FAMILIES["bart_like"])
+    _, gelu_trace = gelu.run(gelu.prepare(*SENTENCE))
+    d = derive.compute(gelu, gelu_trace, "encoder.0.ffn.hidden", (0, 1, 3))
+    assert d.note.endswith(", then GELU.") and "act(z) = z·Φ(z)" in d.formula
+
+
+def test_the_command_keeps_json_on_stdout_and_notes_on_stderr(capsys):
+    """Notes about the input (a word outside the vocabulary) go to stderr, so --json's stdout stays one JSON
+    document; Hindi is written as itself."""
+    import json
+
+    assert main(["derive", "--model", "en-hi", "--source", "the zzyzx eats", "--target", SENTENCE[1],
+                 "tgt_embed.tokens", "0", "1", "--json"]) == 0  # fmt: skip
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert err.startswith("note: ") and "zzyzx" in err
+    assert "लड़की" in out and data["terms"][0]["label"] == "piece “लड़की”"
