@@ -140,7 +140,8 @@ def test_head_split_and_concat_name_the_column_they_copy(traced):
     for part, offset in (("q", 0), ("k", 128), ("v", 256)):
         d = derive.compute(bundle, trace, f"encoder.1.self_attn.{part}", (0, 2, 3, 5))
         col = offset + 2 * d_head + 5
-        assert f"qkv[3, {offset} + 2·{d_head} + 5 = {col}] = {num(d.value)}" in d.expression
+        assert d.expression == f"{part}[2, 3, 5] = qkv[3, {offset} + 2·{d_head} + 5 = {col}] = {num(d.value)}"
+        assert ("part·d_model + " in d.formula) == (part != "q")  # q's columns start at 0
         assert d.inputs[0].step == "encoder.1.self_attn.qkv" and d.inputs[0].index == (0, 3, col)
         assert f"columns {offset + 2 * d_head}–{offset + 3 * d_head - 1}" in d.note
     d = derive.compute(bundle, trace, "decoder.0.cross_attn.v", (0, 1, 2, 3))

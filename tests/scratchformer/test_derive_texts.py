@@ -331,3 +331,11 @@ def test_the_command_keeps_json_on_stdout_and_notes_on_stderr(capsys):
     data = json.loads(out)
     assert err.startswith("note: ") and "zzyzx" in err
     assert "लड़की" in out and data["terms"][0]["label"] == "piece “लड़की”"
+
+
+def test_a_mask_cell_says_whether_the_query_may_read_the_key(en_hi):
+    bundle, trace = en_hi
+    d = derive.compute(bundle, trace, "decoder.0.self_attn.mask", (0, 3, 1))
+    assert d.recomputed == 0.0 and d.note == "0: query position 3 may read key position 1."
+    d = derive.compute(bundle, trace, "decoder.0.self_attn.mask", (0, 1, 3))
+    assert d.recomputed == float("-inf") and d.note.startswith("−∞: key position 3 comes after query position 1")
