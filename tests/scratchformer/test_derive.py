@@ -66,10 +66,8 @@ def family(request, en_hi):
     return bundle, trace
 
 
-@pytest.fixture(scope="module")
-def padded(en_hi):
-    """Two sentences of different lengths in one batch: padding masks on both sides."""
-    b = en_hi[0]
+def padded_run(b: ModelBundle):
+    """Two sentences of different lengths in one batch, traced: padding masks on both sides."""
     rows = [b.prepare(*SENTENCE), b.prepare("we are friends", "हम दोस्त हैं")]
     pad = b.config.pad_id
 
@@ -83,7 +81,12 @@ def padded(en_hi):
     labels = lambda ids, tok: [tok.token_strings(row) for row in ids.tolist()]  # noqa: E731
     _, trace = b.model.run_with_trace(src, tgt, src == pad, tgt_pad, labels(src, b.src_tokenizer),
                                       labels(tgt, b.tgt_tokenizer))  # fmt: skip
-    return b, trace
+    return trace
+
+
+@pytest.fixture(scope="module")
+def padded(en_hi):
+    return en_hi[0], padded_run(en_hi[0])
 
 
 def random_cells(step, rng, n):

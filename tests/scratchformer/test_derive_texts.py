@@ -12,7 +12,7 @@ from scratchformer.analyses import derive
 from scratchformer.analyses.derive.result import num
 from scratchformer.bundle import load_model
 from scratchformer.cli import main
-from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle
+from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle, padded_run
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +38,8 @@ def test_a_cell_is_named_by_batch_item_head_and_tokens(en_hi):
 
 
 def test_the_cell_of_a_later_batch_item_reads_that_items_tokens(en_hi):
-    bundle, _ = en_hi
-    rows = [bundle.prepare(*SENTENCE), bundle.prepare("we are friends", "हम दोस्त हैं")]
-    pad = bundle.config.pad_id
-
-    def stack(tensors):
-        width = max(t.shape[1] for t in tensors)
-        return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=pad) for t in tensors])
-
-    src, tgt = stack([r.src for r in rows]), stack([r.tgt for r in rows])
-    tokens = [bundle.src_tokenizer.token_strings(row) for row in src.tolist()]
-    _, trace = bundle.model.run_with_trace(src, tgt, src == pad, None, tokens, None)
+    trace = padded_run(en_hi[0])
+    tokens = trace.source_tokens
     assert derive.explain_index(trace, "encoder.0.self_attn.weights", (1, 0, 2, 1)) == (
         f"batch item 2, head 1, src_pos 2 “{tokens[1][2]}”, src_pos 1 “{tokens[1][1]}”")  # fmt: skip
     assert tokens[1][2] != tokens[0][2]
