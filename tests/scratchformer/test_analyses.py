@@ -415,3 +415,20 @@ def test_baselines_that_cannot_be_made_are_refused_in_one_sentence(en_hi):
     no_pad = SimpleNamespace(config=SimpleNamespace(pad_id=None))
     with pytest.raises(UserError, match=r"^This model's vocabulary has no padding token; use --baseline zero\.$"):
         attribute._baseline(no_pad, "src_embed.sum", inputs.src, torch.zeros(1), "pad")
+
+
+def test_a_bfloat16_model_is_attributed_in_its_own_precision(en_hi):
+    """The path points, weights and inputs take the model's dtype: a bfloat16 copy gives the float32 model's
+    attributions to bfloat16's precision, and its f(input) is its own output."""
+    import copy
+
+    half = copy.deepcopy(family_bundle(en_hi, {}))
+    inputs, trace = traced(half, SOURCE, "लड़की सेब खाती है")
+    want = attribute.compute(half, inputs, trace, 2, "ig", 8)
+    half.model.to(torch.bfloat16)
+    _, half_trace = half.run(inputs)
+    got = attribute.compute(half, inputs, half_trace, 2, "ig", 8)
+    assert got.token_id == want.token_id
+    torch.testing.assert_close(got.source, want.source, atol=0.01, rtol=0.05)
+    torch.testing.assert_close(got.target, want.target, atol=0.01, rtol=0.05)
+    assert got.f_input == pytest.approx(float(model_log_probs(half, inputs)[2, got.token_id]), abs=0.02)
