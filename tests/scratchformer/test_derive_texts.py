@@ -85,7 +85,10 @@ def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_no
             assert d.note or step.kind in ("masked_scores", "output_scale"), step.name
             assert all(t.label for t in d.terms), (step.name, d.terms)
             unscaled = step.kind == "scaled_scores" and not bundle.config.scale_attention
-            assert d.terms or step.kind in NO_TERMS or unscaled, step.name
+            lookup = step.kind in NO_TERMS and not step.name.endswith(".scaled")  # E[x]·√d_model has two terms
+            assert d.terms or lookup or unscaled, step.name
+            if step.kind in ("ffn_hidden", "ffn_gate"):  # each branch of the unit names itself
+                assert d.formula.startswith(f"{step.name.rsplit('.', 1)[1]}[f] = "), d.formula
             kinds.add(step.kind)
     assert kinds == set(FORMULA_SYMBOLS)
 
