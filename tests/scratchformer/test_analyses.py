@@ -432,3 +432,10 @@ def test_a_bfloat16_model_is_attributed_in_its_own_precision(en_hi):
     torch.testing.assert_close(got.source, want.source, atol=0.01, rtol=0.05)
     torch.testing.assert_close(got.target, want.target, atol=0.01, rtol=0.05)
     assert got.f_input == pytest.approx(float(model_log_probs(half, inputs)[2, got.token_id]), abs=0.02)
+
+
+def test_the_python_api_defaults_to_integrated_gradients_from_a_zero_baseline(en_hi):
+    inputs, trace = traced(en_hi)
+    result = attribute.compute(en_hi, inputs, trace, 1, steps=4)
+    assert (result.method, result.steps, result.baseline) == ("ig", 4, "zero")
+    assert result.f_baseline != pytest.approx(result.f_input)  # a real path was walked
