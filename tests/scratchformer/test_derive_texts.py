@@ -333,3 +333,14 @@ def test_a_mask_cell_says_whether_the_query_may_read_the_key(en_hi):
     assert d.recomputed == 0.0 and d.note == "0: query position 3 may read key position 1."
     d = derive.compute(bundle, trace, "decoder.0.self_attn.mask", (0, 1, 3))
     assert d.recomputed == float("-inf") and d.note.startswith("−∞: key position 3 comes after query position 1")
+
+
+def test_every_note_is_written_as_sentences(en_hi):
+    """A note reads as prose: it starts with a capital letter (or a number, a symbol or a quoted token), ends with
+    a full stop, and is not written in capitals."""
+    for bundle, trace in every_run(en_hi):
+        for step in trace:
+            note = derive.compute(bundle, trace, step.name, tuple(min(1, n - 1) for n in step.shape)).note
+            if note:
+                assert note[0].isupper() or note[0] in "0123456789−“μ", (step.name, note)
+                assert note.endswith(".") and note != note.upper(), (step.name, note)
