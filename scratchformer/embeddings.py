@@ -93,8 +93,8 @@ class Embeddings(nn.Module):
         if self.token_types is not None:
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             summed = summed + self.token_types(types)
-        out = self.layer_norm(summed) if self.layer_norm is not None else summed
-        out = self.dropout(out)
+        normed = self.layer_norm(summed) if self.layer_norm is not None else summed
+        out = self.dropout(normed)  # training only; the identity in eval mode
         if tracer is not None:
             dims = ("batch", pos, "d_model")
             side = "source" if pos == "src_pos" else "target"
@@ -121,7 +121,7 @@ class Embeddings(nn.Module):
                        "Embedding (no positional encoding added)" if none else "Embedding + positional encoding",
                        self.sum_formula(), name, major=self.layer_norm is None)
             if self.layer_norm is not None:
-                tracer.add(f"{name}.layer_norm", "layer_norm", out, dims, "LayerNorm of the embeddings",
+                tracer.add(f"{name}.layer_norm", "layer_norm", normed, dims, "LayerNorm of the embeddings",
                            f"LayerNorm({self.sum_formula()})", name, major=True)
             if self.training and self.dropout.p > 0:
                 tracer.add(f"{name}.dropout", "dropout", out, dims, "Dropout", f"Dropout(p={self.dropout.p})", name)

@@ -72,12 +72,15 @@ class PositionwiseFeedForward(nn.Module):
         self.pos_dim, self.trace_name = pos_dim, trace_name
 
     def interior(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """{"gate", "linear" (gated FFNs only), "hidden", "out"}: every intermediate, keyed by step-name suffix."""
+        """{"gate", "linear" (gated FFNs only), "hidden", "dropout" (training with p > 0 only), "out"}: every
+        intermediate, keyed by step-name suffix."""
         gate = self.activation(self.w_1(x))  # (B, T, d_model) → (B, T, d_ff)
         linear = self.w_v(x) if self.w_v is not None else None  # (B, T, d_ff)
         hidden = gate * linear if linear is not None else gate  # (B, T, d_ff)
-        out = self.w_2(self.dropout(hidden))  # (B, T, d_ff) → (B, T, d_model)
-        parts = {"gate": gate, "linear": linear, "hidden": hidden, "out": out}
+        dropped = self.dropout(hidden)  # (B, T, d_ff)
+        out = self.w_2(dropped)  # (B, T, d_ff) → (B, T, d_model)
+        drops = self.training and self.dropout.p > 0
+        parts = {"gate": gate, "linear": linear, "hidden": hidden, "dropout": dropped if drops else None, "out": out}
         return {k: v for k, v in parts.items() if v is not None}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -118,6 +121,8 @@ class PositionwiseFeedForward(nn.Module):
                        f"{act}(x W_1{b1}) ⊙ (x V{bv})", n)
             linear = f"(x V{bv})" if bv else "x V"  # the bias is inside the branch: ⊙ binds before +
             formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ {linear}) W_2{b2}"
+        if "dropout" in parts:  # training only: W_2 reads the hidden layer after dropout, so derive needs it
+            tracer.add(f"{n}.dropout", "dropout", parts["dropout"], dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
         with tracer.stored():
             tracer.add(f"{n}.out", "ffn_out", parts["out"], ("batch", p, "d_model"), "Feed-forward output", formula,
                        n, major=True)

@@ -132,6 +132,43 @@ def test_the_families_cover_every_kind_but_dropout(en_hi):
     assert seen >= set(KINDS) - {"dropout"}
 
 
+@pytest.mark.parametrize("name", ["paper", *sorted(FAMILIES)])
+def test_a_training_run_derives_through_every_dropout(en_hi, name):
+    """In a training run dropout sits between steps: after the embeddings (and their LayerNorm), on the FFN's
+    hidden layer and on each sublayer's output before the residual sum. Every step still recomputes from the
+    dropped values, which the trace holds; reading the undropped ones would differ by the 1/(1 − p) scaling."""
+    bundle = family_bundle(en_hi[0], {**FAMILIES.get(name, {}), "dropout": 0.3})
+    bundle.model.train()
+    torch.manual_seed(0)
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    dropped = [s.name for s in trace if s.kind == "dropout"]
+    ffn = "decoder.0.ffn" if name == "gpt2_like" else "encoder.0.ffn"
+    assert f"{ffn}.dropout" in dropped and dropped[0].endswith("_embed.dropout")
+    check_every_step(bundle, trace, cells_per_step=3)
+    residual = "decoder.0.add_norm1.residual" if name == "gpt2_like" else "encoder.0.add_norm1.residual"
+    d = derive.compute(bundle, trace, residual, (0, 1, 2))
+    assert d.formula == "x + Dropout(Sublayer(x))" and d.terms[1].label.endswith(".add_norm1.dropout)")
+    d = derive.compute(bundle, trace, f"{ffn}.out", (0, 1, 2))
+    assert all(cell.step == f"{ffn}.dropout" for cell in d.inputs if cell.step is not None)
+    kept = trace[f"{ffn}.dropout"].tensor
+    assert (kept == 0).any() and (trace[f"{ffn}.hidden"].tensor != 0).sum() > (kept != 0).sum()
+
+
+def test_the_embeddings_layer_norm_step_holds_the_norm_before_dropout(en_hi):
+    """BERT and BART normalise the embeddings' sum, then (training only) drop: the LayerNorm step shows the norm
+    itself, the dropout step what the first layer reads."""
+    bundle = family_bundle(en_hi[0], {**FAMILIES["bert_like"], "dropout": 0.3})
+    bundle.model.train()
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    norm = bundle.model.src_embed.layer_norm
+    want = torch.nn.functional.layer_norm(trace["src_embed.sum"].tensor, (norm.normalized_shape[0],),
+                                          norm.weight.detach(), norm.bias.detach(), norm.eps)  # fmt: skip
+    torch.testing.assert_close(trace["src_embed.layer_norm"].tensor, want)
+    out = trace["src_embed.dropout"].tensor
+    assert torch.equal(out == 0, (out == 0) & (want != 0)) and (out == 0).any()
+    torch.testing.assert_close(out[out != 0], want[out != 0] / 0.7)
+
+
 def test_a_padded_batch_derives_and_says_why_cells_are_minus_infinity(padded):
     bundle, trace = padded
     check_every_step(bundle, trace, cells_per_step=2)

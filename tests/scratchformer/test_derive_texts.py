@@ -53,7 +53,7 @@ FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notati
     "tokens": "id", "embedding": "E[", "positional_encoding": "P", "input": "E[x]", "qkv": "Σ_d x",
     "heads": "h·d_k + e", "scores": "q_i · k_j", "scaled_scores": "√d_k", "mask": "−∞", "masked_scores": "M",
     "attention_weights": "exp(s_ij) / Σ_k exp(s_ik)", "context": "Σ_j A[i, j]·v_j[e]", "concat": "Concat",
-    "projection": "W^O", "residual": "x + Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
+    "projection": "W^O", "residual": "Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
     "ffn_out": "W_2", "logits": "W_vocab", "probabilities": "exp(logit_v)", "ffn_gate": "[f]",
     "position_bias": "bucket(j − i)", "output_scale": "d_model^-0.5", "dropout": "1 − p",
 }  # fmt: skip
@@ -81,6 +81,9 @@ def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_no
         for step in trace:
             d = derive.compute(bundle, trace, step.name, tuple(min(1, n - 1) for n in step.shape))
             assert FORMULA_SYMBOLS[step.kind] in d.formula, (step.name, d.formula)
+            if step.kind == "residual":  # x + Sublayer(x), or x + Dropout(Sublayer(x)) in a training run
+                dropped = trace.find(step.name.replace(".residual", ".dropout")) is not None
+                assert d.formula == ("x + Dropout(Sublayer(x))" if dropped else "x + Sublayer(x)"), step.name
             # an unmasked score has nothing to add, and neither has T5's output scaling
             assert d.note or step.kind in ("masked_scores", "output_scale"), step.name
             assert all(t.label for t in d.terms), (step.name, d.terms)

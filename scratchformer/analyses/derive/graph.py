@@ -19,13 +19,22 @@ def is_stream_point(trace: Trace, step: Step, norm_first: bool) -> bool:
     output — the LayerNorm post-LN, the residual sum pre-LN — and a stack's final norm)."""
     name = step.name
     if step.stack in ("src_embed", "tgt_embed"):
-        no_norm = trace.find(name.removesuffix(".sum") + ".layer_norm") is None  # else the norm is the stream point
-        return name.endswith(".layer_norm") or (name.endswith(".sum") and no_norm)
+        # the last of sum → LayerNorm (BERT, BART) → dropout (training only) that this trace has
+        return name == embedding_output(trace, step.stack)
     if name.endswith(".final_norm.out"):
         return True
     if ".add_norm" in name:
         return name.endswith(".residual") if norm_first else name.endswith(".out")
     return False
+
+
+def embedding_output(trace: Trace, embed: str) -> str:
+    """What an embedding layer ('src_embed' or 'tgt_embed') hands the first layer: its last step of sum →
+    LayerNorm → dropout."""
+    for suffix in (".dropout", ".layer_norm"):
+        if trace.find(embed + suffix) is not None:
+            return embed + suffix
+    return embed + ".sum"
 
 
 def stream_before(trace: Trace, index: int, on_side: str, norm_first: bool) -> Step:
@@ -61,10 +70,17 @@ def memory_step(trace: Trace, norm_first: bool) -> Step:
 
 
 def residual_parts(trace: Trace, step: Step, norm_first: bool) -> tuple[Step, Step]:
-    """(x, Sublayer(x)) of an Add step '<layer>.add_normK.residual'."""
+    """(x, Sublayer(x)) of an Add step '<layer>.add_normK.residual'; in a training run the second is
+    Dropout(Sublayer(x)), the '<layer>.add_normK.dropout' step."""
     sub_out = next(s for s in reversed(trace.steps[: step.index]) if s.kind in ("projection", "ffn_out"))
     x = stream_before(trace, first_step_of(trace, sub_out.sublayer).index, side(step), norm_first)
-    return x, sub_out
+    dropped = trace.find(step.name.removesuffix(".residual") + ".dropout")
+    return x, dropped if dropped is not None else sub_out
+
+
+def ffn_hidden(trace: Trace, ffn: str) -> str:
+    """The hidden layer W_2 reads: '<ffn>.hidden', or its dropout '<ffn>.dropout' in a training run."""
+    return f"{ffn}.dropout" if trace.find(f"{ffn}.dropout") is not None else f"{ffn}.hidden"
 
 
 def norm_input(trace: Trace, step: Step, norm_first: bool) -> Step:

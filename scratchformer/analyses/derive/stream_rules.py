@@ -29,8 +29,9 @@ def residual(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle
     x_step, sub_step = graph.residual_parts(r.trace, step, r.config.norm_first)
     x, sub = r.cell(x_step.name, index), r.cell(sub_step.name, index)
     out = x + sub
-    return dict(recomputed=out, formula="x + Sublayer(x)", expression=f"{paren(x)} + {paren(sub)} = {num(out)}",
-                terms=[Term(f"x ({x_step.name})", x), Term(f"Sublayer(x) ({sub_step.name})", sub)],
+    added = "Dropout(Sublayer(x))" if sub_step.kind == "dropout" else "Sublayer(x)"  # a training run drops some
+    return dict(recomputed=out, formula=f"x + {added}", expression=f"{paren(x)} + {paren(sub)} = {num(out)}",
+                terms=[Term(f"x ({x_step.name})", x), Term(f"{added} ({sub_step.name})", sub)],
                 note="The residual connection: the sublayer only adds a correction to what flows past it.")
 
 
@@ -109,8 +110,8 @@ def ffn_gate(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle
 def ffn_out(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
     """FFN(x)[u] = Σ_f hidden[f]·W_2[u, f] + b_2[u]."""
     b, p, u = index
-    total, expression, terms = linear_unit(r, f"{step.sublayer}.hidden", (b, p), f"{step.sublayer}.w_2", u,
-                                           "hidden")  # fmt: skip
+    hidden = graph.ffn_hidden(r.trace, step.sublayer)  # after dropout in a training run
+    total, expression, terms = linear_unit(r, hidden, (b, p), f"{step.sublayer}.w_2", u, "hidden")
     return dict(recomputed=total, formula="FFN(x)[u] = Σ_f hidden[f]·W_2[u, f] + b_2[u]", expression=expression,
                 terms=terms, note="W_2 brings the d_ff hidden units back down to d_model numbers.")
 
