@@ -79,7 +79,13 @@ TESTS[lens]="$T/test_lens_values.py $T/test_analyses.py::test_the_lens_last_poin
 FILE[attribute]=scratchformer/analyses/attribute.py
 TESTS[attribute]="$T/test_attribution_values.py $T/test_analyses.py
   $T/test_cli.py::test_every_command_and_option_says_what_it_does"
-ALL=(masks attention embeddings layers decoding interventions lazy memory derive rollout lens attribute)
+FILE[experiments]="scratchformer/experiments/*"
+TESTS[experiments]="$T/test_experiments.py $T/test_experiment_values.py"
+FILE[head_importance]=scratchformer/head_importance.py
+TESTS[head_importance]="$T/test_head_importance_values.py
+  $T/test_interventions.py::test_head_importance_ranks_the_guided_head_first_for_cross_attention"
+ALL=(masks attention embeddings layers decoding interventions lazy memory derive rollout lens attribute experiments
+  head_importance)
 
 modules=("$@")
 [ ${#modules[@]} -eq 0 ] && modules=("${ALL[@]}")

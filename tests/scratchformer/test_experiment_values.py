@@ -1,0 +1,351 @@
+"""The experiments' numbers, each recomputed here another way: the model's own forward pass run by hand for every
+variant, torch's norms, numpy for the softmax statistics, a model built without positional encoding, and the
+choice rules written out from their docstrings."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from scratchformer.bundle import load_model
+from scratchformer.errors import UserError
+from scratchformer.experiments import NotApplicable, run_experiment
+from scratchformer.experiments.measures import entropy, max_abs_diff, row_stats
+from scratchformer.experiments.scaling import compare, random_scores
+from scratchformer.model import Transformer
+from tests.scratchformer.test_derive import FAMILIES, family_bundle
+
+SOURCE = "the girl eats an apple"
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    return load_model("en-hi")
+
+
+def softmax_stats(rows: np.ndarray) -> dict:
+    """max weight, entropy and mean |∂softmax/∂score| of softmax rows (some entries may be −∞), by numpy."""
+    e = np.exp(rows - rows.max(1, keepdims=True))
+    p = e / e.sum(1, keepdims=True)
+    ent = [-sum(x * math.log(x) for x in row if x > 0) for row in p]
+    grads = [np.abs(np.diag(row) - np.outer(row, row)).mean() for row in p]
+    return {"max_weight": p.max(1).mean(), "entropy": float(np.mean(ent)), "mean_abs_gradient": float(np.mean(grads))}
+
+
+def assert_stats(got: dict, want: dict) -> None:
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+
+
+# --- measures and scaling -------------------------------------------------------------------------------------
+
+
+def test_entropy_max_weight_and_gradient_of_softmax_rows():
+    p = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]], dtype=torch.float64)
+    want_h = [math.log(2), -(0.2 * math.log(0.2) + 0.3 * math.log(0.3) + 0.5 * math.log(0.5))]
+    assert entropy(p).tolist() == pytest.approx(want_h)  # 0·log 0 counts as 0, not NaN
+    stats = row_stats(p)
+    assert stats["max_weight"] == pytest.approx((0.5 + 0.5) / 2)
+    assert stats["entropy"] == pytest.approx(sum(want_h) / 2)
+    j0 = np.abs(np.diag([0.5, 0.5, 0]) - np.outer([0.5, 0.5, 0], [0.5, 0.5, 0])).mean()
+    j1 = np.abs(np.diag([0.2, 0.3, 0.5]) - np.outer([0.2, 0.3, 0.5], [0.2, 0.3, 0.5])).mean()
+    assert stats["mean_abs_gradient"] == pytest.approx((j0 + j1) / 2)
+    assert max_abs_diff(torch.tensor([1.0, -2.0]), torch.tensor([1.5, 1.0])) == 3.0
+    assert max_abs_diff(torch.zeros(0), torch.zeros(0)) == 0.0
+
+
+def test_compare_divides_by_root_dk_and_leaves_masked_keys_out():
+    s = torch.tensor([[4.0, 0.0, -2.0], [1.0, 3.0, 8.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    r = compare(s, 4, mask)
+    rows = s.numpy().copy()
+    rows[1, 2] = -np.inf
+    assert_stats(r["unscaled"], softmax_stats(rows))
+    assert_stats(r["scaled"], softmax_stats(rows / 2))  # √4
+    finite = np.array([4.0, 0.0, -2.0, 1.0, 3.0])  # the masked 8 is not a score any key gets
+    assert r["score_std"]["unscaled"] == pytest.approx(finite.std(ddof=1))
+    assert r["score_std"]["scaled"] == pytest.approx(finite.std(ddof=1) / 2)
+    assert r["d_k"] == 4
+    unmasked = compare(s, 9)
+    assert_stats(unmasked["scaled"], softmax_stats(s.numpy() / 3))
+
+
+def test_random_scores_are_dot_products_of_the_first_dk_components_of_one_draw():
+    got = random_scores([2, 5], seed=11, rows=4, keys=3)
+    gen = torch.Generator().manual_seed(11)
+    q = torch.randn(4, 5, generator=gen)  # the draw at the largest d_k, q first
+    k = torch.randn(4, 3, 5, generator=gen)
+    for d in (2, 5):
+        want = [[sum(float(q[r, i]) * float(k[r, j, i]) for i in range(d)) for j in range(3)] for r in range(4)]
+        assert got[d].dtype == torch.float64
+        np.testing.assert_allclose(got[d].numpy(), want, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(random_scores([5], seed=12, rows=4, keys=3)[5], got[5])  # the seed is used
+
+
+def test_the_scaling_run_lists_its_rows_curve_and_example(en_hi):
+    r = run_experiment("scaling", en_hi, SOURCE, d_k=100, seed=4)
+    assert [row["d_k"] for row in r["rows"]] == [8, 64, 100, 512]
+    assert [c["d_k"] for c in r["curve"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    scores = random_scores([1, 2, 4, 8, 16, 32, 64, 100, 128, 256, 512], 4)
+    for row in r["rows"] + r["curve"]:
+        assert_stats(row["scaled"], softmax_stats(scores[row["d_k"]].numpy() / math.sqrt(row["d_k"])))
+        assert_stats(row["unscaled"], softmax_stats(scores[row["d_k"]].numpy()))
+    ex = r["example"]
+    assert ex["d_k"] == 100 and ex["scores"] == pytest.approx(scores[100][0].tolist())
+    e = np.exp(np.array(ex["scores"]) / 10)
+    assert ex["scaled"] == pytest.approx((e / e.sum()).tolist())
+    e = np.exp(np.array(ex["scores"]) - max(ex["scores"]))
+    assert ex["unscaled"] == pytest.approx((e / e.sum()).tolist())
+    assert r["uniform_entropy"] == pytest.approx(math.log(10)) and r["samples"] == 1000
+    chosen = r["rows"][2]
+    assert r["summary"] == (f"At d_k = 100, the largest weight is {chosen['unscaled']['max_weight']:.2f} without "
+                            f"÷√d_k and {chosen['scaled']['max_weight']:.2f} with it (entropy "
+                            f"{chosen['unscaled']['entropy']:.2f} against {chosen['scaled']['entropy']:.2f} nats; "
+                            "a uniform row of 10 keys has 2.30).")  # fmt: skip
+    for bad in (0, 2049):
+        with pytest.raises(UserError, match=f"d_k must be between 1 and 2048, not {bad}"):
+            run_experiment("scaling", en_hi, SOURCE, d_k=bad)
+
+
+def test_the_models_own_scores_keep_its_causal_mask(en_hi):
+    """A decoder-only model's first attention is causal: query i's row holds keys 0 … i only."""
+    gpt2 = family_bundle(en_hi, FAMILIES["gpt2_like"])
+    own = run_experiment("scaling", gpt2, SOURCE)["model_qk"]
+    _, trace = gpt2.run(gpt2.prepare(SOURCE))
+    q, k = trace["decoder.0.self_attn.q"].item(0).double(), trace["decoder.0.self_attn.k"].item(0).double()
+    h, t, d = q.shape
+    rows = (q @ k.transpose(-2, -1)).reshape(-1, t).numpy().copy()  # (h·T, T)
+    rows[np.tile(np.triu(np.ones((t, t), dtype=bool), 1), (h, 1))] = -np.inf
+    assert own["attention"] == "decoder.0.self_attn" and (own["heads"], own["queries"], own["keys"]) == (h, t, t)
+    assert own["d_k"] == d == 8 and own["model_scales"] is True
+    assert_stats(own["unscaled"], softmax_stats(rows))
+    assert_stats(own["scaled"], softmax_stats(rows / math.sqrt(d)))
+
+
+# --- mask -----------------------------------------------------------------------------------------------------
+
+
+def test_each_change_is_the_largest_move_of_a_position_when_one_token_is_replaced(en_hi):
+    r = run_experiment("mask", en_hi, SOURCE, seed=5)
+    inputs = en_hi.prepare_run(SOURCE)
+    ids = inputs.tgt[0].tolist()
+    new = [en_hi.tgt_tokenizer.token_id(s) for s in r["replaced_with"][1:]]
+    c = en_hi.config
+    assert r["replaced_with"][0] == "—" and all(n not in (o, c.pad_id, c.bos_id, c.eos_id) for n, o in
+                                                 zip(new, ids[1:]))  # fmt: skip
+    assert r["decoder_tokens"] == inputs.target_tokens[0] and r["decoder_input"] == "generated"
+    with torch.inference_mode():
+        memory = en_hi.model.encode(inputs.src)
+        for key, causal in (("with_mask", True), ("without_mask", False)):
+            base = en_hi.model.decode(inputs.tgt, memory, causal=causal)[0].double()
+            want = np.zeros((len(ids), len(ids)))
+            for j in range(1, len(ids)):
+                other = inputs.tgt.clone()
+                other[0, j] = new[j - 1]
+                moved = en_hi.model.decode(other, memory, causal=causal)[0].double()
+                want[:, j] = (moved - base).abs().max(-1).values.numpy()
+            assert np.array(r[key]["changes"]) == pytest.approx(want, abs=1e-12)
+            assert r[key]["max_change_from_future"] == pytest.approx(np.triu(want, 1).max(), abs=1e-12)
+    other_seed = run_experiment("mask", en_hi, SOURCE, seed=6)["replaced_with"]
+    assert other_seed != r["replaced_with"] and run_experiment("mask", en_hi, SOURCE, seed=5) == r
+    without = r["without_mask"]["max_change_from_future"]
+    assert r["summary"] == ("Replacing a later token moves an earlier position's output by exactly 0 with the mask "
+                            f"and by up to {without:.3g} without it.")  # fmt: skip
+
+
+# --- order ----------------------------------------------------------------------------------------------------
+
+
+def test_order_puts_the_shuffled_rows_back_and_compares_them(en_hi):
+    r = run_experiment("order", en_hi, SOURCE, seed=2)
+    perm = r["permutation"]
+    src = torch.tensor([en_hi.encode_source(SOURCE)])
+    assert len(perm) == src.shape[1] and sorted(perm) == list(range(len(perm))) and perm != sorted(perm)
+    assert r["source_tokens"] == en_hi.src_tokenizer.token_strings(src[0].tolist())
+    # without positions: the same weights in a model that adds no positional encoding
+    config = dataclasses.replace(en_hi.config, positional="none")
+    plain = Transformer(config).eval()
+    plain.load_state_dict(en_hi.model.state_dict(), strict=False)
+    for key, model in (("with_pe", en_hi.model), ("without_pe", plain)):
+        with torch.inference_mode():
+            original = model.encode(src)[0].double()
+            moved = model.encode(src[:, perm])[0].double()
+        put_back = torch.empty_like(moved)
+        put_back[perm] = moved  # moved row k holds original position perm[k]
+        rows = (put_back - original).abs().max(-1).values
+        assert r[key]["row_diffs"] == pytest.approx(rows.tolist(), abs=1e-5)
+        assert r[key]["max_diff_after_unpermuting"] == pytest.approx(float(rows.max()), abs=1e-5)
+        assert r[key]["max_diff_in_place"] == pytest.approx(float((moved - original).abs().max()), abs=1e-5)
+    assert max(r["with_pe"]["row_diffs"]) > 0.1 and r["with_pe"]["row_diffs"][perm.index(0)] >= 0
+    assert run_experiment("order", en_hi, SOURCE, seed=3)["permutation"] != perm or len(perm) < 3
+
+
+def test_order_needs_a_positional_encoding_to_remove(en_hi):
+    plain = family_bundle(en_hi, {"positional": "none"})
+    with pytest.raises(NotApplicable, match="adds no positional encoding, so there is none to remove"):
+        run_experiment("order", plain, SOURCE)
+
+
+# --- norm -----------------------------------------------------------------------------------------------------
+
+
+def test_the_norms_change_maps_are_torchs_norms_of_the_batch_before_and_after(en_hi):
+    r = run_experiment("norm", en_hi, SOURCE, seed=1)
+    inputs = en_hi.prepare_padded(SOURCE)
+    changed = r["changed"]
+    assert changed["item"] == 1 and r["tokens"] == inputs.source_tokens
+    ids = inputs.src.clone()
+    assert ids[1, changed["position"]] == en_hi.src_tokenizer.token_id(changed["from"])
+    ids[1, changed["position"]] = en_hi.src_tokenizer.token_id(changed["to"])
+    assert changed["position"] == 0  # the first real word of the second sentence
+
+    def first_norm_input(src):
+        _, trace = en_hi.run(dataclasses.replace(inputs, src=src))
+        step = trace["encoder.0.add_norm1.residual"]
+        return torch.stack([step.item(b) for b in range(3)]).double()  # (3, T, d)
+
+    x, x2 = first_norm_input(inputs.src), first_norm_input(ids)
+    other = x.clone()
+    other[1] = x2[1]
+    d, eps = x.shape[-1], en_hi.config.layer_norm_eps
+    ln = lambda t: F.layer_norm(t, (d,), eps=eps)  # noqa: E731
+    bn = lambda t: F.batch_norm(t.reshape(-1, d), None, None, training=True, eps=eps).reshape(t.shape)  # noqa: E731
+    for key, norm in (("layernorm", ln), ("batchnorm", bn)):
+        delta = norm(other)[0] - norm(x)[0]  # sentence 0, (T, d)
+        assert np.array(r[key]["change_map"]) == pytest.approx(delta.numpy(), abs=1e-9)
+        assert r[key]["per_position"] == pytest.approx(delta.abs().max(-1).values.tolist(), abs=1e-9)
+        assert r[key]["change_from_other_items"] == pytest.approx(float(delta.abs().max()), abs=1e-9)
+    real = ~inputs.src_pad
+    bn_real = (x - x[real].mean(0)) / torch.sqrt(x[real].var(0, unbiased=False) + eps)  # the real rows' statistics
+    assert r["batchnorm"]["padding_shift"] == pytest.approx(float((bn(x)[0] - bn_real[0]).abs().max()), abs=1e-9)
+    assert r["padding"] == {"rows": 18, "padded": int(inputs.src_pad.sum())} and r["input_step"].endswith("residual")
+    assert r["summary"].startswith(f"Replacing “{changed['from']}” by “{changed['to']}” in sentence 2 moves "
+                                   "sentence 1's normalised values by 0 under LayerNorm")  # fmt: skip
+
+
+def test_the_norm_experiment_needs_two_sentences(en_hi):
+    with pytest.raises(UserError, match="at least two words"):
+        run_experiment("norm", en_hi, "girl")
+
+
+# --- temperature ----------------------------------------------------------------------------------------------
+
+
+def test_temperature_tempers_the_chosen_positions_logits(en_hi):
+    r = run_experiment("temperature", en_hi, SOURCE, temperature=0.5, position=2, seed=3)
+    inputs = en_hi.prepare_run(SOURCE)
+    with torch.inference_mode():
+        logits = en_hi.model(inputs.src, inputs.tgt)[0, 2].double().numpy()
+
+    def tempered(t):
+        p = np.exp((logits - logits.max()) / t)
+        return p / p.sum()
+
+    assert r["position"] == 2 and r["context_tokens"] == inputs.target_tokens[0][:3]
+    p = tempered(0.5)
+    order = np.argsort(-p)[:8]
+    tok = en_hi.tgt_tokenizer
+    assert [t["token"] for t in r["next_token"]["top"]] == tok.token_strings(order.tolist())
+    assert [t["p"] for t in r["next_token"]["top"]] == pytest.approx(p[order].tolist())
+    assert r["next_token"]["top_probability"] == pytest.approx(p.max())
+    assert r["at_1"]["entropy"] == pytest.approx(float(-(tempered(1) * np.log(tempered(1))).sum()))
+    assert r["greedy_token"] == tok.token_strings([int(logits.argmax())])[0]
+    assert [c["temperature"] for c in r["curve"]] == pytest.approx([0.1 * 10 ** (i / 10) for i in range(21)],
+                                                                   rel=1e-3)  # fmt: skip
+    for c in r["curve"]:
+        q = tempered(c["temperature"])
+        assert c["entropy"] == pytest.approx(float(-(q[q > 0] * np.log(q[q > 0])).sum()), rel=1e-9, abs=1e-12)
+    assert r["uniform_entropy"] == pytest.approx(math.log(en_hi.config.tgt_vocab_size))
+    # sampled: token by token from softmax(logits / 0.5) with a generator seeded 3, until the end token
+    gen = torch.Generator().manual_seed(3)
+    ys, out = [en_hi.start_id()], []
+    with torch.inference_mode():
+        memory = en_hi.model.encode(inputs.src)
+        while len(out) < 20:
+            step = en_hi.model.generator(en_hi.model.decode(torch.tensor([ys]), memory)[:, -1])[0]
+            token = int(torch.multinomial((step.float() / 0.5).softmax(-1), 1, generator=gen))
+            if token == en_hi.config.eos_id:
+                break
+            ys.append(token)
+            out.append(token)
+    assert r["sampled"] == {"text": tok.decode(out), "seed": 3}
+    assert r["summary"].startswith(f"At T = 0.5 the next token after “{r['context_tokens'][-1]}” has entropy "
+                                   f"{r['next_token']['entropy']:.2f} nats (at T = 1: {r['at_1']['entropy']:.2f})")
+
+
+def test_temperature_refuses_what_it_cannot_take(en_hi):
+    for t in (0, -1, 100.5, float("nan")):
+        with pytest.raises(UserError, match="above 0 and at most 100"):
+            run_experiment("temperature", en_hi, SOURCE, temperature=t)
+    assert run_experiment("temperature", en_hi, SOURCE, temperature=100)["temperature"] == 100.0
+    n = len(en_hi.prepare_run(SOURCE).target_tokens[0])
+    for position in (-1, n):
+        with pytest.raises(UserError, match=f"Position {position} is outside the decoder input .positions 0 to "
+                                            f"{n - 1}."):  # fmt: skip
+            run_experiment("temperature", en_hi, SOURCE, position=position)
+
+
+# --- teacher forcing ------------------------------------------------------------------------------------------
+
+
+def test_teacher_forcing_counts_and_picks_its_snapshot_by_its_rule(en_hi):
+    r = run_experiment("teacher_forcing", en_hi, SOURCE)
+    curve = [s for s in r["snapshots"] if s["step"] != "final"]
+    half = [s for s in curve if s["teacher_forced"] >= 0.5]
+    gap = [s for s in half if s["teacher_forced"] > s["free_running"]]
+    assert r["snapshot"]["step"] == (gap or half or curve[-1:])[0]["step"]
+    ref = r["reference"]["tokens"]
+    for key in ("teacher_forced", "free_running"):
+        got = r[key]
+        assert got["correct"] == [p == t for p, t in zip(got["predicted"], ref)]
+        assert got["accuracy"] == sum(got["correct"]) / len(ref)
+        wrong = [i for i, ok in enumerate(got["correct"]) if not ok]
+        assert got["first_error"] == (wrong[0] if wrong else None)
+    err = r["free_running"]["first_error"]
+    assert err is not None  # the early snapshot errs free-running
+    after = r["after_first_free_error"]
+    assert after["positions"] == len(ref) - err - 1
+    if after["positions"]:
+        assert after["teacher_forced"] == sum(r["teacher_forced"]["correct"][err + 1 :]) / after["positions"]
+        assert after["free_running"] == sum(r["free_running"]["correct"][err + 1 :]) / after["positions"]
+    at = {s["step"]: s for s in curve}[r["snapshot"]["step"]]
+    assert at["teacher_forced"] == r["teacher_forced"]["accuracy"]
+    assert at["free_running"] == r["free_running"]["accuracy"]
+    assert r["summary"] == (f"At step {r['snapshot']['step']}, {at['teacher_forced']:.0%} of the {len(ref)} reference "
+                            f"tokens are right with teacher forcing and {at['free_running']:.0%} free-running (its "
+                            f"first mistake at position {err + 1}).")  # fmt: skip
+    # a snapshot asked for by its step is the one decoded
+    last = curve[-1]["step"]
+    chosen = run_experiment("teacher_forcing", en_hi, SOURCE, snapshot=last)
+    assert chosen["snapshot"]["step"] == last and chosen["teacher_forced"]["accuracy"] == curve[-1]["teacher_forced"]
+
+
+def test_a_typed_target_is_the_reference_with_the_end_token(en_hi):
+    r = run_experiment("teacher_forcing", en_hi, SOURCE, "लड़की सेब खाती है")
+    assert r["reference"]["text"] == "लड़की सेब खाती है"
+    assert r["reference"]["tokens"] == [*"लड़की सेब खाती है".split(), en_hi.tgt_tokenizer.token_strings(
+        [en_hi.config.eos_id])[0]]  # fmt: skip
+
+
+def test_without_snapshots_the_model_itself_is_decoded(en_hi):
+    plain = family_bundle(en_hi, {})
+    r = run_experiment("teacher_forcing", plain, SOURCE, "लड़की सेब खाती है")
+    assert r["snapshot"] == {"spec": plain.name, "step": None} and r["snapshots"] == []
+    assert r["notes"] == [f"{plain.name} has no training snapshots, so the loaded model itself is decoded both ways."]
+    assert r["summary"].startswith(f"At {plain.name}, ")
+
+
+# --- the registry ---------------------------------------------------------------------------------------------
+
+
+def test_controls_are_checked_merged_with_defaults_and_reported(en_hi):
+    with pytest.raises(UserError, match="The mask experiment has no control 'd_k'; its controls are masked, seed."):
+        run_experiment("mask", en_hi, SOURCE, d_k=8)
+    r = run_experiment("mask", en_hi, SOURCE, seed=None)  # None keeps the default
+    assert r["controls"] == {"masked": True, "seed": 0} and r["experiment"] == "mask" and r["model"] == "en-hi"
+    assert r["source"] == SOURCE and r["target"] == "" and r["claim"].startswith("With the causal mask")
