@@ -40,7 +40,8 @@ TESTS[masks]="$T/test_mask_values.py $T/test_attention_masks.py::test_mask_build
 FILE[attention]=scratchformer/attention.py
 TESTS[attention]="$T/test_attention_values.py $T/test_embedding_end_to_end.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan
-  $T/test_kv_cache_logits.py $T/test_attention_trace_steps.py $T/test_fast_attention_paths.py"
+  $T/test_kv_cache_logits.py $T/test_attention_trace_steps.py $T/test_fast_attention_paths.py
+  $T/test_rerun_device_moves.py"
 FILE[embeddings]=scratchformer/embeddings.py
 TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_tables.py $T/test_embedding_trace_texts.py
   $T/test_embedding_end_to_end.py
@@ -48,7 +49,7 @@ TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_tables.py $T/te
 FILE[layers]=scratchformer/layers.py
 TESTS[layers]="$T/test_layer_values.py $T/test_layer_trace_steps.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_gelu_tanh_gpt2.py
-  $T/test_embedding_end_to_end.py $T/test_kv_cache_logits.py"
+  $T/test_embedding_end_to_end.py $T/test_kv_cache_logits.py $T/test_rerun_device_moves.py"
 FILE[decoding]=scratchformer/decoding.py
 TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py
   $T/test_decoder_key_knockout.py $T/test_generation.py $T/test_evaluation.py $T/test_beam_search_defaults.py
@@ -59,7 +60,7 @@ FILE[interventions]=scratchformer/interventions.py
 TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py $T/test_intervention_specs_and_records.py
   $T/test_decoder_key_knockout.py"
 FILE[lazy]=scratchformer/lazy.py
-TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_parts.py"
+TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_parts.py $T/test_rerun_device_moves.py"
 FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
