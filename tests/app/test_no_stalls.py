@@ -56,7 +56,9 @@ def test_the_heads_and_masks_plots_are_built_before_the_first_visit(qtbot, ran_w
     w.prebuild.finish()  # what the window builds while it waits for the user
     heads = next(v for v in w.views if isinstance(v, HeadsView))
     built = {id(t) for t in heads._spare}
-    assert len(built) == w.current_bundle().config.n_heads
+    # at least one per head: a cold process may also have built some for the window's model before the run
+    # (8 heads) while the run of this 2-head model was still going; a first visit must then build none
+    assert len(built) >= w.current_bundle().config.n_heads
 
     def no_new_plots(*args, **kwargs):
         raise AssertionError("a first visit built a plot")
@@ -65,7 +67,7 @@ def test_the_heads_and_masks_plots_are_built_before_the_first_visit(qtbot, ran_w
     monkeypatch.setattr("app.views.masks_view.HeatmapWidget", no_new_plots)
     w.go_to_step("encoder.0.self_attn.weights")
     view = show(w, HeadsView)
-    assert {id(t) for t in view.thumbs} == built
+    assert len(view.thumbs) == w.current_bundle().config.n_heads and {id(t) for t in view.thumbs} <= built
     weights = w.current_trace()["encoder.0.self_attn.weights"].tensor[0]  # (head, q, k)
     for h, thumb in enumerate(view.thumbs):
         np.testing.assert_array_equal(thumb.heatmap.values, weights[h].numpy())
