@@ -65,23 +65,28 @@ FILE[memory]=scratchformer/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
 TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py $T/test_derive_arithmetic.py $T/test_derive_texts.py
-  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does
+  $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 # several files: separated by spaces (each becomes one only_mutate entry)
 FILE[rollout]="scratchformer/analyses/rollout.py scratchformer/analyses/flow.py scratchformer/analyses/mixing.py"
 TESTS[rollout]="$T/test_rollout_values.py $T/test_analyses.py::test_rollout_equals_a_hand_computation
   $T/test_analyses.py::test_flow_through_two_layers_is_the_sum_of_path_bottlenecks
   $T/test_analyses.py::test_rollout_covers_the_stacks_each_model_has
-  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does
+  $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[lens]="scratchformer/analyses/lens.py scratchformer/analyses/stream.py"
 TESTS[lens]="$T/test_lens_values.py $T/test_analyses.py::test_the_lens_last_point_is_the_models_own_output
   $T/test_analyses.py::test_the_lens_reads_each_point_through_the_final_norm_and_output_layer
   $T/test_encoder_lens.py::test_the_lens_reads_every_encoder_point_through_the_head
-  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does
+  $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[attribute]=scratchformer/analyses/attribute.py
 TESTS[attribute]="$T/test_attribution_values.py $T/test_analyses.py
-  $T/test_cli.py::test_every_command_and_option_says_what_it_does"
+  $T/test_cli.py::test_every_command_and_option_says_what_it_does
+  $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[experiments]="scratchformer/experiments/*"
-TESTS[experiments]="$T/test_experiments.py $T/test_experiment_values.py"
+TESTS[experiments]="$T/test_experiments.py $T/test_experiment_values.py
+  $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[head_importance]=scratchformer/head_importance.py
 TESTS[head_importance]="$T/test_head_importance_values.py
   $T/test_interventions.py::test_head_importance_ranks_the_guided_head_first_for_cross_attention"

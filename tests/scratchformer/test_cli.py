@@ -1,5 +1,6 @@
 """`scratchformer trace` as DESIGN.md defines it, and one clear sentence with exit status 2 for mistakes."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -98,6 +99,20 @@ def test_console_entry_point_exits_2_without_traceback():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith("scratchformer: Unknown model") and "Traceback" not in proc.stderr
+
+
+def test_the_cli_reference_is_what_the_parser_says():
+    """docs/cli-reference.md lists every command and option with its help, as the code has them now; after a
+    change to a command's options or help, `python -m scratchformer.cli_reference` writes it again."""
+    from scratchformer.cli_reference import PATH, command_parsers, reference
+
+    written = PATH.read_text(encoding="utf-8")
+    assert written == reference(), "docs/cli-reference.md is out of date: run python -m scratchformer.cli_reference"
+    for name, (line, command) in command_parsers().items():
+        assert f"## `scratchformer {name}`" in written and " ".join(line.split())[1:] in written
+        for action in command._actions:
+            for flag in action.option_strings if not isinstance(action, argparse._HelpAction) else ():
+                assert f"`{flag}`" in written, (name, flag)
 
 
 def test_every_command_and_option_says_what_it_does(capsys):

@@ -132,12 +132,24 @@ def test_the_ranking_and_table_put_the_largest_drop_first():
     assert result.ranking("decoder.cross_attn") == [(0, 2, 0.30), (1, 1, 0.30), (1, 2, 0.10), (1, 0, 0.05),
                                                     (0, 0, 0.01), (0, 1, -0.02)]  # fmt: skip
     text = format_importance(result).splitlines()
-    assert text[0].startswith("head importance:") and "(7 tokens, 50.00% with nothing ablated)" in text[0]
+    assert text[0] == ("head importance: drop in the mean probability of the chosen tokens (7 tokens, 50.00% with "
+                       "nothing ablated) when one head is zeroed")  # fmt: skip
     assert text[1].split() == ["decoder.cross_attn:", "layer", "head", "1", "head", "2", "head", "3"]
     assert text[2].split() == ["1", "+1.00%", "-2.00%", "+30.00%"]
     assert text[3].split() == ["2", "+5.00%", "+30.00%", "+10.00%"]
+    # a column per head, each value right-aligned under its head's name; layer numbers under "layer"
+    layer_col = text[1].index("layer")
+    assert text[2][layer_col] == "1" and text[3][layer_col] == "2" and text[4].index("most") == layer_col
+    for h, value in ((1, "+1.00%"), (2, "-2.00%"), (3, "+30.00%")):
+        assert text[2].index(value) + len(value) == text[1].index(f"head {h}") + len(f"head {h}") + 2
     assert text[4].split(": ", 1)[1] == ("decoder.0.cross_attn.head2 +30.00%, decoder.1.cross_attn.head1 +30.00%, "
                                          "decoder.1.cross_attn.head2 +10.00%")  # fmt: skip
+    # many ties (a model with many heads whose drops round alike): reading order among equals, layer by layer
+    tied = np.round(np.random.default_rng(0).random((12, 12)) * 3) / 10
+    ranked = HeadImportance(0.5, {"encoder.self_attn": tied}, 1).ranking("encoder.self_attn")
+    want = sorted(((layer, head, tied[layer, head]) for layer in range(12) for head in range(12)),
+                  key=lambda e: (-e[2], e[0], e[1]))  # fmt: skip
+    assert ranked == want
 
 
 def test_over_many_pairs_each_batch_counts_by_its_tokens():
@@ -162,7 +174,7 @@ def test_over_many_pairs_each_batch_counts_by_its_tokens():
         assert other.base == pytest.approx(whole.base, abs=1e-6)
         for kind in whole.drops:
             np.testing.assert_allclose(other.drops[kind], whole.drops[kind], atol=1e-6)
-    with pytest.raises(UserError, match="no pairs"):
+    with pytest.raises(UserError, match="^There are no pairs to measure head importance on.$"):
         head_importance_on_pairs(bundle, [])
 
 
