@@ -260,6 +260,14 @@ def test_the_command_line_table_and_its_mistakes(capsys):
     assert main(["derive", "--model", "en-hi", "--source", SENTENCE[0], "src_embed.tokens", "0", "9"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "runs from 0 to 5" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as stopped:  # an index that is not a number is refused before any work
+        main(["derive", "--model", "en-hi", "--source", SENTENCE[0], pe, "3", "x"])
+    assert stopped.value.code == 2 and "invalid int value: 'x'" in capsys.readouterr().err
+    # the memory budget is honoured, as by trace: a run that needs more is refused in one sentence
+    assert main(["derive", "--model", "en-hi", "--source", SENTENCE[0], "--memory-budget", "0.00001", pe, "3",
+                 "10"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "budget" in err and "Traceback" not in err
 
 
 def test_real_bert_derives(en_hi):
@@ -271,8 +279,10 @@ def test_real_bert_derives(en_hi):
 
 def test_a_pre_ln_model_without_final_norms_reads_the_last_residual_sums(en_hi):
     """No final norm: cross-attention's keys and the output layer read each stack's last residual sum (pre-LN's
-    stream point), not its last Add & Norm output."""
-    bundle = family_bundle(en_hi[0], dict(norm_first=True, final_layer_norm=False))
+    stream point), not its last Add & Norm output; so does T5's d_model^-0.5 scaling before the output layer."""
+    bundle = family_bundle(en_hi[0], dict(norm_first=True, final_layer_norm=False, scale_decoder_output=True))
     _, trace = bundle.run(bundle.prepare(*SENTENCE))
     assert trace.find("encoder.final_norm.out") is None
+    d = derive.compute(bundle, trace, "generator.scaled", (0, 2, 3))
+    assert d.agrees() and d.inputs[0].step == "decoder.1.add_norm3.residual"
     check_every_step(bundle, trace, cells_per_step=2)
