@@ -88,7 +88,7 @@ FILE[experiments]="scratchformer/experiments/*"
 TESTS[experiments]="$T/test_experiments.py $T/test_experiment_values.py
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[head_importance]=scratchformer/head_importance.py
-TESTS[head_importance]="$T/test_head_importance_values.py
+TESTS[head_importance]="$T/test_head_importance_values.py $T/test_rerun_device_moves.py
   $T/test_interventions.py::test_head_importance_ranks_the_guided_head_first_for_cross_attention"
 ALL=(masks attention embeddings layers decoding interventions lazy memory derive rollout lens attribute experiments
   head_importance)

@@ -55,3 +55,15 @@ def test_the_output_summary_reads_next_tokens_on_the_probabilities_device():
     assert devices and all(t is not None and torch.device(t) == probs.device for t in devices), devices
     want = torch.stack([probs[b, torch.arange(2), ids[b, 1:]] for b in range(2)])  # P(next id) at positions 0, 1
     assert torch.equal(summary.next_probs, want)
+
+
+def test_head_importance_over_pairs_moves_each_batch_to_the_models_device():
+    from scratchformer.bundle import load_model
+    from scratchformer.head_importance import head_importance_on_pairs
+    from scratchformer.tasks.splits import Pair
+
+    bundle = load_model("en-hi")
+    with Moves() as moves:
+        head_importance_on_pairs(bundle, [Pair("we are friends", "हम दोस्त हैं"), Pair("the girl eats", "लड़की खाती है")])
+    devices = [t for t in moves.targets if not isinstance(t, torch.dtype)]
+    assert devices and all(t is not None and torch.device(t) == bundle.model.device for t in devices), devices
