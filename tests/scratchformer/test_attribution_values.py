@@ -39,6 +39,20 @@ def test_a_jump_gets_half_the_pieces():
     assert calls == [17, 7, 7, 7, 7]  # an even grid of 4·4 + 1, then 4 rounds cutting one cell in 8
 
 
+def test_a_cell_is_cut_only_when_it_holds_more_than_one_piece_of_the_change():
+    """The rule is "more than 1/steps of f's total change": with one piece, a cell holding the whole jump holds
+    exactly 1/1 of it and is left alone; with two pieces the same cell holds more than 1/2 and is cut."""
+    for steps, want_calls in ((1, [5]), (2, [9, 7, 7, 7, 7])):
+        calls = []
+
+        def f_at(a):
+            calls.append(len(a))
+            return (np.asarray(a) >= 0.3).astype(float)
+
+        attribute.path_points(f_at, steps)
+        assert calls == want_calls, steps
+
+
 def test_a_flat_path_is_spread_evenly():
     alphas, weights = attribute.path_points(lambda a: np.zeros(len(a)), 2)
     np.testing.assert_allclose(alphas, [0.25, 0.75])
