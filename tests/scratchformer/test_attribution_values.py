@@ -45,7 +45,7 @@ def test_a_cell_is_cut_only_when_it_holds_more_than_one_piece_of_the_change():
     for steps, want_calls in ((1, [5]), (2, [9, 7, 7, 7, 7])):
         calls = []
 
-        def f_at(a):
+        def f_at(a, calls=calls):
             calls.append(len(a))
             return (np.asarray(a) >= 0.3).astype(float)
 
