@@ -81,7 +81,16 @@ TESTS[lens]="$T/test_lens_values.py $T/test_analyses.py::test_the_lens_last_poin
   $T/test_cli.py::test_every_command_and_option_says_what_it_does
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[attribute]=scratchformer/analyses/attribute.py
-TESTS[attribute]="$T/test_attribution_values.py $T/test_analyses.py
+TESTS[attribute]="$T/test_attribution_values.py $T/test_attribution_reference.py
+  $T/test_analyses.py::test_attribution_refuses_in_one_sentence $T/test_analyses.py::test_the_pad_baseline_is_the_model_reading_padding
+  $T/test_analyses.py::test_the_command_lines_print_json_of_the_designed_shape
+  $T/test_analyses.py::test_the_command_lines_refuse_in_one_sentence
+  $T/test_analyses.py::test_a_padded_batch_item_is_attributed_as_the_sentence_alone
+  $T/test_analyses.py::test_path_points_run_in_batches_of_at_most_chunk_positions
+  $T/test_analyses.py::test_a_cell_holding_a_jump_is_cut_inside_that_cell
+  $T/test_analyses.py::test_baselines_that_cannot_be_made_are_refused_in_one_sentence
+  $T/test_analyses.py::test_a_bfloat16_model_is_attributed_in_its_own_precision
+  $T/test_analyses.py::test_the_python_api_defaults_to_integrated_gradients_from_a_zero_baseline
   $T/test_cli.py::test_every_command_and_option_says_what_it_does
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[experiments]="scratchformer/experiments/*"

@@ -157,7 +157,8 @@ class _Objective:
             memory = m.encode(rep(self.src), rep(self.src_pad)) if m.config.has_encoder else None
             h = m.decode(rep(self.tgt), memory, rep(self.src_pad), rep(self.tgt_pad))  # (N, T, d_model)
             logits = m.generator(h[:, self.position : self.position + 1])  # (N, 1, vocab): only position P
-        return logits[:, 0].float().log_softmax(-1)[:, self.token]  # (N,)
+        wide = torch.promote_types(logits.dtype, torch.float32)  # bfloat16 and float16 in float32, float64 kept
+        return logits[:, 0].to(wide).log_softmax(-1)[:, self.token]  # (N,)
 
 
 def compute(bundle, inputs, trace: Trace, position: int, method: str = "ig", steps: int = DEFAULT_STEPS,

@@ -1,0 +1,116 @@
+"""Attribution against a reference written here without the interventions' patches: the embedding layers'
+outputs are replaced by forward hooks, f = log P(y_P) is read from the model's plain forward pass in float64,
+and the gradients come from autograd at each path point. IG is then Σ_k w_k (x − x′)·∂f/∂x(x′ + α_k(x − x′)) on
+the very points and weights the attribution chose (recorded from `path_points`, which has tests of its own), so
+the two must agree to rounding; gradient × input is (x − x′)·∂f/∂x at the input. A small float64 model keeps
+this sharp and fast."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scratchformer.analyses import attribute
+from scratchformer.bundle import load_model
+from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    return load_model("en-hi")
+
+
+def small(en_hi, options: dict):
+    bundle = family_bundle(en_hi, options, seed=2)
+    bundle.model.double()
+    return bundle
+
+
+def reference_f(model, inputs, e_src, e_tgt, position: int, token: int) -> torch.Tensor:
+    """log P(token at `position`) with the embedding layers' outputs replaced by e_src (S, d) and e_tgt (T, d)."""
+    hooks = [model.tgt_embed.register_forward_hook(lambda m, a, out: e_tgt[None])]
+    if e_src is not None:
+        hooks.append(model.src_embed.register_forward_hook(lambda m, a, out: e_src[None]))
+    try:
+        logits = model(inputs.src if model.config.has_encoder else None, inputs.tgt)  # (1, T, vocab)
+    finally:
+        for h in hooks:
+            h.remove()
+    return logits[0, position].log_softmax(-1)[token]
+
+
+def reference(bundle, inputs, x, base, alphas, weights, position, token):
+    """Σ_k w_k (x − x′)·∂f/∂x at x′ + α_k(x − x′), per token of each side: (source (S,) or None, target (T,))."""
+    total = [None if v is None else torch.zeros(v.shape[0], dtype=torch.float64) for v in x]
+    for a, w in zip(alphas, weights):
+        point = [None if v is None else (b + float(a) * (v - b)).requires_grad_(True) for v, b in zip(x, base)]
+        f = reference_f(bundle.model, inputs, point[0], point[1], position, token)
+        grads = torch.autograd.grad(f, [p for p in point if p is not None])
+        grads = [None, *grads] if point[0] is None else list(grads)
+        for i, (v, b, g) in enumerate(zip(x, base, grads)):
+            if v is not None:
+                total[i] += float(w) * ((v - b) * g).sum(-1)
+    return total
+
+
+def embeddings(bundle, inputs, pad: bool):
+    """The embedding layers' outputs for the input (x) and for the padding token at every position (x′ = pad)."""
+    m = bundle.model
+    with torch.no_grad():
+        x_src = m.src_embed(inputs.src)[0] if m.config.has_encoder else None
+        x_tgt = m.tgt_embed(inputs.tgt)[0]
+        if not pad:
+            return (x_src, x_tgt), (None if x_src is None else torch.zeros_like(x_src), torch.zeros_like(x_tgt))
+        p = m.config.pad_id
+        b_src = m.src_embed(torch.full_like(inputs.src, p))[0] if x_src is not None else None
+        return (x_src, x_tgt), (b_src, m.tgt_embed(torch.full_like(inputs.tgt, p))[0])
+
+
+CASES = {"paper": {}, "gpt2_like": FAMILIES["gpt2_like"], "bart_like": FAMILIES["bart_like"]}
+
+
+@pytest.mark.parametrize("baseline", ["zero", "pad"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_integrated_gradients_equal_the_hooked_reference_on_the_same_points(en_hi, name, baseline, monkeypatch):
+    bundle = small(en_hi, CASES[name])
+    inputs = bundle.prepare(*SENTENCE)
+    _, trace = bundle.run(inputs)
+    position = 2
+    chosen = []
+    real = attribute.path_points
+    monkeypatch.setattr(attribute, "path_points", lambda f_at, steps: chosen.append(real(f_at, steps)) or chosen[-1])
+    got = attribute.compute(bundle, inputs, trace, position, "ig", 6, baseline=baseline)
+    with torch.no_grad():
+        logits = bundle.model(inputs.src if bundle.config.has_encoder else None, inputs.tgt)[0, position]
+    token = int(logits.argmax())
+    assert got.token_id == token and got.token == bundle.tgt_tokenizer.token_strings([token])[0]
+    x, base = embeddings(bundle, inputs, baseline == "pad")
+    with torch.no_grad():
+        assert got.f_input == pytest.approx(float(logits.log_softmax(-1)[token]), abs=1e-12)
+        assert got.f_baseline == pytest.approx(float(reference_f(bundle.model, inputs, *base, position, token)),
+                                               abs=1e-12)  # fmt: skip
+    (alphas, weights), = chosen
+    assert len(alphas) == 6 and weights.sum() == pytest.approx(1.0)
+    want_src, want_tgt = reference(bundle, inputs, x, base, alphas, weights, position, token)
+    torch.testing.assert_close(got.target, want_tgt, rtol=1e-9, atol=1e-12)
+    if want_src is None:
+        assert got.source is None
+    else:
+        torch.testing.assert_close(got.source, want_src, rtol=1e-9, atol=1e-12)
+    assert got.total == pytest.approx(float(want_tgt.sum() + (0 if want_src is None else want_src.sum())))
+    assert (got.method, got.position, got.steps, got.baseline) == ("ig", position, 6, baseline)
+    assert got.target_tokens == list(trace.target_tokens[0])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradient_times_input_is_the_gradient_at_the_input_times_the_input(en_hi, name):
+    bundle = small(en_hi, CASES[name])
+    inputs = bundle.prepare(*SENTENCE)
+    _, trace = bundle.run(inputs)
+    got = attribute.compute(bundle, inputs, trace, 1, "grad-input")
+    x, base = embeddings(bundle, inputs, pad=False)
+    want_src, want_tgt = reference(bundle, inputs, x, base, [1.0], [1.0], 1, got.token_id)
+    torch.testing.assert_close(got.target, want_tgt, rtol=1e-9, atol=1e-12)
+    if want_src is not None:
+        torch.testing.assert_close(got.source, want_src, rtol=1e-9, atol=1e-12)
+    assert got.steps == 1 and got.method == "grad-input"
