@@ -347,3 +347,78 @@ def test_every_note_is_written_as_sentences(en_hi):
             if note:
                 assert note[0].isupper() or note[0] in "0123456789−“μ", (step.name, note)
                 assert note.endswith(".") and note != note.upper(), (step.name, note)
+
+
+# Every formula a derivation shows, written out here from the paper (§3.1–§3.5) and the departures' own papers, in
+# the notation docs/following-numbers.md uses: each step's formula must be one of its kind's.
+GELU = "z·Φ(z) = z·(1 + erf(z/√2))/2"
+GELU_TANH = "z·(1 + tanh(√(2/π)·(z + 0.044715·z³)))/2"
+SINUSOID = "PE(pos, 2i) = sin(pos/10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos/10000^(2i/d_model))"
+FORMULAS = {
+    "tokens": {"x = id of the piece in the vocabulary"},
+    "embedding": {"E[x][d] = E[id, d]", "E[x] · √d_model"},
+    "positional_encoding": {SINUSOID, "P[pos, d] (a learned table)", "PE = 0",
+                            "PE(pos, i) = sin(pos/10000^(2i/d_model)) for the first half, cos for the second"},
+    "input": {"E[x]", "E[x] + P[pos]", "E[x] + P[pos] + T[type]", "E[x]·√d_model + PE"},
+    "qkv": {"Q[i, u] = Σ_d x[i, d]·W[u, d] + b[u]", "[K V][j, u] = Σ_d x_enc[j, d]·W[u, d] + b[u]",
+            "[Q K V][i, u] = Σ_d x[i, d]·W[u, d] + b[u]"},
+    # q's columns come first in a fused projection; k's too in cross-attention's [K V]; v's never
+    "heads": {f"{p}[h, pos, e] = projection[pos, {o}h·d_k + e]" for p, o in (("q", ""), ("k", ""),
+                                                                            ("k", "part·d_model + "),
+                                                                            ("v", "part·d_model + "))},
+    "scores": {"S[i, j] = q_i · k_j = Σ_e q_i[e]·k_j[e]"},
+    "scaled_scores": {"S[i, j] / √d_k", "S (no ÷ √d_k)"},
+    "position_bias": {"B[h, i, j] = b_h[bucket(j − i)]"},
+    "mask": {"M[i, j] = 0 if query i may see key j, else −∞"},
+    "masked_scores": {"S/√d_k + M", "S + M", "S + B + M"},
+    "attention_weights": {"A[i, j] = exp(s_ij) / Σ_k exp(s_ik)"},
+    "context": {"head[i, e] = Σ_j A[i, j]·v_j[e]"},
+    "concat": {"Concat[i, u] = head_(u div d_k)[i, u mod d_k]"},
+    "projection": {"MultiHead[i, u] = Σ_d Concat[i, d]·W^O[u, d] + b^O[u]"},
+    "dropout": {"Dropout(x) = 0 with probability p, else x/(1 − p)"},
+    "residual": {"x + Sublayer(x)", "x + Dropout(Sublayer(x))"},
+    "layer_norm": {"LayerNorm(z)[d] = γ[d]·(z[d] − μ)/√(σ² + ε) + β[d]", "RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)"},
+    "ffn_hidden": {f"hidden[f] = act(Σ_d x[d]·W_1[f, d] + b_1[f]),  act(z) = {a}"
+                   for a in ("max(0, z)", GELU, GELU_TANH)}
+                  | {"hidden[f] = act(x W_1)[f] · (x V)[f]"},
+    "ffn_gate": {"gate[f] = act(Σ_d x[d]·W_1[f, d] + b_1[f]),  act(z) = z·σ(z) = z/(1 + e^−z)",
+                 "linear[f] = Σ_d x[d]·V[f, d]"},
+    "ffn_out": {"FFN(x)[u] = Σ_f hidden[f]·W_2[u, f] + b_2[u]"},
+    "output_scale": {"x · d_model^-0.5"},
+    "logits": {"logit[v] = Σ_d x[d]·W_vocab[v, d]"},
+    "probabilities": {"P(v) = exp(logit_v) / Σ_w exp(logit_w)"},
+}  # fmt: skip
+
+# the terms of the derivations whose terms are named quantities rather than indexed products
+TERM_LABELS = {
+    "scaled_scores": ["S", "√d_k"], "output_scale": ["x", "d_model^-0.5"],
+    "masked_scores": {"S/√d_k + M": ["S/√d_k", "M"], "S + M": ["S", "M"],
+                      "S + B + M": ["S", "B (relative position bias)", "M"]},
+    "layer_norm": {"L": ["z[d]", "μ", "σ²", "γ[d]", "β[d]"], "R": ["z[d]", "mean(z²)", "γ[d]"]},
+}  # fmt: skip
+
+
+def test_each_formula_is_its_kinds_in_the_papers_notation_exactly(en_hi):
+    shown = set()
+    for bundle, trace in every_run(en_hi):
+        for step in trace:
+            index = tuple(min(1, n - 1) for n in step.shape)
+            d = derive.compute(bundle, trace, step.name, index)
+            assert d.formula in FORMULAS[step.kind], (step.name, d.formula)
+            shown.add(d.formula)
+            labels = [t.label for t in d.terms]
+            if step.name.endswith(".scaled") and step.kind == "embedding":
+                assert labels == ["E[x]", "√d_model"], step.name
+            if step.kind == "scaled_scores" and d.terms:
+                assert labels == TERM_LABELS["scaled_scores"], step.name
+            if step.kind == "output_scale":
+                assert labels == TERM_LABELS["output_scale"], step.name
+            if step.kind == "masked_scores":
+                assert labels == TERM_LABELS["masked_scores"][d.formula], step.name
+            if step.kind == "layer_norm":
+                assert labels[: len(TERM_LABELS["layer_norm"][d.formula[0]])] == TERM_LABELS["layer_norm"][
+                    d.formula[0]], (step.name, labels)  # fmt: skip
+            if step.kind == "probabilities":
+                assert labels == [f"exp(logit_{index[-1]} − max)", "Σ exp(logit − max)"], step.name
+    unseen = set().union(*FORMULAS.values()) - shown
+    assert unseen == set(), unseen  # every formula of the table is one some model shows
