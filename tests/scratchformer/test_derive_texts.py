@@ -422,3 +422,21 @@ def test_each_formula_is_its_kinds_in_the_papers_notation_exactly(en_hi):
                 assert labels == [f"exp(logit_{index[-1]} − max)", "Σ exp(logit − max)"], step.name
     unseen = set().union(*FORMULAS.values()) - shown
     assert unseen == set(), unseen  # every formula of the table is one some model shows
+
+
+ACRONYMS = {"GELU", "PE", "SILU", "TANH"}  # the words a note may write in capitals (and RMSNorm, as its paper does)
+
+
+def test_notes_expressions_and_terms_never_shout(en_hi):
+    """No word written in capitals but the activations' and PE's names, and no word with its first letters stuck
+    in capitals ("THe"): what a reader sees is prose and the paper's symbols."""
+    import re
+
+    for b, t in every_run(en_hi):
+        for step in t:
+            for index in (tuple(min(1, n - 1) for n in step.shape), tuple(0 for _ in step.shape)):
+                d = derive.compute(b, t, step.name, index)
+                for text in (d.note or "", d.expression or "", *(term.label for term in d.terms)):
+                    words = re.findall(r"[A-Za-z]{2,}", text)
+                    assert {w for w in words if w.isupper()} <= ACRONYMS, (step.name, text)
+                    assert {w for w in words if re.match(r"[A-Z]{2,}[a-z]", w)} <= {"RMSNorm"}, (step.name, text)
