@@ -128,7 +128,7 @@ for m in "${modules[@]}"; do
 [tool.mutmut]
 source_paths = ["scratchformer"]
 only_mutate = [$only]
-also_copy = ["resources", "data", "app"]
+also_copy = ["resources", "data", "app", "docs"]
 pytest_add_cli_args_test_selection = [${sel%, }]
 pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
 process_isolation = "forkserver"
