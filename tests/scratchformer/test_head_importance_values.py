@@ -113,15 +113,33 @@ def test_it_measures_in_eval_mode_whatever_mode_the_model_is_in(model):
     assert train_result.base == eval_result.base  # dropout (p = 0.2) would move it
 
 
+def test_padding_given_explicitly_is_honoured_whatever_the_ids_there(model):
+    """A model read with explicit padding masks (GPT-2 has no pad token) may hold any id under its padding: the
+    masks say what is padding, so the result is the one with pad ids there."""
+    other = torch.where(TGT == PAD, torch.tensor(3), TGT)
+    other[:, 0] = PAD  # the start token stays
+    src_other = torch.where(SRC == PAD, torch.tensor(4), SRC)
+    tgt_pad = TGT == PAD
+    tgt_pad[:, 0] = False
+    got = head_importance(model, src_other, other, SRC == PAD, tgt_pad)
+    want = head_importance(model, SRC, TGT)
+    assert got.n_tokens == want.n_tokens == 6 and got.base == pytest.approx(want.base, abs=1e-6)
+    for kind in want.drops:
+        np.testing.assert_allclose(got.drops[kind], want.drops[kind], atol=1e-6)
+
+
 def test_refusals_are_one_sentence(model):
-    with pytest.raises(UserError, match="at least one token after the start token"):
+    short = "^Head importance needs a decoder input of at least one token after the start token.$"
+    with pytest.raises(UserError, match=short):
         head_importance(model, SRC, TGT[:, :1])
-    with pytest.raises(UserError, match="at least one token after the start token"):
+    with pytest.raises(UserError, match=short):
         head_importance(model, SRC, None)
+    assert head_importance(model, SRC, TGT[:, :2]).n_tokens == 2  # the start token and one more: one to predict
     from scratchformer.model import Transformer
 
     encoder_only = Transformer(TransformerConfig(**{**SIZES, "n_decoder_layers": 0})).eval()
-    with pytest.raises(UserError, match="needs a model with a decoder"):
+    with pytest.raises(UserError, match="^Head importance needs a model with a decoder: it measures the output "
+                                        "tokens' probability.$"):  # fmt: skip
         head_importance(encoder_only, SRC, TGT)
 
 
