@@ -143,7 +143,7 @@ def test_head_split_and_concat_name_the_column_they_copy(traced):
         assert d.expression == f"{part}[2, 3, 5] = qkv[3, {offset} + 2·{d_head} + 5 = {col}] = {num(d.value)}"
         assert ("part·d_model + " in d.formula) == (part != "q")  # q's columns start at 0
         assert d.inputs[0].step == "encoder.1.self_attn.qkv" and d.inputs[0].index == (0, 3, col)
-        assert f"columns {offset + 2 * d_head}–{offset + 3 * d_head - 1}" in d.note
+        assert f"head 3 owns columns {offset + 2 * d_head}–{offset + 3 * d_head - 1}" in d.note
     d = derive.compute(bundle, trace, "decoder.0.cross_attn.v", (0, 1, 2, 3))
     assert f"kv_proj[2, 128 + 1·{d_head} + 3 = {128 + d_head + 3}]" in d.expression
     d = derive.compute(bundle, trace, "encoder.0.self_attn.concat", (0, 4, 2 * d_head + 7))
