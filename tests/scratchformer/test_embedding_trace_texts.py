@@ -63,3 +63,25 @@ def test_dropout_is_a_step_only_when_training_with_a_rate():
     assert _steps(train=True, dropout=0.1)["dropout"][:2] == ("Dropout", "Dropout(p=0.1)")
     assert "dropout" not in _steps(train=True, dropout=0.0)
     assert "dropout" not in _steps(train=False, dropout=0.1)
+
+
+def test_the_embedding_norm_step_holds_the_norm_and_dropout_comes_after_it():
+    """BERT's order in training: sum → LayerNorm → dropout. The LayerNorm step shows the normalised sum (not the
+    dropped values) and the dropout step is 0 or that ÷ (1 − p)."""
+    config = TransformerConfig(d_model=6, n_heads=2, max_len=10, dropout=0.5, positional="learned",
+                               scale_embedding=False, embed_layer_norm=True)  # fmt: skip
+    torch.manual_seed(0)
+    emb = Embeddings(config, 13, "src_pos", "x_embed").train()
+    with torch.no_grad():
+        emb.layer_norm.weight.normal_()
+        emb.layer_norm.bias.normal_()
+    with tracing() as tracer, torch.no_grad():
+        out = emb(torch.tensor([[3, 7, 1, 5]]))
+    steps = {s.name.removeprefix("x_embed."): s.tensor for s in tracer.steps}
+    assert list(steps)[-3:] == ["sum", "layer_norm", "dropout"]
+    norm = emb.layer_norm
+    want = torch.nn.functional.layer_norm(steps["sum"], (6,), norm.weight, norm.bias, norm.eps)
+    torch.testing.assert_close(steps["layer_norm"], want)
+    kept = steps["dropout"] != 0
+    assert 0 < kept.sum() < kept.numel() and torch.equal(out, steps["dropout"])
+    torch.testing.assert_close(steps["dropout"][kept], want[kept] * 2)

@@ -126,9 +126,17 @@ def test_training_traces_show_dropout_and_keep_the_values_used():
         residual = trace["encoder.0.add_norm2.residual"]
         x = (trace["encoder.0.add_norm1.residual"] if norm_first else trace["encoder.0.add_norm1.out"]).tensor
         assert torch.allclose(residual.tensor, x + dropped.tensor, atol=1e-6)
-        # the FFN's hidden layer is the one that made this output (before its own dropout)
+        # the FFN drops some of its hidden units too (as torch.nn.Transformer does), and W_2 reads what is left
         hidden = trace["encoder.0.ffn.hidden"].tensor
-        assert hidden.abs().sum() > 0
+        inner = trace["encoder.0.ffn.dropout"]
+        assert inner.kind == "dropout" and inner.formula == "Dropout(p=0.5)" and inner.sublayer == "encoder.0.ffn"
+        assert inner.dims == ("batch", "src_pos", "d_ff") and inner.index == trace["encoder.0.ffn.hidden"].index + 1
+        on = inner.tensor != 0
+        assert 0 < on.sum() < (hidden != 0).sum()
+        assert torch.allclose(inner.tensor[on], hidden[on] * 2, atol=1e-6)
+        w_2 = model.encoder[0].ffn.w_2
+        with torch.no_grad():
+            assert torch.allclose(ffn_out, F.linear(inner.tensor, w_2.weight, w_2.bias), atol=1e-6)
     quiet = [_model(dropout=0.0, norm_first=pre, final_layer_norm=pre).train() for pre in (False, True)]
     for model in (*quiet, _model(dropout=0.5, norm_first=True, final_layer_norm=True)):
         assert not [s.name for s in _trace(model) if s.kind == "dropout"]
