@@ -158,6 +158,7 @@ def test_the_ranking_and_table_put_the_largest_drop_first():
     # a column per head, each value right-aligned under its head's name; layer numbers under "layer"
     layer_col = text[1].index("layer")
     assert text[2][layer_col] == "1" and text[3][layer_col] == "2" and text[4].index("most") == layer_col
+    assert text[4].lstrip().startswith("most important: ")  # nothing but spaces before it
     for h, value in ((1, "+1.00%"), (2, "-2.00%"), (3, "+30.00%")):
         assert text[2].index(value) + len(value) == text[1].index(f"head {h}") + len(f"head {h}") + 2
     assert text[4].split(": ", 1)[1] == ("decoder.0.cross_attn.head2 +30.00%, decoder.1.cross_attn.head1 +30.00%, "
