@@ -81,7 +81,7 @@ TESTS[lens]="$T/test_lens_values.py $T/test_analyses.py::test_the_lens_last_poin
   $T/test_cli.py::test_every_command_and_option_says_what_it_does
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[attribute]=scratchformer/analyses/attribute.py
-TESTS[attribute]="$T/test_attribution_values.py $T/test_attribution_reference.py
+TESTS[attribute]="$T/test_attribution_values.py $T/test_attribution_reference.py $T/test_rerun_device_moves.py
   $T/test_analyses.py::test_attribution_refuses_in_one_sentence $T/test_analyses.py::test_the_pad_baseline_is_the_model_reading_padding
   $T/test_analyses.py::test_the_command_lines_print_json_of_the_designed_shape
   $T/test_analyses.py::test_the_command_lines_refuse_in_one_sentence

@@ -114,3 +114,44 @@ def test_gradient_times_input_is_the_gradient_at_the_input_times_the_input(en_hi
     if want_src is not None:
         torch.testing.assert_close(got.source, want_src, rtol=1e-9, atol=1e-12)
     assert got.steps == 1 and got.method == "grad-input"
+
+
+def test_padding_masks_given_are_honoured_whatever_ids_sit_under_them(en_hi):
+    """A batch whose padding is given as masks (a model without a pad token reads it so) may hold any id under
+    the padding: the short item is attributed as the sentence alone, not as a sentence with those tokens."""
+    import dataclasses
+
+    bundle = small(en_hi, {})
+    long, short = bundle.prepare(*SENTENCE), bundle.prepare("we are friends", "हम दोस्त")
+    filler = 5  # a real token, not the pad id
+
+    def grow(a, b):
+        return torch.cat([a, torch.nn.functional.pad(b, (0, a.shape[1] - b.shape[1]), value=filler)])
+
+    src, tgt = grow(long.src, short.src), grow(long.tgt, short.tgt)
+    src_pad = torch.zeros_like(src, dtype=torch.bool)
+    tgt_pad = torch.zeros_like(tgt, dtype=torch.bool)
+    src_pad[1, short.src.shape[1] :] = True
+    tgt_pad[1, short.tgt.shape[1] :] = True
+    batch = dataclasses.replace(long, src=src, tgt=tgt, src_pad=src_pad, tgt_pad=tgt_pad)
+    _, trace = bundle.model.run_with_trace(src, tgt, src_pad, tgt_pad)
+    _, alone_trace = bundle.run(short)
+    alone = attribute.compute(bundle, short, alone_trace, 1, "grad-input")
+    got = attribute.compute(bundle, batch, trace, 1, "grad-input", batch=1)
+    assert got.token_id == alone.token_id and got.f_input == pytest.approx(alone.f_input, abs=1e-9)
+    torch.testing.assert_close(got.source[: short.src.shape[1]], alone.source, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(got.target[: short.tgt.shape[1]], alone.target, rtol=1e-7, atol=1e-9)
+
+
+def test_a_bfloat16_models_log_probability_is_taken_in_float32(en_hi):
+    """bfloat16 logits are widened before the log-softmax: f(input) is the float32 log-softmax of the model's own
+    bfloat16 logits at P, not a bfloat16 one (whose steps near −5 are 1/32)."""
+    bundle = family_bundle(en_hi, {}, seed=2)
+    bundle.model.to(torch.bfloat16)
+    inputs = bundle.prepare(*SENTENCE)
+    _, trace = bundle.run(inputs)
+    got = attribute.compute(bundle, inputs, trace, 2, "grad-input")
+    with torch.no_grad():
+        logits = bundle.model(inputs.src, inputs.tgt)[0, 2]  # bfloat16
+    assert logits.dtype == torch.bfloat16
+    assert got.f_input == float(logits.float().log_softmax(-1)[got.token_id])

@@ -53,6 +53,16 @@ def test_a_cell_is_cut_only_when_it_holds_more_than_one_piece_of_the_change():
         assert calls == want_calls, steps
 
 
+def test_the_points_do_not_depend_on_the_units_of_f():
+    """Half the pieces follow f's *share* of its total change: f in other units (×3, or shifted) gives the same
+    points as the unit jump of test_a_jump_gets_half_the_pieces."""
+    unit = attribute.path_points(lambda a: (np.asarray(a) >= 0.3).astype(float), 4)
+    for f in (lambda a: 3.0 * (np.asarray(a) >= 0.3), lambda a: 7.0 - 0.25 * (np.asarray(a) >= 0.3)):
+        got = attribute.path_points(f, 4)
+        np.testing.assert_allclose(got[0], unit[0], atol=1e-12)
+        np.testing.assert_allclose(got[1], unit[1], atol=1e-12)
+
+
 def test_a_flat_path_is_spread_evenly():
     alphas, weights = attribute.path_points(lambda a: np.zeros(len(a)), 2)
     np.testing.assert_allclose(alphas, [0.25, 0.75])

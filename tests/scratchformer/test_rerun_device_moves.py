@@ -67,3 +67,16 @@ def test_head_importance_over_pairs_moves_each_batch_to_the_models_device():
         head_importance_on_pairs(bundle, [Pair("we are friends", "हम दोस्त हैं"), Pair("the girl eats", "लड़की खाती है")])
     devices = [t for t in moves.targets if not isinstance(t, torch.dtype)]
     assert devices and all(t is not None and torch.device(t) == bundle.model.device for t in devices), devices
+
+
+def test_attribution_moves_the_ids_and_masks_it_reads_to_the_models_device():
+    from scratchformer.analyses import attribute
+    from scratchformer.bundle import load_model
+
+    bundle = load_model("en-hi")
+    inputs = bundle.prepare("we are friends", "हम दोस्त हैं")
+    _, trace = bundle.run(inputs)
+    with Moves() as moves:
+        attribute.compute(bundle, inputs, trace, 1, "grad-input")
+    devices = [t for t in moves.targets if not isinstance(t, torch.dtype)]
+    assert devices and all(t is not None and torch.device(t) == bundle.model.device for t in devices), devices
