@@ -7,6 +7,7 @@ this sharp and fast."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -76,9 +77,15 @@ def test_integrated_gradients_equal_the_hooked_reference_on_the_same_points(en_h
     inputs = bundle.prepare(*SENTENCE)
     _, trace = bundle.run(inputs)
     position = 2
-    chosen = []
+    chosen, measured = [], []
     real = attribute.path_points
-    monkeypatch.setattr(attribute, "path_points", lambda f_at, steps: chosen.append(real(f_at, steps)) or chosen[-1])
+
+    def recording(f_at, steps):
+        measured.append(f_at)
+        chosen.append(real(f_at, steps))
+        return chosen[-1]
+
+    monkeypatch.setattr(attribute, "path_points", recording)
     got = attribute.compute(bundle, inputs, trace, position, "ig", 6, baseline=baseline)
     with torch.no_grad():
         logits = bundle.model(inputs.src if bundle.config.has_encoder else None, inputs.tgt)[0, position]
@@ -90,6 +97,13 @@ def test_integrated_gradients_equal_the_hooked_reference_on_the_same_points(en_h
         assert got.f_baseline == pytest.approx(float(reference_f(bundle.model, inputs, *base, position, token)),
                                                abs=1e-12)  # fmt: skip
     (alphas, weights), = chosen
+    # the points are placed by f measured along the whole path: both sides move from x′ to x together
+    probe = np.array([0.0, 0.37, 1.0])
+    with torch.no_grad():
+        along = [float(reference_f(bundle.model, inputs, *[None if v is None else b + a * (v - b)
+                                                           for v, b in zip(x, base)], position, token))
+                 for a in probe]  # fmt: skip
+    np.testing.assert_allclose(measured[0](probe), along, rtol=0, atol=1e-12)
     assert len(alphas) == 6 and weights.sum() == pytest.approx(1.0)
     want_src, want_tgt = reference(bundle, inputs, x, base, alphas, weights, position, token)
     torch.testing.assert_close(got.target, want_tgt, rtol=1e-9, atol=1e-12)
