@@ -280,9 +280,13 @@ def test_real_bert_derives(en_hi):
 def test_a_pre_ln_model_without_final_norms_reads_the_last_residual_sums(en_hi):
     """No final norm: cross-attention's keys and the output layer read each stack's last residual sum (pre-LN's
     stream point), not its last Add & Norm output; so does T5's d_model^-0.5 scaling before the output layer."""
-    bundle = family_bundle(en_hi[0], dict(norm_first=True, final_layer_norm=False, scale_decoder_output=True))
+    scaled = family_bundle(en_hi[0], dict(norm_first=True, final_layer_norm=False, scale_decoder_output=True))
+    _, scaled_trace = scaled.run(scaled.prepare(*SENTENCE))
+    d = derive.compute(scaled, scaled_trace, "generator.scaled", (0, 2, 3))
+    assert d.agrees() and d.inputs[0].step == "decoder.1.add_norm3.residual"
+    bundle = family_bundle(en_hi[0], dict(norm_first=True, final_layer_norm=False))
     _, trace = bundle.run(bundle.prepare(*SENTENCE))
     assert trace.find("encoder.final_norm.out") is None
-    d = derive.compute(bundle, trace, "generator.scaled", (0, 2, 3))
-    assert d.agrees() and d.inputs[0].step == "decoder.1.add_norm3.residual"
+    d = derive.compute(bundle, trace, "generator.logits", (0, 2, 3))
+    assert d.agrees() and {c.step for c in d.inputs if c.step} == {"decoder.1.add_norm3.residual"}
     check_every_step(bundle, trace, cells_per_step=2)
