@@ -290,3 +290,22 @@ def test_a_pre_ln_model_without_final_norms_reads_the_last_residual_sums(en_hi):
     d = derive.compute(bundle, trace, "generator.logits", (0, 2, 3))
     assert d.agrees() and {c.step for c in d.inputs if c.step} == {"decoder.1.add_norm3.residual"}
     check_every_step(bundle, trace, cells_per_step=2)
+
+
+def test_a_sublayer_the_run_changed_on_purpose_says_so(en_hi):
+    """With a head zeroed (--ablate), that head's context no longer equals Σ_j A·v: the derivation still writes
+    the formula, and its note says the run changed this sublayer on purpose, naming the change."""
+    from scratchformer.interventions import HeadChange, intervene
+
+    bundle = en_hi[0]
+    change = HeadChange("decoder.1.cross_attn", 0, "zero")
+    with intervene(bundle.model, [change]):
+        _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    d = derive.compute(bundle, trace, "decoder.1.cross_attn.context", (0, 0, 1, 2))
+    assert d.value == 0 and not d.agrees() and "Cross-attention" in d.title
+    assert d.note.endswith(f" This run changed this sublayer on purpose ({change.spec()}), so the value differs "
+                           "from the unchanged formula.")  # fmt: skip
+    kept = derive.compute(bundle, trace, "decoder.1.cross_attn.context", (0, 1, 1, 2))  # head 2: untouched
+    assert kept.agrees() and "on purpose" not in kept.note
+    elsewhere = derive.compute(bundle, trace, "encoder.0.self_attn.context", (0, 0, 1, 2))
+    assert elsewhere.agrees() and "on purpose" not in elsewhere.note
