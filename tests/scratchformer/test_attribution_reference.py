@@ -169,3 +169,16 @@ def test_a_bfloat16_models_log_probability_is_taken_in_float32(en_hi):
         logits = bundle.model(inputs.src, inputs.tgt)[0, 2]  # bfloat16
     assert logits.dtype == torch.bfloat16
     assert got.f_input == float(logits.float().log_softmax(-1)[got.token_id])
+
+
+def test_path_points_spread_over_many_chunks_add_up_to_the_same_attribution(en_hi, monkeypatch):
+    """Path points run in batches of at most CHUNK_POSITIONS positions; the gradients of every batch add up, so a
+    run one point per batch gives the attribution of a run in one batch."""
+    bundle = small(en_hi, {})
+    inputs = bundle.prepare(*SENTENCE)
+    _, trace = bundle.run(inputs)
+    whole = attribute.compute(bundle, inputs, trace, 2, "ig", 6)
+    monkeypatch.setattr(attribute, "CHUNK_POSITIONS", 1)  # one path point per batch
+    split = attribute.compute(bundle, inputs, trace, 2, "ig", 6)
+    torch.testing.assert_close(split.target, whole.target, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(split.source, whole.source, rtol=1e-9, atol=1e-12)
