@@ -4,6 +4,7 @@ output layer, found from the trace's order and the model's config (post-LN or pr
 from __future__ import annotations
 
 from ...trace import Step, Trace
+from ..stream import embedding_point
 
 # the module that holds a stack's final norm (its trace name is '<stack>.final_norm')
 FINAL_NORM_MODULES = {"encoder.final_norm": "encoder_norm", "decoder.final_norm": "decoder_norm"}
@@ -20,21 +21,12 @@ def is_stream_point(trace: Trace, step: Step, norm_first: bool) -> bool:
     name = step.name
     if step.stack in ("src_embed", "tgt_embed"):
         # the last of sum → LayerNorm (BERT, BART) → dropout (training only) that this trace has
-        return name == embedding_output(trace, step.stack)
+        return name == embedding_point(trace, "decoder" if step.stack == "tgt_embed" else "encoder")
     if name.endswith(".final_norm.out"):
         return True
     if ".add_norm" in name:
         return name.endswith(".residual") if norm_first else name.endswith(".out")
     return False
-
-
-def embedding_output(trace: Trace, embed: str) -> str:
-    """What an embedding layer ('src_embed' or 'tgt_embed') hands the first layer: its last step of sum →
-    LayerNorm → dropout."""
-    for suffix in (".dropout", ".layer_norm"):
-        if trace.find(embed + suffix) is not None:
-            return embed + suffix
-    return embed + ".sum"
 
 
 def stream_before(trace: Trace, index: int, on_side: str, norm_first: bool) -> Step:
