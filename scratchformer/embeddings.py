@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .config import TransformerConfig
-from .trace import active_tracer
+from .trace import active_tracer, add_dropout
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
@@ -123,6 +123,5 @@ class Embeddings(nn.Module):
             if self.layer_norm is not None:
                 tracer.add(f"{name}.layer_norm", "layer_norm", normed, dims, "LayerNorm of the embeddings",
                            f"LayerNorm({self.sum_formula()})", name, major=True)
-            if self.training and self.dropout.p > 0:
-                tracer.add(f"{name}.dropout", "dropout", out, dims, "Dropout", f"Dropout(p={self.dropout.p})", name)
+            add_dropout(tracer, self.dropout, name, out, dims, name)
         return out

@@ -11,7 +11,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention, RelativePositionBias
 from .config import TransformerConfig
-from .trace import active_tracer
+from .trace import active_tracer, add_dropout
 
 # Applied in place to the fresh output of W_1 (nothing else holds it): no second d_ff-wide tensor is allocated.
 ACTIVATIONS = {
@@ -122,7 +122,7 @@ class PositionwiseFeedForward(nn.Module):
             linear = f"(x V{bv})" if bv else "x V"  # the bias is inside the branch: ⊙ binds before +
             formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ {linear}) W_2{b2}"
         if "dropout" in parts:  # training only: W_2 reads the hidden layer after dropout, so derive needs it
-            tracer.add(f"{n}.dropout", "dropout", parts["dropout"], dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
+            add_dropout(tracer, self.dropout, n, parts["dropout"], dims, n)
         with tracer.stored():
             tracer.add(f"{n}.out", "ffn_out", parts["out"], ("batch", p, "d_model"), "Feed-forward output", formula,
                        n, major=True)
@@ -155,8 +155,7 @@ class AddNorm(nn.Module):
         tracer = active_tracer()
         if tracer is not None:
             n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
-            if self.training and self.dropout.p > 0:
-                tracer.add(f"{n}.dropout", "dropout", dropped, dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
+            add_dropout(tracer, self.dropout, n, dropped, dims, n)
             if self.training:
                 tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
             else:  # the sum is cheap to redo from x and the sublayer's output, both kept
@@ -179,8 +178,7 @@ class AddNorm(nn.Module):
         dropped = self.dropout(sublayer(normed))
         out = x + dropped  # (B, T, d_model)
         if tracer is not None:
-            if self.training and self.dropout.p > 0:
-                tracer.add(f"{n}.dropout", "dropout", dropped, dims, "Dropout", f"Dropout(p={self.dropout.p})", n)
+            add_dropout(tracer, self.dropout, n, dropped, dims, n)
             tracer.add(f"{n}.residual", "residual", out, dims,
                        f"Residual add (pre-norm: no {self.norm_name} after it)",
                        f"x + Sublayer({self.norm_name}(x))", n, major=True)
