@@ -44,7 +44,9 @@ def _compare(ref, batch, s_len, t_len, pad_lengths, seed):
     with torch.no_grad():
         _, trace = ours.run_with_trace(src, tgt, src_pad, tgt_pad)
     last = trace[f"decoder.{len(ours.decoder) - 1}.add_norm3.out"].tensor
-    assert torch.allclose(last, got, atol=1e-5), "the traced path must give the fast path's numbers"
+    # float32 rounding only: the fused kernel and the written-out softmax round differently, and three LayerNorms
+    # of 8 features can grow that to 4e-5 (hypothesis found heads=1, d=8, d_ff=8, 3 + 1 layers, seed 91)
+    assert torch.allclose(last, got, atol=1e-4), "the traced path must give the fast path's numbers"
 
 
 @settings(max_examples=12, deadline=None)
