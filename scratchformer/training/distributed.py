@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -147,6 +148,16 @@ def session(device_name: str = "cpu", timeout_minutes: float = 10.0) -> Iterator
         else None
     try:
         yield Distributed(rank, world, local, backend)
+        # Leave together: rank 0 still writes the last files when the others finish training. A rank that shut
+        # gloo down and exited meanwhile died now and then with SIGABRT ("terminate called without an active
+        # exception"). Only on the normal way out: after an error the others may never get here.
+        try:
+            dist.barrier()
+        except RuntimeError as exc:  # a rank that died while this one waited: gloo reports its closed socket
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # without gloo's source line and advice
+            raise UserError(f"another rank stopped before the end of training ({first}); see its message.") \
+                from None
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -36,8 +36,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, world: int, port: int, argv: list[str], log: str | None, hang_rank: int | None) -> None:
-    """One rank, in the environment torchrun gives its workers; runs the train command as torchrun would."""
+def _rank(rank: int, world: int, port: int, argv: list[str], log: str | None, hang_rank: int | None,
+          dying_rank: int | None = None) -> None:
+    """One rank, in the environment torchrun gives its workers; runs the train command as torchrun would.
+    `hang_rank` freezes in its third step; `dying_rank` dies after training, before writing its last files."""
     os.environ.update(ENV, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_PORT=str(port),
                       LOCAL_WORLD_SIZE=str(world))
     import scratchformer.training.trainer as trainer_module
@@ -58,6 +60,15 @@ def _rank(rank: int, world: int, port: int, argv: list[str], log: str | None, ha
             return real_state(self, *a, **k)
 
         trainer_module.save_checkpoint, trainer_module.Trainer.save_state = save_checkpoint, save_state
+        real_final = trainer_module._write_final
+
+        def write_final(*a, **k):  # rank 0's last files, slow on purpose: the other rank must wait for them
+            time.sleep(1.0)
+            result = real_final(*a, **k)
+            note("final")
+            return result
+
+        trainer_module._write_final = write_final
     if hang_rank == rank:  # this rank stops answering in its third step, as if its machine froze
         real_step = trainer_module.Trainer.train_step
 
@@ -67,7 +78,11 @@ def _rank(rank: int, world: int, port: int, argv: list[str], log: str | None, ha
             return real_step(self, *a, **k)
 
         trainer_module.Trainer.train_step = train_step
+    if dying_rank == rank:
+        trainer_module._write_final = lambda *a, **k: os._exit(3)
     code = main(["train", *argv])
+    if log:
+        note("left")
     if code:
         sys.exit(code)
 
@@ -177,8 +192,19 @@ def test_only_rank_zero_writes_the_checkpoints(runs):
     root, _ = runs
     writes = (root / "writes.log").read_text(encoding="utf-8").split("\n")
     writes = [w for w in writes if w]
-    assert {w.split()[0] for w in writes} == {"0"}
-    assert {"0 checkpoint", "0 state"} <= set(writes)
+    files = [w for w in writes if not w.endswith(" left")]
+    assert {w.split()[0] for w in files} == {"0"}
+    assert {"0 checkpoint", "0 state", "0 final"} <= set(files)
+
+
+def test_no_rank_leaves_the_process_group_while_rank_zero_still_writes(runs):
+    """A rank that shut gloo down and exited while rank 0 was still writing its last files died with SIGABRT
+    about one run in ten ("terminate called without an active exception"). Every rank now waits for the others
+    before the process group is destroyed: rank 1 leaves only after rank 0's (slowed) final write."""
+    root, _ = runs
+    writes = [w for w in (root / "writes.log").read_text(encoding="utf-8").split("\n") if w]
+    assert sorted(w for w in writes if w.endswith(" left")) == ["0 left", "1 left"]
+    assert writes.index("1 left") > writes.index("0 final")
 
 
 def test_a_rank_that_stops_answering_does_not_leave_the_others_hanging(tmp_path):
@@ -197,6 +223,28 @@ def test_a_rank_that_stops_answering_does_not_leave_the_others_hanging(tmp_path)
         assert not waiting.is_alive(), "rank 0 still waits for the frozen rank"
         assert waiting.exitcode not in (0, None)
         assert "timed out" in Path(ctx.error_files[0]).read_text(encoding="utf-8", errors="replace").lower()
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def test_a_rank_that_dies_at_the_end_is_reported_by_the_others_in_one_sentence(tmp_path, capfd):
+    tsv = tmp_path / "copy.tsv"
+    tsv.write_text("".join(f"{s}\t{s}\n" for s in ("a b c", "b c a", "c a b", "a a b", "b b a", "c c b")),
+                   encoding="utf-8")
+    argv = ["--data", str(tsv), "--out", str(tmp_path / "out"), "--batch-tokens", "12", "--max-steps", "2", *TINY]
+    ctx = mp.start_processes(_rank, args=(2, _free_port(), argv, None, None, 0), nprocs=2, join=False,
+                             start_method="spawn")
+    dying, waiting = ctx.processes
+    try:
+        waiting.join(timeout=100)
+        assert not waiting.is_alive(), "rank 1 still waits for rank 0, which died"
+        assert dying.exitcode == 3 and waiting.exitcode == 2  # the CLI's exit code for a user-facing error
+        err = capfd.readouterr().err
+        assert "scratchformer: another rank stopped before the end of training (Connection closed by peer" in err
+        assert "Traceback" not in err and "pair.cc" not in err
     finally:
         for p in ctx.processes:
             if p.is_alive():
