@@ -1,0 +1,140 @@
+"""What the teacher-forcing experiment decodes: its reference and forced start for each kind of model (decoder-only,
+a target prefix, a long source, a training snapshot), the snapshots it keeps loaded, and a run with no mistake.
+Each expectation is built here from the tokenizers, the config and the fully trained model's own translation."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from types import SimpleNamespace
+
+import pytest
+
+from scratchformer.bundle import load_model, snapshots_of
+from scratchformer.errors import UserError
+from scratchformer.experiments import run_experiment, snapshots, teacher_forcing
+from scratchformer.experiments.teacher_forcing import reference_ids
+from scratchformer.model_bundle import ModelBundle
+from tests.scratchformer.test_derive import FAMILIES, family_bundle
+
+SOURCE = "the girl eats an apple"
+HINDI = "लड़की सेब खाती है"  # four words of en-hi's target vocabulary
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    return load_model("en-hi")
+
+
+def test_a_decoder_only_model_predicts_its_own_text_after_the_start_token(en_hi):
+    gpt = family_bundle(en_hi, {**FAMILIES["gpt2_like"], "max_len": 4})
+    tok = gpt.tgt_tokenizer
+    src, forced, ref = reference_ids(gpt, f"  {HINDI}  ", None)
+    assert src == [] and forced == [gpt.start_id()]
+    assert ref == tok.encode(HINDI)[:3]  # no end token; at most max_len − 1 tokens after the start token
+    two = " ".join(HINDI.split()[:2])
+    assert reference_ids(gpt, two, None)[2] == tok.encode(two)  # two tokens are enough
+    with pytest.raises(UserError) as refused:
+        reference_ids(gpt, HINDI.split()[0], None)
+    assert str(refused.value) == "The teacher-forcing experiment needs a text of at least two tokens."
+
+
+def test_a_target_prefix_follows_the_start_token_and_the_reference_makes_room_for_it(en_hi):
+    tok = en_hi.tgt_tokenizer
+    prefix_word = HINDI.split()[1]
+    extra = {**en_hi.config.extra, "tgt_prefix": [prefix_word, "<no such token>"]}  # an unknown one is left out
+    model = family_bundle(en_hi, {"max_len": 6, "extra": extra})
+    target = " ".join([HINDI] * 3)  # 12 words
+    src, forced, ref = reference_ids(model, " ".join([SOURCE] * 4), target)
+    assert forced == [model.start_id(), tok.token_id(prefix_word)]
+    # start + prefix + reference fill max_len: 6 − 1 start − 1 prefix − 1 end = 3 words, then the end token
+    assert ref == tok.encode(target)[:3] + [model.config.eos_id]
+    # a source longer than max_len is cut to fit, not refused
+    assert src == model.encode_source(" ".join([SOURCE] * 4), truncate=True) and len(src) == 6
+
+
+def test_a_snapshots_reference_is_the_trained_models_translation_on_its_device(en_hi, monkeypatch):
+    loads = []
+    real = teacher_forcing.load
+
+    def load(spec, device):
+        loads.append((spec, device))
+        return real(spec, device)
+
+    monkeypatch.setattr(teacher_forcing, "load", load)
+    early = load_model(snapshots_of("en-hi")[0].spec)
+    final_words = en_hi.prepare_run(SOURCE).generated
+    assert early.prepare_run(SOURCE).generated != final_words  # the early snapshot translates it wrong
+    _, forced, ref = reference_ids(early, SOURCE, None)
+    assert ref == final_words + [en_hi.config.eos_id] and forced == [early.start_id()]
+    assert loads == [("en-hi", early.device)]
+    loads.clear()
+    assert reference_ids(en_hi, SOURCE, None)[2] == ref  # the trained model is its own reference: nothing loaded
+    assert loads == []
+
+
+def test_a_model_that_makes_no_mistake_has_no_first_mistake(en_hi):
+    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    r = run_experiment("teacher_forcing", alone, SOURCE)  # its own translation, which it gets right both ways
+    n = len(r["reference"]["tokens"])
+    assert r["teacher_forced"]["first_error"] is None and r["free_running"]["first_error"] is None
+    assert r["after_first_free_error"] == {"positions": 0, "teacher_forced": None, "free_running": None}
+    assert r["summary"] == (f"At en-hi copy, 100% of the {n} reference tokens are right with teacher forcing and "
+                            "100% free-running.")  # fmt: skip
+
+
+def test_the_end_token_is_the_configs_before_the_tokenizers():
+    def bundle(config_end):
+        return SimpleNamespace(config=SimpleNamespace(eos_id=config_end), tgt_tokenizer=SimpleNamespace(eos_id=3))
+
+    assert teacher_forcing._end_id(bundle(7)) == 7
+    assert teacher_forcing._end_id(bundle(None)) == 3
+
+
+# --- the snapshots it keeps -----------------------------------------------------------------------------------
+
+
+def test_loaded_snapshots_are_kept_per_device_and_the_least_recently_used_leaves_first(monkeypatch):
+    made = []
+
+    def load_model(spec, device):
+        made.append((spec, device))
+        return SimpleNamespace(spec=spec, device=device)
+
+    monkeypatch.setattr(snapshots, "_loaded", OrderedDict())
+    monkeypatch.setattr(snapshots, "load_model", load_model)
+    first = snapshots.load("m@step-1", "cpu")
+    assert first.device == "cpu" and made == [("m@step-1", "cpu")]
+    assert snapshots.load("m@step-1", "cpu") is first and len(made) == 1  # kept
+    assert snapshots.load("m@step-1", "meta") is not first and made[-1] == ("m@step-1", "meta")  # per device
+    for step in range(2, snapshots.KEEP):  # (1, cpu), (1, meta) and steps 2 … KEEP − 1: KEEP, full
+        snapshots.load(f"m@step-{step}", "cpu")
+    assert len(snapshots._loaded) == snapshots.KEEP
+    snapshots.load("m@step-1", "cpu")  # used again: now the most recent
+    made.clear()
+    snapshots.load("m@step-new", "cpu")  # one too many: the least recently used, (1, meta), leaves
+    assert len(snapshots._loaded) == snapshots.KEEP
+    assert snapshots.load("m@step-1", "cpu") is first and made == [("m@step-new", "cpu")]
+    snapshots.load("m@step-1", "meta")
+    assert made[-1] == ("m@step-1", "meta")  # it had left, so it is loaded again
+
+
+def test_which_models_are_snapshots_and_whose(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "preset").mkdir()  # a folder named like the tag does not make a preset a trained model
+    folder = tmp_path / "my-run"
+    folder.mkdir()
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    cases = [
+        (SimpleNamespace(name="en-hi@step-000032", origin="bundled"), True, "en-hi"),
+        (SimpleNamespace(name="en-hi", origin="bundled"), False, "en-hi"),
+        (SimpleNamespace(name="tiny", origin="preset"), False, None),
+        (SimpleNamespace(name="my-run", origin=str(folder)), False, str(folder)),
+        (SimpleNamespace(name="model", origin=str(tmp_path / "model.safetensors")), False, None),  # not a folder
+        (SimpleNamespace(name="bert", origin="hf:bert-base-uncased"), False, None),
+    ]
+    for bundle, is_snapshot, spec in cases:
+        assert snapshots.is_snapshot(bundle) is is_snapshot, bundle.name
+        assert snapshots.trained_spec(bundle) == spec, bundle.name
+    assert snapshots.snapshots_for(cases[2][0]) == []
+    assert [s.spec for s in snapshots.snapshots_for(cases[0][0])] == [s.spec for s in snapshots_of("en-hi")]
+
