@@ -8,6 +8,8 @@ from collections import OrderedDict
 from types import SimpleNamespace
 
 import pytest
+import torch
+from torch.overrides import TorchFunctionMode
 
 from scratchformer.bundle import load_model, snapshots_of
 from scratchformer.errors import UserError
@@ -80,6 +82,70 @@ def test_a_model_that_makes_no_mistake_has_no_first_mistake(en_hi):
     assert r["after_first_free_error"] == {"positions": 0, "teacher_forced": None, "free_running": None}
     assert r["summary"] == (f"At en-hi copy, 100% of the {n} reference tokens are right with teacher forcing and "
                             "100% free-running.")  # fmt: skip
+
+
+def test_a_typed_target_is_the_reference_even_when_the_model_would_say_otherwise(en_hi):
+    target = "सेब लड़की है"  # not en-hi's translation of the source
+    r = run_experiment("teacher_forcing", en_hi, SOURCE, target)
+    assert r["reference"]["text"] == target and r["reference"]["tokens"][:3] == target.split()
+
+
+def test_free_running_stops_at_the_end_token_and_the_rest_is_blank(en_hi):
+    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    said = en_hi.tgt_tokenizer.token_strings(en_hi.prepare_run(SOURCE).generated)  # what it translates
+    end = en_hi.tgt_tokenizer.token_strings([en_hi.config.eos_id])[0]
+    r = run_experiment("teacher_forcing", alone, SOURCE, " ".join(said + ["सेब", "सेब"]))  # two words too many
+    assert r["free_running"]["predicted"] == [*said, end, "—", "—"]  # it ended; nothing is decoded after the end
+    assert r["free_running"]["correct"] == [True] * len(said) + [False] * 3
+    assert r["free_running"]["first_error"] == len(said)
+
+
+def test_a_loaded_snapshot_is_the_one_decoded(en_hi):
+    snap = snapshots_of("en-hi")[1]
+    r = run_experiment("teacher_forcing", load_model(snap.spec), SOURCE)
+    assert r["snapshot"] == {"spec": snap.spec, "step": snap.step}
+
+
+def test_a_snapshot_step_that_does_not_exist_is_refused_with_the_steps_there_are(en_hi):
+    steps = ", ".join(str(s.step) for s in snapshots_of("en-hi"))
+    with pytest.raises(UserError) as refused:
+        run_experiment("teacher_forcing", en_hi, SOURCE, snapshot=5)
+    assert str(refused.value) == f"en-hi has no training snapshot at step 5; its snapshots are at steps {steps}."
+    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    with pytest.raises(UserError) as refused:
+        run_experiment("teacher_forcing", alone, SOURCE, snapshot=5)
+    assert str(refused.value) == "en-hi copy has no training snapshot at step 5; it has none."
+
+
+class Made(TorchFunctionMode):
+    """Records the device named by every torch.tensor call made inside it (None where none is named)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.devices: list = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.tensor:
+            self.devices.append(kwargs.get("device"))
+        return func(*args, **kwargs)
+
+
+def test_every_id_tensor_and_every_snapshot_is_made_on_the_models_device(en_hi, monkeypatch):
+    """A model on a GPU needs its ids there too; this machine has no GPU, so the calls are watched instead."""
+    loads = []
+    real = teacher_forcing.load
+    monkeypatch.setattr(teacher_forcing, "load", lambda spec, device: loads.append(device) or real(spec, device))
+    made, decode_both = Made(), teacher_forcing.decode_both
+
+    def watched(*args):  # the decoding itself (the reference's own translation moves its CPU ids with .to)
+        with made:
+            return decode_both(*args)
+
+    monkeypatch.setattr(teacher_forcing, "decode_both", watched)
+    run_experiment("teacher_forcing", en_hi, SOURCE)
+    assert made.devices and all(d is not None and torch.device(d) == en_hi.device for d in made.devices), made.devices
+    assert len(loads) == len(snapshots_of("en-hi")) and all(d == en_hi.device for d in loads)
 
 
 def test_the_end_token_is_the_configs_before_the_tokenizers():
