@@ -106,6 +106,29 @@ def test_a_loaded_snapshot_is_the_one_decoded(en_hi):
     assert r["snapshot"] == {"spec": snap.spec, "step": snap.step}
 
 
+@pytest.mark.parametrize("curve, chosen", [
+    ([(0.4, 0.2), (0.5, 0.5), (0.5, 0.3), (1.0, 1.0)], 2),  # half right and better teacher-forced: the third
+    ([(0.4, 0.2), (0.6, 0.6), (1.0, 1.0), (1.0, 1.0)], 1),  # half right, never better: the first half right
+    ([(0.1, 0.0), (0.3, 0.1), (0.4, 0.2), (0.45, 0.2)], 3),  # never half right: the last
+])  # fmt: skip
+def test_the_snapshot_shown_by_default_follows_the_documented_rule(en_hi, monkeypatch, curve, chosen):
+    """The earliest snapshot with at least half of the reference right teacher-forced and fewer right
+    free-running; else the earliest with half right; else the last (run's docstring), on curves made up here."""
+    snaps = snapshots_of("en-hi")[: len(curve)]
+    made_up = {s.spec: pair for s, pair in zip(snaps, curve)}
+    monkeypatch.setattr(teacher_forcing, "snapshots_for", lambda bundle: snaps)
+    monkeypatch.setattr(teacher_forcing, "load", lambda spec, device: SimpleNamespace(name=spec))
+
+    def decoded(bundle, src, forced, ref):
+        tf, fr = made_up.get(bundle.name, (1.0, 1.0))
+        return {"teacher": list(ref), "free": list(ref), "teacher_forced": tf, "free_running": fr}
+
+    monkeypatch.setattr(teacher_forcing, "_decoded", decoded)
+    r = run_experiment("teacher_forcing", en_hi, SOURCE)
+    assert r["snapshot"] == {"spec": snaps[chosen].spec, "step": snaps[chosen].step}
+    assert [(c["teacher_forced"], c["free_running"]) for c in r["snapshots"]] == [*curve, (1.0, 1.0)]
+
+
 def test_a_snapshot_step_that_does_not_exist_is_refused_with_the_steps_there_are(en_hi):
     steps = ", ".join(str(s.step) for s in snapshots_of("en-hi"))
     with pytest.raises(UserError) as refused:
