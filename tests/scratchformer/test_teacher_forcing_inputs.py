@@ -27,6 +27,18 @@ def en_hi():
     return load_model("en-hi")
 
 
+def _watch_loads(monkeypatch) -> list[tuple[str, object]]:
+    """(spec, device) of every model the experiment loads, in order."""
+    loads, real = [], teacher_forcing.load
+
+    def load(spec, device):
+        loads.append((spec, device))
+        return real(spec, device)
+
+    monkeypatch.setattr(teacher_forcing, "load", load)
+    return loads
+
+
 def test_a_decoder_only_model_predicts_its_own_text_after_the_start_token(en_hi):
     gpt = family_bundle(en_hi, {**FAMILIES["gpt2_like"], "max_len": 4})
     tok = gpt.tgt_tokenizer
@@ -55,14 +67,7 @@ def test_a_target_prefix_follows_the_start_token_and_the_reference_makes_room_fo
 
 
 def test_a_snapshots_reference_is_the_trained_models_translation_on_its_device(en_hi, monkeypatch):
-    loads = []
-    real = teacher_forcing.load
-
-    def load(spec, device):
-        loads.append((spec, device))
-        return real(spec, device)
-
-    monkeypatch.setattr(teacher_forcing, "load", load)
+    loads = _watch_loads(monkeypatch)
     early = load_model(snapshots_of("en-hi")[0].spec)
     final_words = en_hi.prepare_run(SOURCE).generated
     assert early.prepare_run(SOURCE).generated != final_words  # the early snapshot translates it wrong
@@ -98,12 +103,18 @@ def test_free_running_stops_at_the_end_token_and_the_rest_is_blank(en_hi):
     assert r["free_running"]["predicted"] == [*said, end, "—", "—"]  # it ended; nothing is decoded after the end
     assert r["free_running"]["correct"] == [True] * len(said) + [False] * 3
     assert r["free_running"]["first_error"] == len(said)
+    assert r["free_running"]["text"] == en_hi.tgt_tokenizer.decode(en_hi.prepare_run(SOURCE).generated)  # no end
 
 
-def test_a_loaded_snapshot_is_the_one_decoded(en_hi):
+def test_a_loaded_snapshot_is_the_one_decoded_and_the_final_point_is_the_trained_model(en_hi, monkeypatch):
     snap = snapshots_of("en-hi")[1]
-    r = run_experiment("teacher_forcing", load_model(snap.spec), SOURCE)
+    loads = _watch_loads(monkeypatch)
+    bundle = load_model(snap.spec)
+    r = run_experiment("teacher_forcing", bundle, SOURCE)
     assert r["snapshot"] == {"spec": snap.spec, "step": snap.step}
+    assert r["free_running"]["accuracy"] < 1  # this snapshot still errs, while the trained model ...
+    assert r["snapshots"][-1] == {"step": "final", "teacher_forced": 1.0, "free_running": 1.0}  # ... does not
+    assert ("en-hi", bundle.device) in loads and all(device == bundle.device for _, device in loads)
 
 
 @pytest.mark.parametrize("curve, chosen", [
@@ -156,9 +167,7 @@ class Made(TorchFunctionMode):
 
 def test_every_id_tensor_and_every_snapshot_is_made_on_the_models_device(en_hi, monkeypatch):
     """A model on a GPU needs its ids there too; this machine has no GPU, so the calls are watched instead."""
-    loads = []
-    real = teacher_forcing.load
-    monkeypatch.setattr(teacher_forcing, "load", lambda spec, device: loads.append(device) or real(spec, device))
+    loads = _watch_loads(monkeypatch)
     made, decode_both = Made(), teacher_forcing.decode_both
 
     def watched(*args):  # the decoding itself (the reference's own translation moves its CPU ids with .to)
@@ -168,7 +177,7 @@ def test_every_id_tensor_and_every_snapshot_is_made_on_the_models_device(en_hi, 
     monkeypatch.setattr(teacher_forcing, "decode_both", watched)
     run_experiment("teacher_forcing", en_hi, SOURCE)
     assert made.devices and all(d is not None and torch.device(d) == en_hi.device for d in made.devices), made.devices
-    assert len(loads) == len(snapshots_of("en-hi")) and all(d == en_hi.device for d in loads)
+    assert len(loads) == len(snapshots_of("en-hi")) and all(d == en_hi.device for _, d in loads)
 
 
 def test_the_end_token_is_the_configs_before_the_tokenizers():
