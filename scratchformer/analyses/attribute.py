@@ -131,7 +131,8 @@ def _baseline(model, name: str, ids: torch.Tensor, x: torch.Tensor, kind: str) -
     module = model.src_embed if name.startswith("src_embed") else model.tgt_embed
     with torch.inference_mode(), tracing() as tracer:  # the padding's embeddings, read from the same named step
         module(torch.full_like(ids, pad))
-    return next(s for s in tracer.steps if s.name == name).item(0).to(x.dtype)
+    # the trace holds its steps on the CPU: the baseline goes where the inputs are (a GPU), in their precision
+    return next(s for s in tracer.steps if s.name == name).item(0).to(x.device, x.dtype)
 
 
 def _along(x: torch.Tensor | None, base: torch.Tensor | None, alphas: torch.Tensor) -> torch.Tensor | None:

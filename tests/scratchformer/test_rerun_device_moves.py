@@ -17,16 +17,20 @@ SMALL = dict(src_vocab_size=30, tgt_vocab_size=30, share_embeddings=False, d_mod
 
 
 class Moves(TorchFunctionMode):
-    """Records the first argument of every Tensor.to call made inside it (a device, a dtype or None)."""
+    """Records the first argument of every Tensor.to call made inside it (a device, a dtype or None) in `targets`,
+    and the (device, dtype) every torch.tensor call names (None where it names none) in `made`."""
 
     def __init__(self) -> None:
         super().__init__()
         self.targets: list = []
+        self.made: list[tuple] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.Tensor.to:
             self.targets.append(args[1] if len(args) > 1 else kwargs.get("device"))
+        elif func is torch.tensor:
+            self.made.append((kwargs.get("device"), kwargs.get("dtype")))
         return func(*args, **kwargs)
 
 
@@ -80,3 +84,31 @@ def test_attribution_moves_the_ids_and_masks_it_reads_to_the_models_device():
         attribute.compute(bundle, inputs, trace, 1, "grad-input")
     devices = [t for t in moves.targets if not isinstance(t, torch.dtype)]
     assert devices and all(t is not None and torch.device(t) == bundle.model.device for t in devices), devices
+
+
+def test_integrated_gradients_makes_its_path_points_on_the_models_device_and_in_its_precision():
+    from scratchformer.analyses import attribute
+    from scratchformer.bundle import load_model
+
+    bundle = load_model("en-hi")
+    inputs = bundle.prepare("we are friends", "हम दोस्त हैं")
+    _, trace = bundle.run(inputs)
+    with Moves() as moves:
+        attribute.compute(bundle, inputs, trace, 1, "ig", steps=4)
+    device, dtype = bundle.model.device, next(bundle.model.parameters()).dtype
+    assert moves.made, "no path points were made"
+    assert all(d is not None and torch.device(d) == device and t == dtype for d, t in moves.made), moves.made
+
+
+def test_the_pad_baseline_is_on_the_device_of_the_inputs_it_replaces():
+    """The padding's embeddings are traced (on the CPU); the baseline must go where the inputs are. "meta" stands
+    in for a GPU here: a baseline left on the CPU would meet the inputs in the path points and fail there."""
+    from scratchformer.analyses import attribute
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**SMALL, pad_id=0)).eval()
+    ids = torch.randint(4, 30, (1, 5))
+    x = torch.empty(5, 16, device="meta", dtype=torch.float64)  # (L, d_model) where the inputs are
+    for kind in ("zero", "pad"):
+        base = attribute._baseline(model, "src_embed.sum", ids, x, kind)
+        assert base.device == x.device and base.dtype == x.dtype and base.shape == x.shape, kind

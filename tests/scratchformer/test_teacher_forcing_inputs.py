@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from scratchformer.bundle import load_model, snapshots_of
 from scratchformer.errors import UserError
@@ -17,6 +16,7 @@ from scratchformer.experiments import run_experiment, snapshots, teacher_forcing
 from scratchformer.experiments.teacher_forcing import reference_ids
 from scratchformer.model_bundle import ModelBundle
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
+from tests.scratchformer.test_rerun_device_moves import Moves
 
 SOURCE = "the girl eats an apple"
 HINDI = "लड़की सेब खाती है"  # four words of en-hi's target vocabulary
@@ -151,32 +151,19 @@ def test_a_snapshot_step_that_does_not_exist_is_refused_with_the_steps_there_are
     assert str(refused.value) == "en-hi copy has no training snapshot at step 5; it has none."
 
 
-class Made(TorchFunctionMode):
-    """Records the device named by every torch.tensor call made inside it (None where none is named)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.devices: list = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.tensor:
-            self.devices.append(kwargs.get("device"))
-        return func(*args, **kwargs)
-
-
 def test_every_id_tensor_and_every_snapshot_is_made_on_the_models_device(en_hi, monkeypatch):
     """A model on a GPU needs its ids there too; this machine has no GPU, so the calls are watched instead."""
     loads = _watch_loads(monkeypatch)
-    made, decode_both = Made(), teacher_forcing.decode_both
+    moves, decode_both = Moves(), teacher_forcing.decode_both
 
     def watched(*args):  # the decoding itself (the reference's own translation moves its CPU ids with .to)
-        with made:
+        with moves:
             return decode_both(*args)
 
     monkeypatch.setattr(teacher_forcing, "decode_both", watched)
     run_experiment("teacher_forcing", en_hi, SOURCE)
-    assert made.devices and all(d is not None and torch.device(d) == en_hi.device for d in made.devices), made.devices
+    devices = [d for d, _ in moves.made]
+    assert devices and all(d is not None and torch.device(d) == en_hi.device for d in devices), devices
     assert len(loads) == len(snapshots_of("en-hi")) and all(d == en_hi.device for _, d in loads)
 
 
