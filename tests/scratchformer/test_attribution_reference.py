@@ -182,3 +182,17 @@ def test_path_points_spread_over_many_chunks_add_up_to_the_same_attribution(en_h
     split = attribute.compute(bundle, inputs, trace, 2, "ig", 6)
     torch.testing.assert_close(split.target, whole.target, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(split.source, whole.source, rtol=1e-9, atol=1e-12)
+
+
+def test_a_model_that_starts_decoding_from_its_pad_token_keeps_the_start_token(en_hi):
+    """MarianMT starts decoding from <pad>: the start token holds the pad id but is no padding, so attribution
+    must not mask it (f at the input is the model's own log-probability, read from its plain forward pass)."""
+    bundle = small(en_hi, {"bos_id": en_hi.config.pad_id})
+    inputs = bundle.prepare(*SENTENCE)
+    assert int(inputs.tgt[0, 0]) == bundle.config.pad_id and inputs.tgt_pad is None
+    _, trace = bundle.run(inputs)
+    for position in (0, 2):
+        got = attribute.compute(bundle, inputs, trace, position, "grad-input")
+        with torch.no_grad():
+            want = bundle.model(inputs.src, inputs.tgt)[0, position].log_softmax(-1)[got.token_id]
+        assert got.f_input == pytest.approx(float(want), abs=1e-9), position
