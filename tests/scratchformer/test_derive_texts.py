@@ -265,6 +265,10 @@ def test_a_softmax_writes_its_largest_exponentials_and_counts_the_rest(en_hi):
         written, more = listed_exps(derive.compute(bundle, trace, name, index).expression)
         assert written == [num(float(v)) for v in largest]
         assert more == visible.numel() - shown
+        if more == 0:  # every key listed: nothing more to count
+            assert " more" not in derive.compute(bundle, trace, name, index).expression
+        assert [t.label for t in derive.compute(bundle, trace, name, index).terms][1] in (
+            "Σ_k exp(s_ik − max)", "Σ exp(logit − max)")  # fmt: skip
         d = derive.compute(bundle, trace, name, index)
         exps = torch.exp(row - row.max())
         assert d.terms[0].value == pytest.approx(float(exps[index[-1]]), rel=1e-9) and d.terms[0].value <= 1
@@ -284,7 +288,9 @@ def test_a_query_that_may_see_no_key_gets_weight_zero_and_says_why(en_hi):
     d = derive.compute(bundle, trace, "encoder.0.self_attn.weights", (0, 1, 2, 4))
     assert d.value == d.recomputed == 0.0 and d.agrees()
     assert d.formula == "A[i, j] = 0 for a query that may see no key"
-    assert d.expression == "every score of this row is −∞ → 0" and "padding query" in d.note
+    assert d.expression == "every score of this row is −∞ → 0"
+    assert d.note == ("Every key of this row is masked (a padding query): its weights are set to 0 instead of the NaN "
+                      "a softmax of only −∞ would give.")  # fmt: skip
 
 
 def test_the_embedding_sum_names_what_it_adds_and_the_sinusoid_its_exponent(en_hi):
@@ -440,3 +446,43 @@ def test_notes_expressions_and_terms_never_shout(en_hi):
                     words = re.findall(r"[A-Za-z]{2,}", text)
                     assert {w for w in words if w.isupper()} <= ACRONYMS, (step.name, text)
                     assert {w for w in words if re.match(r"[A-Z]{2,}[a-z]", w)} <= {"RMSNorm"}, (step.name, text)
+
+
+def test_a_token_cell_shows_its_text_its_vocabulary_piece_and_which_tokenizer_cut_it(en_hi):
+    bundle, trace = en_hi
+    for stack, tokenizer, labels in (("src_embed", bundle.src_tokenizer, trace.source_tokens[0]),
+                                     ("tgt_embed", bundle.tgt_tokenizer, trace.target_tokens[0])):
+        for p in (0, 2):
+            token_id = int(trace[f"{stack}.tokens"].item(0)[p])
+            piece = tokenizer.hf.convert_ids_to_tokens(token_id)
+            d = derive.compute(bundle, trace, f"{stack}.tokens", (0, p))
+            assert d.recomputed == token_id == tokenizer.hf.get_vocab()[piece]
+            assert d.expression == f"“{labels[p]}” → vocabulary piece “{piece}” → id {num(token_id)}", (stack, p)
+            if stack == "tgt_embed" and p == 0:
+                assert d.note == ("The decoder input starts with the start token, then reads the target shifted "
+                                  "right by one.")  # fmt: skip
+            else:
+                assert d.note == f"The tokenizer ({tokenizer.name}) cut the text into pieces; this is piece {p + 1}."
+    assert bundle.src_tokenizer.hf.get_vocab() != bundle.tgt_tokenizer.hf.get_vocab()  # so the choice shows
+    # a trace made from ids alone has no text to show
+    inputs = bundle.prepare(*SENTENCE)
+    _, bare = bundle.model.run_with_trace(inputs.src, inputs.tgt)
+    assert not bare.labels("src_pos", 0)
+    token_id = int(bare["src_embed.tokens"].item(0)[3])
+    piece = bundle.src_tokenizer.hf.convert_ids_to_tokens(token_id)
+    d = derive.compute(bundle, bare, "src_embed.tokens", (0, 3))
+    assert d.expression == f"“” → vocabulary piece “{piece}” → id {num(token_id)}"
+
+
+def test_each_projection_names_its_matrices_and_the_part_a_unit_belongs_to(en_hi):
+    bundle, trace = en_hi
+    c = bundle.config
+    d_head = c.d_model // c.n_heads
+    d = derive.compute(bundle, trace, "encoder.0.self_attn.qkv", (0, 1, 3))
+    assert d.formula == "[Q K V][i, u] = Σ_d x[i, d]·W[u, d] + b[u]"
+    d = derive.compute(bundle, trace, "decoder.0.cross_attn.q_proj", (0, 1, d_head + 2))
+    assert d.formula == "Q[i, u] = Σ_d x[i, d]·W[u, d] + b[u]"
+    assert d.note.startswith(f"Unit {d_head + 2} is the Q of head 2, dimension 2: ")
+    d = derive.compute(bundle, trace, "decoder.0.cross_attn.kv_proj", (0, 1, 2 * d_head + 1))
+    assert d.formula == "[K V][j, u] = Σ_d x_enc[j, d]·W[u, d] + b[u]"
+    assert d.note.startswith(f"Unit {2 * d_head + 1} is the K of head 3, dimension 1: ")
