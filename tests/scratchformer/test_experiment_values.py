@@ -158,6 +158,25 @@ def test_each_change_is_the_largest_move_of_a_position_when_one_token_is_replace
                             f"and by up to {without:.3g} without it.")  # fmt: skip
 
 
+def test_a_typed_target_is_the_decoder_input_the_mask_experiment_changes(en_hi):
+    target = "सेब लड़की है"  # not the model's translation
+    r = run_experiment("mask", en_hi, SOURCE, target)
+    assert r["decoder_input"] == "typed" and r["decoder_tokens"] == en_hi.prepare_run(SOURCE, target).target_tokens[0]
+    assert r["decoder_tokens"][1:] == target.split()
+
+
+def test_a_replacement_is_never_the_token_it_replaces_nor_a_special_one(en_hi, monkeypatch):
+    """The draw may hit the very token it replaces, or the pad, start or end token: those draws are skipped. Here
+    every draw starts with the token being replaced, then the special ones, then a new id."""
+    ids = en_hi.prepare_run(SOURCE).tgt[0].tolist()
+    c = en_hi.config
+    draws = [x for j, old in enumerate(ids[1:], 1) for x in (old, c.pad_id, c.eos_id, en_hi.start_id(), 300 + j)]
+    real = torch.randint
+    monkeypatch.setattr(torch, "randint", lambda *a, **k: torch.tensor([draws.pop(0)]) if draws else real(*a, **k))
+    r = run_experiment("mask", en_hi, SOURCE)
+    assert r["replaced_with"] == ["—", *en_hi.tgt_tokenizer.token_strings([300 + j for j in range(1, len(ids))])]
+
+
 # --- order ----------------------------------------------------------------------------------------------------
 
 
