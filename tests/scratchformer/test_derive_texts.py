@@ -486,3 +486,17 @@ def test_each_projection_names_its_matrices_and_the_part_a_unit_belongs_to(en_hi
     d = derive.compute(bundle, trace, "decoder.0.cross_attn.kv_proj", (0, 1, 2 * d_head + 1))
     assert d.formula == "[K V][j, u] = Σ_d x_enc[j, d]·W[u, d] + b[u]"
     assert d.note.startswith(f"Unit {2 * d_head + 1} is the K of head 3, dimension 1: ")
+
+
+@pytest.mark.parametrize("options, note", [
+    (FAMILIES["bert_like"], "This model learned one vector per position instead of the paper's sinusoids; its "
+                            "position ids start at 2."),
+    (FAMILIES["gpt2_like"], "This model learned one vector per position instead of the paper's sinusoids."),
+    (FAMILIES["t5_like"], "Zero: positions enter each attention as a relative position bias."),
+    ({"positional": "none"}, "Zero: this model adds no positional encoding."),
+])  # fmt: skip
+def test_the_positional_encoding_says_what_kind_of_positions_the_model_has(en_hi, options, note):
+    bundle = family_bundle(en_hi[0], options)
+    _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    stack = "src_embed" if bundle.config.has_encoder else "tgt_embed"
+    assert derive.compute(bundle, trace, f"{stack}.positional_encoding", (1, 3)).note == note
