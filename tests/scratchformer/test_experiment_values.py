@@ -374,6 +374,33 @@ def test_without_snapshots_the_model_itself_is_decoded(en_hi):
     assert r["summary"].startswith(f"At {plain.name}, ")
 
 
+# --- the text the experiments read ---------------------------------------------------------------------------
+
+
+def test_the_text_is_read_as_the_window_reads_it_on_the_models_device(en_hi):
+    from scratchformer.experiments.inputs import read_text
+    from tests.scratchformer.test_rerun_device_moves import Moves
+
+    with Moves() as moves:
+        text = read_text(en_hi, SOURCE, "सेब लड़की है")
+    assert moves.targets and all(t is not None and torch.device(t) == en_hi.device for t in moves.targets)
+    inputs = en_hi.prepare_run(SOURCE, "सेब लड़की है")
+    assert torch.equal(text.src, inputs.src) and torch.equal(text.tgt, inputs.tgt) and text.decoder_input == "typed"
+    assert text.source_tokens == inputs.source_tokens[0] and text.target_tokens == inputs.target_tokens[0]
+    gpt = read_text(family_bundle(en_hi, FAMILIES["gpt2_like"]), "सेब लड़की है")  # no encoder: no source ids
+    assert gpt.src is None and gpt.target_tokens[1:] == ["सेब", "लड़की", "है"]
+
+
+def test_an_input_of_one_token_is_refused_in_one_sentence():
+    from scratchformer.experiments.inputs import need_two_tokens
+
+    need_two_tokens(["<s>", "a"], "mask experiment's decoder input")  # two are enough
+    with pytest.raises(UserError) as refused:
+        need_two_tokens(["<s>"], "mask experiment's decoder input")
+    assert str(refused.value) == ("The mask experiment's decoder input needs at least two tokens; this input has 1. "
+                                  "Type a longer sentence (or a target).")  # fmt: skip
+
+
 # --- the registry ---------------------------------------------------------------------------------------------
 
 
