@@ -401,6 +401,28 @@ def test_an_input_of_one_token_is_refused_in_one_sentence():
                                   "Type a longer sentence (or a target).")  # fmt: skip
 
 
+def test_an_experiment_that_does_not_apply_says_why_in_these_words(en_hi):
+    from scratchformer.experiments import NotApplicable
+
+    cases = [
+        ("bert_like", "mask", "The mask experiment needs a decoder, and {} has none: its encoder lets every token see "
+                              "every other, so there is no causal mask to remove."),
+        ("bert_like", "teacher_forcing", "The teacher-forcing experiment needs a decoder, and {} has none: an "
+                                         "encoder-only model does not generate text."),
+        ("bert_like", "temperature", "The temperature experiment needs an output softmax over next tokens, and {} has "
+                                     "no decoder to produce one."),
+        ("gpt2_like", "order", "The order experiment shuffles an encoder's source, and {} has no encoder (its "
+                               "decoder's causal mask already tells positions apart)."),
+        ("t5_like", "order", "{} has no positional encoding to remove: positions enter each attention as a relative "
+                             "position bias instead (T5), so the order experiment does not apply."),
+    ]  # fmt: skip
+    for family, name, sentence in cases:
+        bundle = family_bundle(en_hi, FAMILIES[family])
+        with pytest.raises(NotApplicable) as why:
+            run_experiment(name, bundle, SOURCE)
+        assert str(why.value) == sentence.format(bundle.name), (family, name)
+
+
 # --- the registry ---------------------------------------------------------------------------------------------
 
 

@@ -223,3 +223,18 @@ def test_which_models_are_snapshots_and_whose(tmp_path, monkeypatch):
     assert snapshots.snapshots_for(cases[2][0]) == []
     assert [s.spec for s in snapshots.snapshots_for(cases[0][0])] == [s.spec for s in snapshots_of("en-hi")]
 
+
+
+def test_after_the_first_free_running_mistake_each_way_counts_its_own_right_tokens(en_hi, monkeypatch):
+    """Made-up decodings: free-running errs at position 1 and is right again at 2 and 3; teacher-forced errs at 3."""
+    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    target = "सेब लड़की खाती है"  # with the end token: 5 reference tokens
+
+    def decode_both(bundle, src, forced, ref):
+        wrong = next(t for t in range(10, 20) if t not in ref)
+        return ([*ref[:3], wrong, ref[4]], [ref[0], wrong, *ref[2:]])
+
+    monkeypatch.setattr(teacher_forcing, "decode_both", decode_both)
+    r = run_experiment("teacher_forcing", alone, SOURCE, target)
+    assert r["free_running"]["first_error"] == 1 and r["teacher_forced"]["first_error"] == 3
+    assert r["after_first_free_error"] == {"positions": 3, "teacher_forced": 2 / 3, "free_running": 1.0}
