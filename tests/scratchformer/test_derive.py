@@ -307,5 +307,12 @@ def test_a_sublayer_the_run_changed_on_purpose_says_so(en_hi):
                            "from the unchanged formula.")  # fmt: skip
     kept = derive.compute(bundle, trace, "decoder.1.cross_attn.context", (0, 1, 1, 2))  # head 2: untouched
     assert kept.agrees() and "on purpose" not in kept.note
+    assert d.note.startswith(kept.note.split(";")[0].split("key ")[0])  # the rule's own note comes first
+    # two changes are both named, one after the other
+    second = HeadChange("decoder.1.cross_attn", 2, "zero")
+    with intervene(bundle.model, [change, second]):
+        _, trace = bundle.run(bundle.prepare(*SENTENCE))
+    d = derive.compute(bundle, trace, "decoder.1.cross_attn.context", (0, 0, 1, 2))
+    assert f" on purpose ({change.spec()}; {second.spec()}), so" in d.note
     elsewhere = derive.compute(bundle, trace, "encoder.0.self_attn.context", (0, 0, 1, 2))
     assert elsewhere.agrees() and "on purpose" not in elsewhere.note

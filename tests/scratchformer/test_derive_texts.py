@@ -500,3 +500,12 @@ def test_the_positional_encoding_says_what_kind_of_positions_the_model_has(en_hi
     _, trace = bundle.run(bundle.prepare(*SENTENCE))
     stack = "src_embed" if bundle.config.has_encoder else "tgt_embed"
     assert derive.compute(bundle, trace, f"{stack}.positional_encoding", (1, 3)).note == note
+
+
+def test_the_sinusoids_formula_is_the_layout_the_model_uses(en_hi):
+    interleaved = "PE(pos, 2i) = sin(pos/10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos/10000^(2i/d_model))"
+    halves = "PE(pos, i) = sin(pos/10000^(2i/d_model)) for the first half, cos for the second"
+    for bundle, trace, formula in ((*en_hi, interleaved),
+                                   (b := family_bundle(en_hi[0], FAMILIES["bart_like"]),
+                                    b.run(b.prepare(*SENTENCE))[1], halves)):  # fmt: skip
+        assert derive.compute(bundle, trace, "src_embed.positional_encoding", (2, 5)).formula == formula
