@@ -432,3 +432,14 @@ def test_controls_are_checked_merged_with_defaults_and_reported(en_hi):
     r = run_experiment("mask", en_hi, SOURCE, seed=None)  # None keeps the default
     assert r["controls"] == {"masked": True, "seed": 0} and r["experiment"] == "mask" and r["model"] == "en-hi"
     assert r["source"] == SOURCE and r["target"] == "" and r["claim"].startswith("With the causal mask")
+
+
+def test_the_scaling_experiment_takes_every_d_k_from_1_to_its_largest_and_refuses_the_rest(en_hi):
+    from scratchformer.experiments.scaling import MAX_DK
+
+    for d_k in (1, MAX_DK):
+        assert run_experiment("scaling", en_hi, SOURCE, d_k=d_k)["controls"]["d_k"] == d_k
+    for d_k in (0, MAX_DK + 1):
+        with pytest.raises(UserError) as refused:
+            run_experiment("scaling", en_hi, SOURCE, d_k=d_k)
+        assert str(refused.value) == f"d_k must be between 1 and {MAX_DK}, not {d_k}."
