@@ -443,3 +443,27 @@ def test_the_scaling_experiment_takes_every_d_k_from_1_to_its_largest_and_refuse
         with pytest.raises(UserError) as refused:
             run_experiment("scaling", en_hi, SOURCE, d_k=d_k)
         assert str(refused.value) == f"d_k must be between 1 and {MAX_DK}, not {d_k}."
+
+
+def test_temperature_on_a_decoder_only_model_continues_its_own_text_greedily_and_sampled(en_hi):
+    from scratchformer.generation import Continuation, continue_ids
+
+    gpt = family_bundle(en_hi, {**FAMILIES["gpt2_like"], "max_len": 12})
+    text, tok = "सेब लड़की है", gpt.tgt_tokenizer
+    r = run_experiment("temperature", gpt, text, temperature=2.0, seed=3)
+    prompt = tok.encode(text)
+    ids = [gpt.start_id(), *prompt]
+    max_new = min(20, max(1, 12 - 1 - len(ids)))  # the room left before max_len: 7 tokens
+    greedy = []
+    with torch.inference_mode():  # greedy by hand: the argmax of the last position, appended, max_new times
+        for _ in range(max_new):
+            nxt = int(gpt.model.generator(gpt.model.decode(torch.tensor([ids + greedy]), None))[0, -1].argmax())
+            greedy.append(nxt)
+            if nxt == gpt.config.eos_id:
+                break
+    assert r["greedy"]["text"] == tok.decode(greedy)
+    sampled = continue_ids(gpt, prompt, Continuation(max_new=max_new, sample=True, temperature=2.0, seed=3))
+    assert r["sampled"] == {"text": tok.decode(sampled), "seed": 3}
+    assert sampled != continue_ids(gpt, prompt, Continuation(max_new=max_new, sample=True, temperature=2.0, seed=4))
+    assert f"(at T = 1: {r['at_1']['entropy']:.2f})" in r["summary"]
+    assert "(at T = 1" not in run_experiment("temperature", gpt, text, temperature=1.0, seed=3)["summary"]
