@@ -108,6 +108,12 @@ class Distributed:
                 signal.signal(s, handler)
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error from torch.distributed (its messages run on for pages), or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -140,8 +146,8 @@ def session(device_name: str = "cpu", timeout_minutes: float = 10.0) -> Iterator
     try:
         dist.init_process_group(backend, timeout=timedelta(minutes=timeout_minutes), **bind)
     except (RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"torch.distributed could not start the {backend} process group: {first}") from None
+        raise UserError(f"torch.distributed could not start the {backend} process group: {_first_line(exc)}") \
+            from None
     # torchrun stops the other ranks with SIGTERM when one fails or on Ctrl-C: make that a KeyboardInterrupt,
     # so training stops the way Ctrl-C stops it (rank 0 saves where it stands) and the finally below runs.
     previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
@@ -154,8 +160,7 @@ def session(device_name: str = "cpu", timeout_minutes: float = 10.0) -> Iterator
         try:
             dist.barrier()
         except RuntimeError as exc:  # a rank that died while this one waited: gloo reports its closed socket
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # without gloo's source line and advice
+            first = re.sub(r"^\[[^\]]*\]\s*", "", _first_line(exc)).split(". ")[0]  # no gloo source path, advice
             raise UserError(f"another rank stopped before the end of training ({first}); see its message.") \
                 from None
     finally:
