@@ -123,5 +123,5 @@ class Embeddings(nn.Module):
             if self.layer_norm is not None:
                 tracer.add(f"{name}.layer_norm", "layer_norm", normed, dims, "LayerNorm of the embeddings",
                            f"LayerNorm({self.sum_formula()})", name, major=True)
-            add_dropout(tracer, self.dropout, name, out, dims, name)
+            add_dropout(tracer, self.dropout, name, out, dims)
         return out

@@ -122,7 +122,7 @@ class PositionwiseFeedForward(nn.Module):
             linear = f"(x V{bv})" if bv else "x V"  # the bias is inside the branch: ⊙ binds before +
             formula = f"FFN(x) = ({act}(x W_1{b1}) ⊙ {linear}) W_2{b2}"
         if "dropout" in parts:  # training only: W_2 reads the hidden layer after dropout, so derive needs it
-            add_dropout(tracer, self.dropout, n, parts["dropout"], dims, n)
+            add_dropout(tracer, self.dropout, n, parts["dropout"], dims)
         with tracer.stored():
             tracer.add(f"{n}.out", "ffn_out", parts["out"], ("batch", p, "d_model"), "Feed-forward output", formula,
                        n, major=True)
@@ -155,7 +155,7 @@ class AddNorm(nn.Module):
         tracer = active_tracer()
         if tracer is not None:
             n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
-            add_dropout(tracer, self.dropout, n, dropped, dims, n)
+            add_dropout(tracer, self.dropout, n, dropped, dims)
             if self.training:
                 tracer.add(f"{n}.residual", "residual", residual, dims, "Residual add", "x + Sublayer(x)", n)
             else:  # the sum is cheap to redo from x and the sublayer's output, both kept
@@ -178,7 +178,7 @@ class AddNorm(nn.Module):
         dropped = self.dropout(sublayer(normed))
         out = x + dropped  # (B, T, d_model)
         if tracer is not None:
-            add_dropout(tracer, self.dropout, n, dropped, dims, n)
+            add_dropout(tracer, self.dropout, n, dropped, dims)
             tracer.add(f"{n}.residual", "residual", out, dims,
                        f"Residual add (pre-norm: no {self.norm_name} after it)",
                        f"x + Sublayer({self.norm_name}(x))", n, major=True)

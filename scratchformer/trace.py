@@ -289,12 +289,11 @@ def active_tracer() -> Tracer | None:
     return _ACTIVE.get()
 
 
-def add_dropout(tracer: Tracer, dropout, name: str, tensor: torch.Tensor, dims: tuple[str, ...], sublayer: str
-                ) -> None:  # fmt: skip
-    """Record `<name>.dropout` when `dropout` (an nn.Dropout) acts: in training with p > 0. Elsewhere it is the
-    identity and there is no step."""
+def add_dropout(tracer: Tracer, dropout, name: str, tensor: torch.Tensor, dims: tuple[str, ...]) -> None:
+    """Record `<name>.dropout`, a step of the block `name`, when `dropout` (an nn.Dropout) acts: in training with
+    p > 0. Elsewhere it is the identity and there is no step."""
     if dropout.training and dropout.p > 0:
-        tracer.add(f"{name}.dropout", "dropout", tensor, dims, "Dropout", f"Dropout(p={dropout.p})", sublayer)
+        tracer.add(f"{name}.dropout", "dropout", tensor, dims, "Dropout", f"Dropout(p={dropout.p})", name)
 
 
 @contextmanager
