@@ -87,6 +87,13 @@ def _rank(rank: int, world: int, port: int, argv: list[str], log: str | None, ha
         sys.exit(code)
 
 
+def _six_pairs(path: Path) -> Path:
+    """A copy-task TSV of six three-letter sentences: a run of a few steps."""
+    path.write_text("".join(f"{s}\t{s}\n" for s in ("a b c", "b c a", "c a b", "a a b", "b b a", "c c b")),
+                    encoding="utf-8")
+    return path
+
+
 def _spawn(world: int, argv: list[str], log: str | None = None) -> None:
     mp.spawn(_rank, args=(world, _free_port(), argv, log, None), nprocs=world, join=True)
 
@@ -210,9 +217,7 @@ def test_no_rank_leaves_the_process_group_while_rank_zero_still_writes(runs):
 def test_a_rank_that_stops_answering_does_not_leave_the_others_hanging(tmp_path):
     """A rank that dies closes its sockets and gloo fails the others at once; one that freezes is caught by the
     process group's timeout (--dist-timeout, here 12 s): the waiting rank gives up with an error."""
-    tsv = tmp_path / "copy.tsv"
-    tsv.write_text("".join(f"{s}\t{s}\n" for s in ("a b c", "b c a", "c a b", "a a b", "b b a", "c c b")),
-                   encoding="utf-8")
+    tsv = _six_pairs(tmp_path / "copy.tsv")
     argv = ["--data", str(tsv), "--out", str(tmp_path / "out"), "--batch-tokens", "12", "--dist-timeout", "0.2",
             *TINY]
     ctx = mp.start_processes(_rank, args=(2, _free_port(), argv, None, 1), nprocs=2, join=False,
@@ -231,9 +236,7 @@ def test_a_rank_that_stops_answering_does_not_leave_the_others_hanging(tmp_path)
 
 
 def test_a_rank_that_dies_at_the_end_is_reported_by_the_others_in_one_sentence(tmp_path, capfd):
-    tsv = tmp_path / "copy.tsv"
-    tsv.write_text("".join(f"{s}\t{s}\n" for s in ("a b c", "b c a", "c a b", "a a b", "b b a", "c c b")),
-                   encoding="utf-8")
+    tsv = _six_pairs(tmp_path / "copy.tsv")
     argv = ["--data", str(tsv), "--out", str(tmp_path / "out"), "--batch-tokens", "12", "--max-steps", "2", *TINY]
     ctx = mp.start_processes(_rank, args=(2, _free_port(), argv, None, None, 0), nprocs=2, join=False,
                              start_method="spawn")

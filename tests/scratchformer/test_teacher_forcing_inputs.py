@@ -27,6 +27,11 @@ def en_hi():
     return load_model("en-hi")
 
 
+def _without_snapshots(en_hi) -> ModelBundle:
+    """en-hi's trained weights under another name, with no snapshots: the experiment decodes the model itself."""
+    return ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+
+
 def _watch_loads(monkeypatch) -> list[tuple[str, object]]:
     """(spec, device) of every model the experiment loads, in order."""
     loads, real = [], teacher_forcing.load
@@ -80,7 +85,7 @@ def test_a_snapshots_reference_is_the_trained_models_translation_on_its_device(e
 
 
 def test_a_model_that_makes_no_mistake_has_no_first_mistake(en_hi):
-    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    alone = _without_snapshots(en_hi)
     r = run_experiment("teacher_forcing", alone, SOURCE)  # its own translation, which it gets right both ways
     n = len(r["reference"]["tokens"])
     assert r["teacher_forced"]["first_error"] is None and r["free_running"]["first_error"] is None
@@ -96,7 +101,7 @@ def test_a_typed_target_is_the_reference_even_when_the_model_would_say_otherwise
 
 
 def test_free_running_stops_at_the_end_token_and_the_rest_is_blank(en_hi):
-    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    alone = _without_snapshots(en_hi)
     said = en_hi.tgt_tokenizer.token_strings(en_hi.prepare_run(SOURCE).generated)  # what it translates
     end = en_hi.tgt_tokenizer.token_strings([en_hi.config.eos_id])[0]
     r = run_experiment("teacher_forcing", alone, SOURCE, " ".join(said + ["सेब", "सेब"]))  # two words too many
@@ -145,7 +150,7 @@ def test_a_snapshot_step_that_does_not_exist_is_refused_with_the_steps_there_are
     with pytest.raises(UserError) as refused:
         run_experiment("teacher_forcing", en_hi, SOURCE, snapshot=5)
     assert str(refused.value) == f"en-hi has no training snapshot at step 5; its snapshots are at steps {steps}."
-    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    alone = _without_snapshots(en_hi)
     with pytest.raises(UserError) as refused:
         run_experiment("teacher_forcing", alone, SOURCE, snapshot=5)
     assert str(refused.value) == "en-hi copy has no training snapshot at step 5; it has none."
@@ -227,7 +232,7 @@ def test_which_models_are_snapshots_and_whose(tmp_path, monkeypatch):
 
 def test_after_the_first_free_running_mistake_each_way_counts_its_own_right_tokens(en_hi, monkeypatch):
     """Made-up decodings: free-running errs at position 1 and is right again at 2 and 3; teacher-forced errs at 3."""
-    alone = ModelBundle(en_hi.model, en_hi.src_tokenizer, en_hi.tgt_tokenizer, "en-hi copy", "preset")
+    alone = _without_snapshots(en_hi)
     target = "सेब लड़की खाती है"  # with the end token: 5 reference tokens
 
     def decode_both(bundle, src, forced, ref):
