@@ -61,8 +61,7 @@ def _unpack(bundle_or_model) -> tuple[Transformer, int, int | None]:
         raise UserError("This model has no decoder, so it cannot generate text.")
     if hasattr(bundle_or_model, "start_id"):
         start = bundle_or_model.start_id()
-        tok = bundle_or_model.tgt_tokenizer
-        end = model.config.eos_id if model.config.eos_id is not None else tok.eos_id
+        end = bundle_or_model.end_id()
     else:
         start, end = model.config.bos_id, model.config.eos_id
         if start is None:

@@ -116,6 +116,16 @@ class ModelBundle:
         budget = self.config.max_len - len(prefix) - len(suffix)
         return prefix + self._ids(text, self.src_tokenizer, "source", budget, truncate, notes) + suffix
 
+    def end_id(self) -> int | None:
+        """The token that ends a translation: the config's eos_id, else the target tokenizer's (None: no end)."""
+        c = self.config
+        return c.eos_id if c.eos_id is not None else self.tgt_tokenizer.eos_id
+
+    def target_prefix(self) -> list[int]:
+        """Ids an encoder-decoder reads right after the start token (mBART's language code: extra["tgt_prefix"]);
+        tokens the tokenizer does not know are left out."""
+        return self._special("tgt_prefix", self.tgt_tokenizer)
+
     def start_id(self) -> int:
         c, tok = self.config, self.tgt_tokenizer
         for candidate in (c.bos_id, tok.bos_id, tok.eos_id):
@@ -143,7 +153,7 @@ class ModelBundle:
         if c.has_decoder:
             text = target if c.has_encoder else source
             # tgt_prefix: tokens a model is trained to read right after the start token (BART's forced <s>)
-            prefix = self._special("tgt_prefix", self.tgt_tokenizer) if c.has_encoder else []
+            prefix = self.target_prefix() if c.has_encoder else []
             side = "target" if c.has_encoder else "text"  # a decoder-only model's text is its decoder input
             typed = self._ids(text, self.tgt_tokenizer, side, c.max_len - 1 - len(prefix), truncate, notes)
             tgt_ids = [self.start_id()] + prefix + typed
@@ -177,7 +187,7 @@ class ModelBundle:
         if inputs.decoder_input != "start_only" or start_only:
             return inputs
         src_ids = inputs.src[0].tolist()
-        prefix = self._special("tgt_prefix", self.tgt_tokenizer)
+        prefix = self.target_prefix()
         limit = max(1, self.generation_limit(len(src_ids)) - len(prefix))
         ids = greedy(self, src_ids, limit, prefix=prefix)  # (T_gen,) without start, prefix or end token
         if not ids:

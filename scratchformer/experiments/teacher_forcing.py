@@ -28,11 +28,6 @@ def applies(bundle) -> str | None:
     return None
 
 
-def _end_id(bundle) -> int | None:
-    c = bundle.config
-    return c.eos_id if c.eos_id is not None else bundle.tgt_tokenizer.eos_id
-
-
 def reference_ids(bundle, source: str, target: str | None) -> tuple[list[int], list[int], list[int]]:
     """(source ids, forced start ids, reference ids to predict): the typed target, else the trained model's
     greedy translation, followed by the end token (an encoder-decoder's); a decoder-only model's text itself."""
@@ -43,14 +38,14 @@ def reference_ids(bundle, source: str, target: str | None) -> tuple[list[int], l
         if len(ids) < 2:
             raise UserError("The teacher-forcing experiment needs a text of at least two tokens.")
         return [], start, ids
-    prefix = [t for t in (bundle.tgt_tokenizer.token_id(s) for s in c.extra.get("tgt_prefix", [])) if t is not None]
+    prefix = bundle.target_prefix()
     src = bundle.encode_source(source.strip(), truncate=True)
     if target and target.strip():
         ref = bundle.tgt_tokenizer.encode(target.strip())
     else:
         final = load(trained_spec(bundle), bundle.device) if is_snapshot(bundle) and trained_spec(bundle) else bundle
         ref = final.prepare_run(source).generated
-    end = _end_id(bundle)
+    end = bundle.end_id()
     ref = ref[: c.max_len - 1 - len(prefix) - 1] + ([end] if end is not None else [])
     if not ref:
         raise UserError("The teacher-forcing experiment has no reference to compare with; give a target.")
@@ -62,7 +57,7 @@ def decode_both(bundle, src: list[int], forced: list[int], ref: list[int]) -> tu
     model = bundle.model
     dev = bundle.device
     memory = encoded(model, torch.tensor([src], device=dev) if src else None)
-    end = _end_id(bundle)
+    end = bundle.end_id()
     with torch.inference_mode():
         tgt = torch.tensor([forced + ref[:-1]], device=dev)  # (1, F + R − 1): the reference shifted right
         logits = model.generator(model.decode(tgt, memory))  # (1, F + R − 1, vocab)
@@ -133,10 +128,10 @@ def run(bundle, source: str, target: str | None = None, snapshot: int | None = N
     after = slice(err + 1, None) if err is not None else slice(len(ref), None)
     n_after = len(ref[after])
     words = lambda ids: [tok.token_strings([i])[0] if i is not None else "—" for i in ids]  # noqa: E731
-    free_text = tok.decode([i for i in free if i is not None and i != _end_id(bundle)])
+    free_text = tok.decode([i for i in free if i is not None and i != bundle.end_id()])
     result = {
         "snapshot": snap_info,
-        "reference": {"tokens": words(ref), "text": tok.decode([i for i in ref if i != _end_id(bundle)])},
+        "reference": {"tokens": words(ref), "text": tok.decode([i for i in ref if i != bundle.end_id()])},
         "teacher_forced": {"accuracy": accuracy(teacher, ref), "correct": t_ok, "predicted": words(teacher),
                            "first_error": _first_error(t_ok)},
         "free_running": {"accuracy": accuracy(free, ref), "correct": f_ok, "predicted": words(free),

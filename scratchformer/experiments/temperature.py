@@ -43,10 +43,9 @@ def distribution(logits: torch.Tensor, temperature: float) -> dict:
 def sampled_translation(bundle, src: torch.Tensor | None, how: Continuation) -> list[int]:
     """An encoder-decoder's translation drawn token by token from softmax(logits / T) with a seeded generator
     (a decoder-only model continues its text with scratchformer.generation instead)."""
-    model, c = bundle.model, bundle.config
+    model = bundle.model
     memory = encoded(model, src)
-    end = c.eos_id if c.eos_id is not None else bundle.tgt_tokenizer.eos_id
-    prefix = [t for t in (bundle.tgt_tokenizer.token_id(s) for s in c.extra.get("tgt_prefix", [])) if t is not None]
+    end, prefix = bundle.end_id(), bundle.target_prefix()
     ys = [bundle.start_id(), *prefix]
     gen = torch.Generator(device=model.device).manual_seed(how.seed)
     out = []
@@ -79,15 +78,17 @@ def run(bundle, source: str, target: str | None = None, temperature: float = 1.0
     top = p.topk(min(TOP, p.numel()))
     tok = bundle.tgt_tokenizer
     greedy_top = int(logits.argmax())
-    how = Continuation(max_new=min(20, max(1, c.max_len - 1 - n)), sample=True, temperature=temperature,
+    # a decoder-only model continues its text into the positions left (at most 20 tokens); with none left,
+    # continue_ids says so in one sentence
+    how = Continuation(max_new=min(20, max(1, c.max_len - n)), sample=True, temperature=temperature,
                        seed=int(seed))  # fmt: skip
     if c.has_encoder:
         greedy_ids = bundle.prepare_run(source).generated
         sampled_ids = sampled_translation(bundle, text.src, how)
     else:
         prompt = tok.encode(source.strip())
-        greedy_ids = continue_ids(bundle, prompt, Continuation(max_new=how.max_new)) if how.max_new else []
-        sampled_ids = continue_ids(bundle, prompt, how) if how.max_new else []
+        greedy_ids = continue_ids(bundle, prompt, Continuation(max_new=how.max_new))
+        sampled_ids = continue_ids(bundle, prompt, how)
     at_t = distribution(logits, temperature)
     at_t["top"] = [{"token": tok.token_strings([int(i)])[0], "p": float(v)} for v, i in zip(top.values, top.indices)]
     result = {

@@ -267,63 +267,6 @@ def test_the_norm_experiment_needs_two_sentences(en_hi):
         run_experiment("norm", en_hi, "girl")
 
 
-# --- temperature ----------------------------------------------------------------------------------------------
-
-
-def test_temperature_tempers_the_chosen_positions_logits(en_hi):
-    r = run_experiment("temperature", en_hi, SOURCE, temperature=0.5, position=2, seed=3)
-    inputs = en_hi.prepare_run(SOURCE)
-    with torch.inference_mode():
-        logits = en_hi.model(inputs.src, inputs.tgt)[0, 2].double().numpy()
-
-    def tempered(t):
-        p = np.exp((logits - logits.max()) / t)
-        return p / p.sum()
-
-    assert r["position"] == 2 and r["context_tokens"] == inputs.target_tokens[0][:3]
-    p = tempered(0.5)
-    order = np.argsort(-p)[:8]
-    tok = en_hi.tgt_tokenizer
-    assert [t["token"] for t in r["next_token"]["top"]] == tok.token_strings(order.tolist())
-    assert [t["p"] for t in r["next_token"]["top"]] == pytest.approx(p[order].tolist())
-    assert r["next_token"]["top_probability"] == pytest.approx(p.max())
-    assert r["at_1"]["entropy"] == pytest.approx(float(-(tempered(1) * np.log(tempered(1))).sum()))
-    assert r["greedy_token"] == tok.token_strings([int(logits.argmax())])[0]
-    assert [c["temperature"] for c in r["curve"]] == pytest.approx([0.1 * 10 ** (i / 10) for i in range(21)],
-                                                                   rel=1e-3)  # fmt: skip
-    for c in r["curve"]:
-        q = tempered(c["temperature"])
-        assert c["entropy"] == pytest.approx(float(-(q[q > 0] * np.log(q[q > 0])).sum()), rel=1e-9, abs=1e-12)
-    assert r["uniform_entropy"] == pytest.approx(math.log(en_hi.config.tgt_vocab_size))
-    # sampled: token by token from softmax(logits / 0.5) with a generator seeded 3, until the end token
-    gen = torch.Generator().manual_seed(3)
-    ys, out = [en_hi.start_id()], []
-    with torch.inference_mode():
-        memory = en_hi.model.encode(inputs.src)
-        while len(out) < 20:
-            step = en_hi.model.generator(en_hi.model.decode(torch.tensor([ys]), memory)[:, -1])[0]
-            token = int(torch.multinomial((step.float() / 0.5).softmax(-1), 1, generator=gen))
-            if token == en_hi.config.eos_id:
-                break
-            ys.append(token)
-            out.append(token)
-    assert r["sampled"] == {"text": tok.decode(out), "seed": 3}
-    assert r["summary"].startswith(f"At T = 0.5 the next token after “{r['context_tokens'][-1]}” has entropy "
-                                   f"{r['next_token']['entropy']:.2f} nats (at T = 1: {r['at_1']['entropy']:.2f})")
-
-
-def test_temperature_refuses_what_it_cannot_take(en_hi):
-    for t in (0, -1, 100.5, float("nan")):
-        with pytest.raises(UserError, match="above 0 and at most 100"):
-            run_experiment("temperature", en_hi, SOURCE, temperature=t)
-    assert run_experiment("temperature", en_hi, SOURCE, temperature=100)["temperature"] == 100.0
-    n = len(en_hi.prepare_run(SOURCE).target_tokens[0])
-    for position in (-1, n):
-        with pytest.raises(UserError, match=f"Position {position} is outside the decoder input .positions 0 to "
-                                            f"{n - 1}."):  # fmt: skip
-            run_experiment("temperature", en_hi, SOURCE, position=position)
-
-
 # --- teacher forcing ------------------------------------------------------------------------------------------
 
 
@@ -443,27 +386,3 @@ def test_the_scaling_experiment_takes_every_d_k_from_1_to_its_largest_and_refuse
         with pytest.raises(UserError) as refused:
             run_experiment("scaling", en_hi, SOURCE, d_k=d_k)
         assert str(refused.value) == f"d_k must be between 1 and {MAX_DK}, not {d_k}."
-
-
-def test_temperature_on_a_decoder_only_model_continues_its_own_text_greedily_and_sampled(en_hi):
-    from scratchformer.generation import Continuation, continue_ids
-
-    gpt = family_bundle(en_hi, {**FAMILIES["gpt2_like"], "max_len": 12})
-    text, tok = "सेब लड़की है", gpt.tgt_tokenizer
-    r = run_experiment("temperature", gpt, text, temperature=2.0, seed=3)
-    prompt = tok.encode(text)
-    ids = [gpt.start_id(), *prompt]
-    max_new = min(20, max(1, 12 - 1 - len(ids)))  # the room left before max_len: 7 tokens
-    greedy = []
-    with torch.inference_mode():  # greedy by hand: the argmax of the last position, appended, max_new times
-        for _ in range(max_new):
-            nxt = int(gpt.model.generator(gpt.model.decode(torch.tensor([ids + greedy]), None))[0, -1].argmax())
-            greedy.append(nxt)
-            if nxt == gpt.config.eos_id:
-                break
-    assert r["greedy"]["text"] == tok.decode(greedy)
-    sampled = continue_ids(gpt, prompt, Continuation(max_new=max_new, sample=True, temperature=2.0, seed=3))
-    assert r["sampled"] == {"text": tok.decode(sampled), "seed": 3}
-    assert sampled != continue_ids(gpt, prompt, Continuation(max_new=max_new, sample=True, temperature=2.0, seed=4))
-    assert f"(at T = 1: {r['at_1']['entropy']:.2f})" in r["summary"]
-    assert "(at T = 1" not in run_experiment("temperature", gpt, text, temperature=1.0, seed=3)["summary"]

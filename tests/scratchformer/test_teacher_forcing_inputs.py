@@ -172,12 +172,13 @@ def test_every_id_tensor_and_every_snapshot_is_made_on_the_models_device(en_hi, 
     assert len(loads) == len(snapshots_of("en-hi")) and all(d == en_hi.device for _, d in loads)
 
 
-def test_the_end_token_is_the_configs_before_the_tokenizers():
-    def bundle(config_end):
-        return SimpleNamespace(config=SimpleNamespace(eos_id=config_end), tgt_tokenizer=SimpleNamespace(eos_id=3))
-
-    assert teacher_forcing._end_id(bundle(7)) == 7
-    assert teacher_forcing._end_id(bundle(None)) == 3
+def test_the_end_token_is_the_configs_before_the_tokenizers(en_hi):
+    tok = en_hi.tgt_tokenizer
+    other = next(i for i in range(4, 100) if i != tok.eos_id)
+    for config_end, end in ((other, other), (None, tok.eos_id)):
+        model = family_bundle(en_hi, {"eos_id": config_end})
+        assert model.end_id() == end
+        assert reference_ids(model, SOURCE, HINDI)[2] == tok.encode(HINDI) + [end]
 
 
 # --- the snapshots it keeps -----------------------------------------------------------------------------------
