@@ -53,9 +53,10 @@ def compare(scores: torch.Tensor, d_k: int, mask: torch.Tensor | None = None) ->
             "scaled": row_stats(scaled.softmax(-1)), "unscaled": row_stats(scores.softmax(-1))}  # fmt: skip
 
 
-def model_entry(bundle, source: str, target: str | None) -> dict:
-    """The same comparison on the model's own q and k: every head and query of its first attention."""
-    inputs = bundle.prepare(source, target or "")  # the first attention reads no generated output
+def model_entry(bundle, source: str) -> dict:
+    """The same comparison on the model's own q and k: every head and query of its first attention, which reads
+    the source (or a decoder-only model's text) alone, so a typed target changes nothing here."""
+    inputs = bundle.prepare(source)
     _, trace = bundle.run(inputs, keep_output=False)
     c = bundle.config
     name = "encoder.0.self_attn" if c.has_encoder else "decoder.0.self_attn"
@@ -70,6 +71,7 @@ def model_entry(bundle, source: str, target: str | None) -> dict:
 
 
 def run(bundle, source: str, target: str | None = None, d_k: int = 64, seed: int = 0) -> dict:
+    """`target` is taken as every experiment takes it, and not read: see model_entry."""
     d_k = int(d_k)
     if not 1 <= d_k <= MAX_DK:
         raise UserError(f"d_k must be between 1 and {MAX_DK}, not {d_k}.")
@@ -79,7 +81,7 @@ def run(bundle, source: str, target: str | None = None, d_k: int = 64, seed: int
     curve = [compare(scores[d], d) for d in CURVE_DK]
     example = scores[d_k][0]  # (keys,): one row, to draw
     chosen = next(r for r in rows if r["d_k"] == d_k)
-    own = model_entry(bundle, source, target)
+    own = model_entry(bundle, source)
     summary = (f"At d_k = {d_k}, the largest weight is {chosen['unscaled']['max_weight']:.2f} without ÷√d_k and "
                f"{chosen['scaled']['max_weight']:.2f} with it (entropy {chosen['unscaled']['entropy']:.2f} against "
                f"{chosen['scaled']['entropy']:.2f} nats; a uniform row of {KEYS} keys has {math.log(KEYS):.2f}).")

@@ -127,6 +127,14 @@ def test_the_models_own_scores_keep_its_causal_mask(en_hi):
     assert_stats(own["scaled"], softmax_stats(rows / math.sqrt(d)))
 
 
+def test_a_typed_target_leaves_the_first_attentions_scores_alone(en_hi):
+    """The encoder's first self-attention never reads the target: even one past the decoder's positions."""
+    too_long = " ".join(["लड़की"] * (en_hi.config.max_len + 5))
+    typed = run_experiment("scaling", en_hi, SOURCE, target=too_long)["model_qk"]
+    assert typed == run_experiment("scaling", en_hi, SOURCE)["model_qk"]
+    assert typed["attention"] == "encoder.0.self_attn"
+
+
 # --- mask -----------------------------------------------------------------------------------------------------
 
 
