@@ -41,3 +41,22 @@ def need_two_tokens(tokens: list[str], what: str) -> None:
     if len(tokens) < 2:
         raise UserError(f"The {what} needs at least two tokens; this input has {len(tokens)}. Type a longer "
                         "sentence (or a target).")  # fmt: skip
+
+
+def special_ids(bundle, side: str) -> set[int]:
+    """The pad, start and end ids of one side ("src" or "tgt"), the config's and the tokenizer's (the decoder's
+    start token, bundle.start_id(), is one of them): tokens an experiment neither replaces nor draws."""
+    c = bundle.config
+    tok = bundle.src_tokenizer if side == "src" else bundle.tgt_tokenizer
+    return {c.pad_id, c.bos_id, c.eos_id, tok.pad_id, tok.bos_id, tok.eos_id} - {None}
+
+
+def replacement(bundle, side: str, old: int, gen: torch.Generator) -> int:
+    """A seeded random id of that side's vocabulary other than `old` and the special tokens."""
+    c = bundle.config
+    vocab = c.src_vocab_size if side == "src" else c.tgt_vocab_size
+    skip = special_ids(bundle, side) | {old}
+    while True:
+        new = int(torch.randint(vocab, (1,), generator=gen))
+        if new not in skip:
+            return new

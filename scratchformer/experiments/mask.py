@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .inputs import encoded, need_two_tokens, read_text
+from .inputs import encoded, need_two_tokens, read_text, replacement
 
 TITLE = "The causal mask"
 CLAIM = ("With the causal mask, changing a later decoder-input token changes no earlier position's output at all "
@@ -24,16 +24,6 @@ def applies(bundle) -> str | None:
         return (f"The mask experiment needs a decoder, and {bundle.name} has none: its encoder lets every token "
                 "see every other, so there is no causal mask to remove.")  # fmt: skip
     return None
-
-
-def _replacement(bundle, old: int, gen: torch.Generator) -> int:
-    """A seeded random token id other than `old` and the special (pad, start, end) tokens."""
-    c = bundle.config
-    special = {old, c.pad_id, c.bos_id, c.eos_id, bundle.start_id()}
-    while True:
-        new = int(torch.randint(c.tgt_vocab_size, (1,), generator=gen))
-        if new not in special:
-            return new
 
 
 def changes(model, tgt: torch.Tensor, memory, replacements: list[int], causal: bool) -> torch.Tensor:
@@ -58,7 +48,7 @@ def run(bundle, source: str, target: str | None = None, masked: bool = True, see
     memory = encoded(model, text.src)
     gen = torch.Generator().manual_seed(int(seed))
     ids = text.tgt[0].tolist()
-    replacements = [ids[0]] + [_replacement(bundle, i, gen) for i in ids[1:]]
+    replacements = [ids[0]] + [replacement(bundle, "tgt", i, gen) for i in ids[1:]]
     result = {}
     for key, causal in (("with_mask", True), ("without_mask", False)):
         change = changes(model, text.tgt, memory, replacements, causal)  # (T, T)

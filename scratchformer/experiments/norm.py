@@ -15,6 +15,7 @@ import torch
 
 from ..errors import UserError
 from ..plotdata.norms import layer_norm_input, layer_norm_steps
+from .inputs import replacement, special_ids
 from .measures import max_abs_diff
 
 TITLE = "LayerNorm, not BatchNorm"
@@ -59,29 +60,25 @@ def _changed(bundle, inputs, side: str, item: int, seed: int):
     old token, new token)."""
     from dataclasses import replace
 
-    c = bundle.config
     ids = (inputs.src if side == "src" else inputs.tgt).clone()  # (B, L)
     pad = inputs.src_pad if side == "src" else inputs.tgt_pad
     tok = bundle.src_tokenizer if side == "src" else bundle.tgt_tokenizer
-    vocab = c.src_vocab_size if side == "src" else c.tgt_vocab_size
-    special = {c.pad_id, c.bos_id, c.eos_id, tok.pad_id, tok.bos_id, tok.eos_id}
-    first = 0 if side == "src" else 1  # the decoder's start token stays
-    real = [p for p in range(first, ids.shape[1]) if not bool(pad[item, p]) and int(ids[item, p]) not in special]
+    special = special_ids(bundle, side)  # the decoder's start token among them: it stays
+    real = [p for p in range(ids.shape[1]) if not bool(pad[item, p]) and int(ids[item, p]) not in special]
     if not real:
         raise UserError("The norm experiment found no word to change in the batch's second sentence.")
     pos = real[0]
-    gen = torch.Generator().manual_seed(int(seed))
     old = int(ids[item, pos])
-    new = old
-    while new == old or new in special:
-        new = int(torch.randint(vocab, (1,), generator=gen))
+    new = replacement(bundle, side, old, torch.Generator().manual_seed(int(seed)))
     ids[item, pos] = new
     changed = replace(inputs, src=ids) if side == "src" else replace(inputs, tgt=ids)
     return changed, pos, tok.token_strings([old])[0], tok.token_strings([new])[0]
 
 
 def run(bundle, source: str, target: str | None = None, batchnorm: bool = False, seed: int = 0) -> dict:
-    inputs = bundle.prepare_padded(source, target or "")
+    # the first norm reads the source (or a decoder-only model's text) alone: no translation is made for it, and
+    # a typed target is not read
+    inputs = bundle.prepare_padded(source, start_only=True)
     c = bundle.config
     x, step, pos_dim = _first_norm_input(bundle, inputs)  # (B, T, d)
     side = "src" if pos_dim == "src_pos" else "tgt"

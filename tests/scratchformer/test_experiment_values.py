@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
@@ -231,48 +230,6 @@ def test_order_needs_a_positional_encoding_to_remove(en_hi):
     plain = family_bundle(en_hi, {"positional": "none"})
     with pytest.raises(NotApplicable, match="adds no positional encoding, so there is none to remove"):
         run_experiment("order", plain, SOURCE)
-
-
-# --- norm -----------------------------------------------------------------------------------------------------
-
-
-def test_the_norms_change_maps_are_torchs_norms_of_the_batch_before_and_after(en_hi):
-    r = run_experiment("norm", en_hi, SOURCE, seed=1)
-    inputs = en_hi.prepare_padded(SOURCE)
-    changed = r["changed"]
-    assert changed["item"] == 1 and r["tokens"] == inputs.source_tokens
-    ids = inputs.src.clone()
-    assert ids[1, changed["position"]] == en_hi.src_tokenizer.token_id(changed["from"])
-    ids[1, changed["position"]] = en_hi.src_tokenizer.token_id(changed["to"])
-    assert changed["position"] == 0  # the first real word of the second sentence
-
-    def first_norm_input(src):
-        _, trace = en_hi.run(dataclasses.replace(inputs, src=src))
-        step = trace["encoder.0.add_norm1.residual"]
-        return torch.stack([step.item(b) for b in range(3)]).double()  # (3, T, d)
-
-    x, x2 = first_norm_input(inputs.src), first_norm_input(ids)
-    other = x.clone()
-    other[1] = x2[1]
-    d, eps = x.shape[-1], en_hi.config.layer_norm_eps
-    ln = lambda t: F.layer_norm(t, (d,), eps=eps)  # noqa: E731
-    bn = lambda t: F.batch_norm(t.reshape(-1, d), None, None, training=True, eps=eps).reshape(t.shape)  # noqa: E731
-    for key, norm in (("layernorm", ln), ("batchnorm", bn)):
-        delta = norm(other)[0] - norm(x)[0]  # sentence 0, (T, d)
-        assert np.array(r[key]["change_map"]) == pytest.approx(delta.numpy(), abs=1e-9)
-        assert r[key]["per_position"] == pytest.approx(delta.abs().max(-1).values.tolist(), abs=1e-9)
-        assert r[key]["change_from_other_items"] == pytest.approx(float(delta.abs().max()), abs=1e-9)
-    real = ~inputs.src_pad
-    bn_real = (x - x[real].mean(0)) / torch.sqrt(x[real].var(0, unbiased=False) + eps)  # the real rows' statistics
-    assert r["batchnorm"]["padding_shift"] == pytest.approx(float((bn(x)[0] - bn_real[0]).abs().max()), abs=1e-9)
-    assert r["padding"] == {"rows": 18, "padded": int(inputs.src_pad.sum())} and r["input_step"].endswith("residual")
-    assert r["summary"].startswith(f"Replacing “{changed['from']}” by “{changed['to']}” in sentence 2 moves "
-                                   "sentence 1's normalised values by 0 under LayerNorm")  # fmt: skip
-
-
-def test_the_norm_experiment_needs_two_sentences(en_hi):
-    with pytest.raises(UserError, match="at least two words"):
-        run_experiment("norm", en_hi, "girl")
 
 
 # --- teacher forcing ------------------------------------------------------------------------------------------
