@@ -84,8 +84,6 @@ def run(bundle, source: str, target: str | None = None, batchnorm: bool = False,
     side = "src" if pos_dim == "src_pos" else "tgt"
     pad = inputs.src_pad if side == "src" else inputs.tgt_pad  # (B, T) True at padding
     labels = inputs.source_tokens if side == "src" else inputs.target_tokens
-    if x.shape[0] < 2:
-        raise UserError("The norm experiment needs a batch of at least two sentences; type a longer sentence.")
     changed_inputs, pos, old, new = _changed(bundle, inputs, side, 1, seed)
     x2, _, _ = _first_norm_input(bundle, changed_inputs)
     other = x.clone()

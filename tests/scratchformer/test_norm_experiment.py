@@ -122,8 +122,11 @@ def test_the_first_norm_reads_no_target(en_hi):
 
 
 def test_the_norm_experiment_refuses_in_one_sentence_what_it_cannot_measure(en_hi):
-    with pytest.raises(UserError, match="at least two words"):
+    with pytest.raises(UserError) as refused:
         run_experiment("norm", en_hi, "girl")
+    assert str(refused.value) == "A padded batch needs a sentence of at least two words."
+    two = run_experiment("norm", en_hi, "girl eats")  # two words are enough: a batch of the sentence and "girl"
+    assert len(two["tokens"]) == 2 and two["changed"]["from"] == "girl" and two["padding"]["padded"] == 1
     # "." is no word of en-hi's source vocabulary: the second sentence is its end token alone
     assert en_hi.src_tokenizer.token_strings(en_hi.encode_source(".")) == ["</s>"]
     with pytest.raises(UserError) as refused:
