@@ -42,7 +42,7 @@ def norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) ->
     path = graph.norm_module(step)
     module = r.model.get_submodule(path)
     z = r.row(z_step.name, tuple(prefix))
-    gamma = r.param_cell(f"{path}.weight", (d,)) if r.has_param(f"{path}.weight") else 1.0
+    gamma = r.param_cell(f"{path}.weight", (d,))  # every norm of layers.make_norm has γ; a LayerNorm has β too
     eps = module.eps
     if not isinstance(module, nn.LayerNorm):  # RMSNorm
         ms = float(np.mean(z * z))
@@ -52,7 +52,7 @@ def norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) ->
                     terms=[Term("z[d]", float(z[d])), Term("mean(z²)", ms), Term("γ[d]", gamma)],
                     note=f"RMSNorm rescales the {len(z)} numbers of this position to a root mean square of 1 "
                          "(no mean subtracted, no β), then multiplies by the learned γ.")  # fmt: skip
-    beta = r.param_cell(f"{path}.bias", (d,)) if r.has_param(f"{path}.bias") else 0.0
+    beta = r.param_cell(f"{path}.bias", (d,))
     mu, var = float(np.mean(z)), float(np.var(z))
     out = gamma * (z[d] - mu) / math.sqrt(var + eps) + beta
     return dict(recomputed=out, formula="LayerNorm(z)[d] = γ[d]·(z[d] − μ)/√(σ² + ε) + β[d]",
