@@ -233,8 +233,10 @@ def test_a_wrong_input_value_is_caught(en_hi, monkeypatch):
 
 def test_bad_requests_are_one_sentence(en_hi):
     bundle, trace = en_hi
-    with pytest.raises(UserError, match="no step named 'encoder.9.self_attn.weights'"):
+    with pytest.raises(UserError) as refused:
         derive.compute(bundle, trace, "encoder.9.self_attn.weights", (0, 0, 0, 0))
+    assert str(refused.value) == ("This run has no step named 'encoder.9.self_attn.weights'; `scratchformer trace` "
+                                  "lists every step's name (for example encoder.0.self_attn.weights).")  # fmt: skip
     with pytest.raises(UserError, match=r"4 axes, batch \(1\) × head \(4\) × src_pos \(6\) × src_pos \(6\)"):
         derive.compute(bundle, trace, "encoder.0.self_attn.weights", (0, 0, 0))
     with pytest.raises(UserError, match="Index 6 is out of range for axis 3 .* runs from 0 to 5"):

@@ -43,6 +43,10 @@ def test_the_cell_of_a_later_batch_item_reads_that_items_tokens(en_hi):
     assert derive.explain_index(trace, "encoder.0.self_attn.weights", (1, 0, 2, 1)) == (
         f"batch item 2, head 1, src_pos 2 “{tokens[1][2]}”, src_pos 1 “{tokens[1][1]}”")  # fmt: skip
     assert tokens[1][2] != tokens[0][2]
+    # a token cell shows that item's piece of text
+    p = next(p for p in range(len(tokens[1])) if tokens[1][p] != tokens[0][p])
+    d = derive.compute(en_hi[0], trace, "src_embed.tokens", (1, p))
+    assert d.expression.startswith(f"“{tokens[1][p]}” → vocabulary piece ")
     # a step without a batch axis (the positional encoding) is labelled with the first item's tokens
     words = derive.explain_index(trace, "src_embed.positional_encoding", (1, 0))
     assert words == f"src_pos 1 “{tokens[0][1]}”, d_model 0"
@@ -224,10 +228,10 @@ def test_the_table_says_when_the_formula_does_not_give_the_traces_value(en_hi, m
     assert f"recomputed:  {num(d.recomputed)}  (equals the trace's value)" in derive.text_report(trace, d)
 
 
-def test_the_table_counts_one_two_and_unlisted_inputs(en_hi):
+def test_the_table_counts_one_two_and_unlisted_inputs(en_hi, monkeypatch):
     """'1 cell' and '2 cells', '1 entry' and '2 entries', a rule that reads only a parameter, and the count of
-    cells too many to list (a long softmax row)."""
-    import dataclasses
+    cells too many to list (a softmax row longer than the listing limit, here lowered below the vocabulary)."""
+    from scratchformer.analyses.derive import reader
 
     tiny = family_bundle(en_hi[0], dict(d_model=2, n_heads=1, d_ff=4, positional="learned", scale_embedding=False))
     _, trace = tiny.run(tiny.prepare("the girl", "लड़की"))  # decoder input: <s>, लड़की
@@ -238,8 +242,14 @@ def test_the_table_counts_one_two_and_unlisted_inputs(en_hi):
         "      2 cells of step src_embed.sum\n      2 entries of parameter encoder.0.self_attn.qkv.weight\n"
         "      1 entry of parameter encoder.0.self_attn.qkv.bias")  # fmt: skip
     assert reads("src_embed.positional_encoding", (1, 0)) == "      1 entry of parameter src_embed.positions.weight"
-    d = dataclasses.replace(derive.compute(tiny, trace, "generator.probs", (0, 1, 5)), unlisted=3000)
-    assert derive.text_report(trace, d).endswith("   3000 more cells (not listed one by one)")
+    vocab = tiny.config.tgt_vocab_size
+    assert derive.compute(tiny, trace, "generator.probs", (0, 1, 5)).unlisted == 0  # the whole row is listed
+    monkeypatch.setattr(reader, "INPUT_LIMIT", vocab - 1)
+    d = derive.compute(tiny, trace, "generator.probs", (0, 1, 5))
+    assert d.unlisted == vocab and d.to_dict()["unlisted_inputs"] == vocab
+    assert not any(c.step == "generator.logits" and len(c.index) == 3 and c.index[:2] == (0, 1) and c.index[2] != 5
+                   for c in d.inputs)  # fmt: skip
+    assert derive.text_report(trace, d).endswith(f"{vocab:>7} more cells (not listed one by one)")
 
 
 def listed_exps(expression: str) -> tuple[list[str], int]:
