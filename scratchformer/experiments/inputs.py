@@ -29,6 +29,13 @@ def read_text(bundle, source: str, target: str | None = None) -> TextInput:
                      inputs.target_tokens[0] if inputs.target_tokens else [], inputs.decoder_input)
 
 
+def read_source(bundle, source: str) -> tuple[torch.Tensor, list[str]]:
+    """An encoder-decoder's or encoder's source alone, for experiments that read only the encoder: (1, S) ids on
+    the model's device and their tokens. No translation is made and no target is read."""
+    inputs = bundle.prepare(source)
+    return inputs.src.to(bundle.device), inputs.source_tokens[0]
+
+
 def encoded(model, src: torch.Tensor | None) -> torch.Tensor | None:
     """The encoder output (1, S, d_model) of a source, or None without an encoder (no padding in one sentence)."""
     if src is None or not model.config.has_encoder:

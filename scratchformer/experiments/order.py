@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .inputs import need_two_tokens, read_text
+from .inputs import need_two_tokens, read_source
 from .measures import max_abs_diff
 
 TITLE = "Order and positional encoding"
@@ -65,9 +65,9 @@ def permutation(n: int, seed: int) -> list[int]:
 
 
 def run(bundle, source: str, target: str | None = None, positional: bool = True, seed: int = 0) -> dict:
-    text = read_text(bundle, source, target)
-    need_two_tokens(text.source_tokens, "order experiment's source")
-    model, src = bundle.model, text.src
+    src, tokens = read_source(bundle, source)  # (1, S); the target is not read
+    need_two_tokens(tokens, "order experiment's source")
+    model = bundle.model
     perm = permutation(src.shape[1], seed)
     back = [perm.index(i) for i in range(len(perm))]  # shuffled row back[i] holds original position i
     shuffled = src[:, perm]  # (1, S)
@@ -80,7 +80,6 @@ def run(bundle, source: str, target: str | None = None, positional: bool = True,
         result[key] = {"max_diff_after_unpermuting": max_abs_diff(put_back, original),
                        "max_diff_in_place": max_abs_diff(moved, original),
                        "row_diffs": [float(x) for x in rows]}
-    tokens = text.source_tokens
     result.update(
         permutation=perm, source_tokens=tokens, shuffled_tokens=[tokens[i] for i in perm],
         summary=(f"Shuffled and put back, the encoder output differs by at most "

@@ -228,8 +228,25 @@ def test_the_shuffle_is_seeded_and_always_moves_something():
 
 def test_order_needs_a_positional_encoding_to_remove(en_hi):
     plain = family_bundle(en_hi, {"positional": "none"})
-    with pytest.raises(NotApplicable, match="adds no positional encoding, so there is none to remove"):
+    with pytest.raises(NotApplicable) as why:
         run_experiment("order", plain, SOURCE)
+    assert str(why.value) == (f"{plain.name} adds no positional encoding, so there is none to remove: the order "
+                              "experiment does not apply.")  # fmt: skip
+
+
+def test_order_reads_the_source_alone_on_the_models_device(en_hi, monkeypatch):
+    """No translation is made and a typed target is not read (even one past the decoder's positions)."""
+    from tests.scratchformer.test_rerun_device_moves import Moves
+
+    too_long = " ".join(["लड़की"] * (en_hi.config.max_len + 5))
+    plain = run_experiment("order", en_hi, SOURCE, seed=2)
+    monkeypatch.setattr(en_hi, "prepare_run", lambda *a, **k: pytest.fail("the order experiment translated"))
+    with Moves() as moves:
+        typed = run_experiment("order", en_hi, SOURCE, target=too_long, seed=2)
+    assert typed.pop("target") == too_long and plain.pop("target") == ""
+    assert typed == plain
+    devices = [t for t in moves.targets if not isinstance(t, torch.dtype)]
+    assert devices and all(t is not None and torch.device(t) == en_hi.device for t in devices), devices
 
 
 # --- teacher forcing ------------------------------------------------------------------------------------------
