@@ -95,7 +95,7 @@ TESTS[attribute]="$T/test_attribution_values.py $T/test_attribution_reference.py
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[experiments]="scratchformer/experiments/*"
 TESTS[experiments]="$T/test_experiments.py $T/test_experiment_values.py $T/test_teacher_forcing_inputs.py
-  $T/test_temperature_experiment.py $T/test_norm_experiment.py
+  $T/test_temperature_experiment.py $T/test_norm_experiment.py $T/test_experiment_tables.py
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
 FILE[head_importance]=scratchformer/head_importance.py
 TESTS[head_importance]="$T/test_head_importance_values.py $T/test_rerun_device_moves.py
