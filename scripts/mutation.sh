@@ -113,6 +113,9 @@ for m in "${modules[@]}"; do
   fi
   dir="$WORK/$m"
   [ -z "${MUTANTS:-}" ] && rm -rf "$dir"
+  # mutmut keeps which tests reach which function from the last run and profiles only tests it has not seen, so a
+  # test edited since would not be run against the functions it now reaches: profile every test again
+  rm -f "$dir/mutants/mutmut-stats.json"
   mkdir -p "$dir"
   # the checkout as it is now (tracked and new files, not ignored ones), without the venv
   git ls-files -z --cached --others --exclude-standard | (cd "$ROOT" && xargs -0 cp --parents -t "$dir" 2>/dev/null || true)
