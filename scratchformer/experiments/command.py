@@ -36,10 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     exp = experiment_named(args.name)  # an unknown name: one sentence before any model loads
     bundle = open_model(args)
-    source = args.source
-    if source is None:
-        examples = bundle.examples()
-        source = examples[0].source if examples else "the girl eats an apple"
+    source = args.source if args.source is not None else bundle.examples()[0].source  # every model has one
     given = {"d_k": args.d_k, "temperature": args.temperature, "position": args.position,
              "snapshot": args.snapshot, "seed": args.seed}
     controls = {k: v for k, v in given.items() if v is not None}

@@ -154,7 +154,11 @@ def test_the_command_prints_the_table_or_the_json_of_the_controls_it_was_given(e
         out = json.loads(capsys.readouterr().out)
         assert {k: out["controls"][k] for k in controls} == controls, name
     assert out["target"] == "लड़की सेब खाती है" and out["snapshot"]["step"] == 64
-    # without --source: the model's first example
+    # the source given, else the model's first example; the JSON keeps the Hindi readable, not \u-escaped
+    assert en_hi.examples()[0].source != "we are friends"
+    assert main(["experiment", "mask", "--model", "en-hi", "--source", "we are friends", "--json"]) == 0
+    text = capsys.readouterr().out
+    assert json.loads(text)["source"] == "we are friends" and json.loads(text)["decoder_tokens"][1] in text
     assert main(["experiment", "mask", "--model", "en-hi", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["source"] == en_hi.examples()[0].source
 
@@ -166,3 +170,6 @@ def test_an_option_of_another_experiment_is_refused_with_this_ones_controls(caps
     assert main(["experiment", "teacher_forcing", "--model", "en-hi", "--source", SOURCE, "--seed", "1"]) == 2
     assert capsys.readouterr().err.strip() == ("scratchformer: --seed does not apply to the teacher_forcing "
                                                "experiment; its controls are snapshot.")  # fmt: skip
+    assert main(["experiment", "temperature", "--model", "en-hi", "--source", SOURCE, "--snapshot", "1"]) == 2
+    assert capsys.readouterr().err.strip() == ("scratchformer: --snapshot does not apply to the temperature "
+                                               "experiment; its controls are temperature, seed, position.")  # fmt: skip
