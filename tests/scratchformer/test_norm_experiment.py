@@ -110,10 +110,13 @@ def test_a_replacement_skips_the_old_token_and_the_configs_and_the_tokenizers_sp
     assert (r["changed"]["position"], r["changed"]["to"]) == (position, tok.token_strings([30])[0]) and not draws
 
 
-def test_the_first_norm_reads_no_target(en_hi):
+def test_the_first_norm_reads_no_target(en_hi, monkeypatch):
     """The encoder's first norm never sees the target, so a typed one (even past the decoder's positions) changes
     nothing, and no translation is made for the batch."""
+    from scratchformer import model_bundle
+
     too_long = " ".join(["लड़की"] * (en_hi.config.max_len + 5))
+    monkeypatch.setattr(model_bundle, "greedy", lambda *a, **k: pytest.fail("the norm experiment translated"))
     typed = run_experiment("norm", en_hi, SOURCE, target=too_long, seed=2)
     plain = run_experiment("norm", en_hi, SOURCE, seed=2)
     assert typed.pop("target") == too_long and plain.pop("target") == ""  # the run's record of what was typed
