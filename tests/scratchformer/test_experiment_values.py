@@ -184,6 +184,29 @@ def test_a_replacement_is_never_the_token_it_replaces_nor_a_special_one(en_hi, m
     assert r["replaced_with"] == ["—", *en_hi.tgt_tokenizer.token_strings([300 + j for j in range(1, len(ids))])]
 
 
+def test_each_side_skips_its_own_tokenizers_special_ids(monkeypatch):
+    """A model whose source and target tokenizers number their pad, start and end tokens differently: a
+    replacement on each side is drawn from that side's vocabulary and skips that side's special ids (and the
+    config's), not the other side's."""
+    from types import SimpleNamespace
+
+    from scratchformer.experiments.inputs import replacement, special_ids
+
+    config = SimpleNamespace(pad_id=None, bos_id=None, eos_id=7, src_vocab_size=20, tgt_vocab_size=30)
+    bundle = SimpleNamespace(config=config, src_tokenizer=SimpleNamespace(pad_id=0, bos_id=1, eos_id=2),
+                             tgt_tokenizer=SimpleNamespace(pad_id=10, bos_id=11, eos_id=12))  # fmt: skip
+    assert special_ids(bundle, "src") == {0, 1, 2, 7} and special_ids(bundle, "tgt") == {10, 11, 12, 7}
+    draws, vocabularies = [5, 0, 1, 2, 7, 10, 5, 10, 11, 12, 7, 0], []
+
+    def randint(n, size, generator):
+        vocabularies.append(n)
+        return torch.tensor([draws.pop(0)])
+
+    monkeypatch.setattr(torch, "randint", randint)
+    assert replacement(bundle, "src", 5, None) == 10 and vocabularies == [20] * 6
+    assert replacement(bundle, "tgt", 5, None) == 0 and vocabularies[6:] == [30] * 6 and not draws
+
+
 # --- order ----------------------------------------------------------------------------------------------------
 
 
