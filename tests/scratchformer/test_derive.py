@@ -66,9 +66,9 @@ def family(request, en_hi):
     return bundle, trace
 
 
-def padded_run(b: ModelBundle):
+def padded_run(b: ModelBundle, second: tuple[str, str] = ("we are friends", "हम दोस्त हैं")):
     """Two sentences of different lengths in one batch, traced: padding masks on both sides."""
-    rows = [b.prepare(*SENTENCE), b.prepare("we are friends", "हम दोस्त हैं")]
+    rows = [b.prepare(*SENTENCE), b.prepare(*second)]
     pad = b.config.pad_id
 
     def stack(tensors):
@@ -179,6 +179,14 @@ def test_a_padded_batch_derives_and_says_why_cells_are_minus_infinity(padded):
     assert "padding" in d.note
     w = derive.compute(bundle, trace, "decoder.0.self_attn.weights", (0, 0, 1, 3))
     assert w.value == 0.0 and "causal" in w.note and "after query position 1" in w.note
+    # a padded target under a source that is not: the padding key is blocked as padding (the target's), where the
+    # causal rule alone would let the last query read it
+    short = padded_run(bundle, (SENTENCE[0], "लड़की"))
+    assert not short.source_pad.any() and short.target_pad[1, 2]
+    last = short.target_pad.shape[1] - 1
+    d = derive.compute(bundle, short, "decoder.0.self_attn.mask", (1, last, 2))
+    assert d.value == d.recomputed == float("-inf")
+    assert d.note == "−∞: key position 2 is padding, which no query may read, so −∞ makes its softmax weight exactly 0."
 
 
 def test_a_score_lists_every_product_and_its_largest_terms(en_hi):
