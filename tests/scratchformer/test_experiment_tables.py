@@ -12,6 +12,11 @@ import pytest
 from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.experiments import run_experiment
+
+# the number and row formats are pinned character by character in the first test; the others use them to
+# say which value goes where
+from scratchformer.experiments.command import _num as cell
+from scratchformer.experiments.command import _row as row
 from scratchformer.experiments.command import text_report
 from scratchformer.model_bundle import ModelBundle
 
@@ -21,18 +26,6 @@ SOURCE = "the girl eats an apple"
 @pytest.fixture(scope="module")
 def en_hi():
     return load_model("en-hi")
-
-
-def cell(x) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, str):
-        return x
-    return f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def row(label: str, *cells: str) -> str:
-    return "  " + label.ljust(28) + "".join(c.rjust(14) for c in cells)
 
 
 def head(r: dict) -> list[str]:
@@ -55,6 +48,8 @@ def test_the_layout_written_out_character_by_character():
     r = {"experiment": "order", "model": "m", "claim": "c", "source": "s", "summary": "S.", "shuffled_tokens": ["b"],
          "with_pe": {"max_diff_after_unpermuting": 12345.6, "max_diff_in_place": None},
          "without_pe": {"max_diff_after_unpermuting": -2.5e-5, "max_diff_in_place": 1e-3}}  # fmt: skip
+    assert (cell(None), cell(1e-3), cell(-2.5e-5), cell("x")) == ("—", "0.001", "-2.50e-05", "x")
+    assert row("ab", "c") == "  ab" + " " * 26 + " " * 13 + "c"
     assert text_report(r).split("\n")[2:5] == [
         "  " + " " * 28 + "      put back" + "      in place",
         "  with positional encoding    " + " " * 5 + "1.235e+04" + " " * 13 + "—",
