@@ -178,7 +178,8 @@ def test_a_padded_batch_derives_and_says_why_cells_are_minus_infinity(padded):
     assert d.value == d.recomputed == float("-inf")
     assert "padding" in d.note
     w = derive.compute(bundle, trace, "decoder.0.self_attn.weights", (0, 0, 1, 3))
-    assert w.value == 0.0 and "causal" in w.note and "after query position 1" in w.note
+    assert w.value == 0.0 and w.note == ("Weight 0: key position 3 comes after query position 1: the decoder's causal "
+                                         "mask hides the future, so −∞ there makes its softmax weight exactly 0.")
     # a padded target under a source that is not: the padding key is blocked as padding (the target's), where the
     # causal rule alone would let the last query read it
     short = padded_run(bundle, (SENTENCE[0], "लड़की"))

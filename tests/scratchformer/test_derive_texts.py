@@ -183,6 +183,7 @@ def test_each_product_term_is_named_by_the_indices_it_multiplies(en_hi):
     for t in derive.compute(bundle, trace, "encoder.1.self_attn.qkv", (0, 3, 40)).terms[:6]:
         d, u, d2 = ints(t.label)
         assert (u, d2) == (40, d) and t.value == pytest.approx(float(x[d].double() * w[40, d].double()), rel=1e-6)
+        assert t.label == f"x[{d}]·W[40, {d}]"  # the formula's names: x, the row read, and W
     a, v = trace["decoder.0.self_attn.weights"].tensor[0, 1, 3], trace["decoder.0.self_attn.v"].tensor[0, 1]
     for t in derive.compute(bundle, trace, "decoder.0.self_attn.context", (0, 1, 3, 5)).terms:
         i, j, j2, e = ints(t.label)
