@@ -9,7 +9,7 @@ because the causal mask already hides later positions from earlier ones (paper Â
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,11 +114,13 @@ def greedy(
     cache: bool = True,
     stop_at_eos: bool = True,
     prefix: Sequence[int] = (),
+    choose: Callable[[torch.Tensor], int] | None = None,
 ) -> list[int]:
     """Generated token ids (without the start token, and without the end token if one was produced).
 
     src_ids: (S,) source ids (ignored by decoder-only models); `prefix`: target ids to force first (a prompt).
-    With stop_at_eos=False exactly max_len tokens are generated (what the benchmark needs).
+    With stop_at_eos=False exactly max_len tokens are generated (what the benchmark needs). `choose` picks the
+    next id from one row of logits (vocab,) instead of the argmax: a seeded draw (generation.pick) samples.
     """
     model, start, end = _unpack(bundle_or_model)
     with _evaluating(model):
@@ -136,7 +138,7 @@ def greedy(
             else:
                 hidden = model.decode(torch.tensor([ys], device=model.device), memory, src_pad)  # (1, T, d)
             logits = model.generator(hidden[:, -1:])  # (1, 1, vocab)
-            next_id = int(logits[0, -1].argmax())
+            next_id = int(logits[0, -1].argmax()) if choose is None else choose(logits[0, -1])
             if stop_at_eos and next_id == end:
                 break
             ys.append(next_id)

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from ..decoding import greedy
 from ..errors import UserError
 from ..generation import Continuation, continue_ids, pick
 from .inputs import encoded, read_text
@@ -40,24 +41,14 @@ def distribution(logits: torch.Tensor, temperature: float) -> dict:
     return {"temperature": temperature, "entropy": float(entropy(p)), "top_probability": float(p.max())}
 
 
-def sampled_translation(bundle, src: torch.Tensor | None, how: Continuation) -> list[int]:
-    """An encoder-decoder's translation drawn token by token from softmax(logits / T) with a seeded generator
-    (a decoder-only model continues its text with scratchformer.generation instead)."""
-    model = bundle.model
-    memory = encoded(model, src)
-    end, prefix = bundle.end_id(), bundle.target_prefix()
-    ys = [bundle.start_id(), *prefix]
+def sampled_translation(bundle, src: torch.Tensor, how: Continuation) -> list[int]:
+    """An encoder-decoder's translation (1, S) → ids, drawn token by token from softmax(logits / T) with a seeded
+    generator on the model's device: greedy decoding's loop with a draw in place of the argmax (a decoder-only
+    model continues its text with scratchformer.generation instead)."""
+    model, prefix = bundle.model, bundle.target_prefix()
     gen = torch.Generator(device=model.device).manual_seed(how.seed)
-    out = []
-    with torch.inference_mode():
-        for _ in range(bundle.generation_limit(src.shape[1]) - len(prefix)):
-            hidden = model.decode(torch.tensor([ys], device=model.device), memory)  # (1, len(ys), d_model)
-            token = pick(model.generator(hidden[:, -1])[0], how, gen)
-            if token == end:
-                break
-            ys.append(token)
-            out.append(token)
-    return out
+    limit = bundle.generation_limit(src.shape[1]) - len(prefix)  # start + prefix + draws fit the positions
+    return greedy(bundle, src[0], limit, prefix=prefix, choose=lambda logits: pick(logits, how, gen))
 
 
 def run(bundle, source: str, target: str | None = None, temperature: float = 1.0, seed: int = 0,
