@@ -22,6 +22,7 @@ from scratchformer.plotdata import Heatmap, TensorStats, step_heatmap, tensor_st
 from scratchformer.trace import Step, Trace
 
 from .gc_guard import no_collection_in_this_thread
+from .jobs import friendly_error
 
 
 @dataclass
@@ -95,16 +96,6 @@ class RunResult:
 
     def vocab_labels(self, ids: list[int]) -> list[str]:
         return self.bundle.tgt_tokenizer.token_strings(ids)
-
-
-def friendly_error(exc: BaseException) -> str:
-    """One sentence for the status bar: a UserError as it is, anything else named plainly."""
-    if isinstance(exc, UserError):
-        return str(exc)
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        return "The model ran out of memory; try a shorter text, a smaller model or the CPU."
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"The run failed: {text}"
 
 
 _SHARED: dict = {}  # the last loaded model, shared by every window in this process (tests open many)
