@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .intervention_context import active_interventions, applying
+from .intervention_context import active_interventions, applying, patched
 from .masks import additive, causal_mask
 from .trace import Tracer, active_tracer
 
@@ -208,6 +208,7 @@ class MultiHeadAttention(nn.Module):
                                       position_bias)  # fmt: skip
         q_heads, k_heads = parts["q_heads"], parts["k_heads"]
         concat, out = self.combine(context)
+        out = patched(f"{self.trace_name}.out", out)  # (B, Tq, d_model)
         b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
         named = {k: parts[k] for k in ("qkv", "q_proj", "kv_proj") if k in parts}
         named.update(q=q_heads, k=k_heads, v=parts["v_heads"], scores=maps["scores"],

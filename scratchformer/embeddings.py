@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .config import TransformerConfig
+from .intervention_context import patched
 from .trace import active_tracer, add_dropout
 
 
@@ -93,7 +94,11 @@ class Embeddings(nn.Module):
         if self.token_types is not None:
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             summed = summed + self.token_types(types)
-        normed = self.layer_norm(summed) if self.layer_norm is not None else summed
+        # the embeddings' output point (the sum, or its LayerNorm) is where a patch replaces them (interventions)
+        if self.layer_norm is None:
+            summed = normed = patched(f"{name}.sum", summed)
+        else:
+            normed = patched(f"{name}.layer_norm", self.layer_norm(summed))
         out = self.dropout(normed)  # training only; the identity in eval mode
         if tracer is not None:
             dims = ("batch", pos, "d_model")

@@ -1,5 +1,9 @@
 """Which interventions the forward pass now running applies: one context variable, like the tracer's.
 
+A context variable, not state on the model: each thread (and each asyncio task) sees only the interventions of
+the run it is making, so a patched pass (Integrated Gradients' path points) and an unchanged pass of the same
+model in another thread (the window recomputing a step) never see each other's changes.
+
 It sits below everything that consults it (trace, attention, model) and above nothing of the model, so the
 modules that read it and scratchformer.interventions, which builds what it holds from those very modules, import
 no cycle. The value is an `Interventions` (scratchformer.interventions) or None; nothing here needs its type.
@@ -27,3 +31,11 @@ def applying(active) -> Iterator[None]:
         yield
     finally:
         _ACTIVE.reset(token)
+
+
+def patched(step: str, tensor):
+    """The value the forward pass carries on from the named point `step`: a patch's values when the run now going
+    on patches that step (scratchformer.interventions.Patch), else `tensor` itself. The modules call it where they
+    record the step, so the point that records a step is the point that replaces it."""
+    active = _ACTIVE.get()
+    return tensor if active is None else active.patched(step, tensor)

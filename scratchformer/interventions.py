@@ -36,7 +36,6 @@ from .errors import UserError
 from .intervention_context import active_interventions as active_interventions  # re-exported: its old home
 from .intervention_context import applying
 from .layers import AddNorm, PositionwiseFeedForward
-from .trace import active_tracer
 
 HEAD_HOWS = ("zero", "mean", "keep", "scale")
 ATTENTION_PARTS = ("q", "k", "v", "weights", "context")  # patched inside the attention's written-out path
@@ -160,8 +159,9 @@ def parse_spec(text: str, model) -> HeadChange | KeyKnockout:
 
 
 def patchable_steps(model) -> dict[str, torch.nn.Module]:
-    """Step name → the module whose forward output is that step (replaced by a forward hook), plus each
-    attention's interior steps (q, k, v, weights, context → the attention module, patched inside it)."""
+    """Step name → the module that computes that step and replaces it when a patch asks (its output point, see
+    intervention_context.patched), plus each attention's interior steps (q, k, v, weights, context → the
+    attention module, patched inside it)."""
     steps: dict[str, torch.nn.Module] = {}
     for module in model.modules():
         n = getattr(module, "trace_name", None)
@@ -195,7 +195,7 @@ class Interventions:
                 self.notes.setdefault(step, []).append(item.note())
             if isinstance(item, Patch):
                 att, _, part = item.step.rpartition(".")
-                if part in ATTENTION_PARTS:
+                if part in (*ATTENTION_PARTS, "out"):  # the fused kernel's path has no point to patch
                     self._touched.add(att)
             else:
                 self._touched.add(item.attention)
@@ -283,46 +283,27 @@ def _change_head(context: torch.Tensor, change: HeadChange, causal: bool, cache:
     return out
 
 
-def _output_hook(step: str, active: Interventions):
-    """A forward hook that replaces a module's output by the patch of `step`, in the trace too."""
-
-    def hook(module, args, output):
-        value = active.patched(step, output)
-        tracer = active_tracer()
-        if tracer is not None:
-            recorded = next((s for s in reversed(tracer.steps) if s.name == step), None)
-            if recorded is not None:
-                recorded.tensor = value.detach().cpu()
-        return value
-
-    return hook
-
-
 @contextmanager
 def intervene(model, items: Sequence[Intervention] | None) -> Iterator[Interventions | None]:
     """Run forward passes inside with these interventions; nothing at all changes when `items` is empty.
-    Patches of module outputs are forward hooks, registered here and removed on the way out."""
+
+    Nothing is registered on the model: the interventions live in a context variable (intervention_context) that
+    the modules read at their named points, so they change only the passes run inside this block, in this thread.
+    Another thread running the same model meanwhile (the window recomputing a step) runs it unchanged."""
     if not items:
         yield None
         return
-    active = Interventions(list(items))
     steps = patchable_steps(model)
     names = set(attention_names(model))
-    handles = []
-    try:
-        for item in items:
-            if isinstance(item, Patch):
-                if item.step not in steps:
-                    raise UserError(f"{item.step} cannot be patched; patchable steps are each attention's q, k, v, "
-                                    "weights, context and out, and the output of each embedding, feed-forward, "
-                                    "Add & Norm and final norm (e.g. encoder.0.add_norm2.out).")
-                if item.step.rpartition(".")[2] not in ATTENTION_PARTS:
-                    handles.append(steps[item.step].register_forward_hook(_output_hook(item.step, active)))
-            elif item.attention not in names or (isinstance(item, HeadChange) and not
-                                                 0 <= item.head < model.config.n_heads):
-                raise UserError(f"This model has no {item.spec()}; {_valid_specs(model)}.")
-        with applying(active):
-            yield active
-    finally:
-        for handle in handles:
-            handle.remove()
+    for item in items:
+        if isinstance(item, Patch):
+            if item.step not in steps:
+                raise UserError(f"{item.step} cannot be patched; patchable steps are each attention's q, k, v, "
+                                "weights, context and out, and the output of each embedding, feed-forward, "
+                                "Add & Norm and final norm (e.g. encoder.0.add_norm2.out).")
+        elif item.attention not in names or (isinstance(item, HeadChange) and not
+                                             0 <= item.head < model.config.n_heads):
+            raise UserError(f"This model has no {item.spec()}; {_valid_specs(model)}.")
+    active = Interventions(list(items))
+    with applying(active):
+        yield active

@@ -11,6 +11,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention, RelativePositionBias
 from .config import TransformerConfig
+from .intervention_context import patched
 from .trace import active_tracer, add_dropout
 
 # Applied in place to the fresh output of W_1 (nothing else holds it): no second d_ff-wide tensor is allocated.
@@ -84,11 +85,11 @@ class PositionwiseFeedForward(nn.Module):
         return {k: v for k, v in parts.items() if v is not None}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tracer = active_tracer()
+        tracer, n = active_tracer(), self.trace_name
         if tracer is None:
-            return self.interior(x)["out"]
+            return patched(f"{n}.out", self.interior(x)["out"])
         parts = self.interior(x)
-        n = self.trace_name
+        parts["out"] = patched(f"{n}.out", parts["out"])  # a patch replaces the output, never the interior
 
         kept = x.detach().cpu()
 
@@ -151,7 +152,7 @@ class AddNorm(nn.Module):
             return self._pre_norm(x, sublayer)
         dropped = self.dropout(sublayer(x))
         residual = x + dropped  # (B, T, d_model)
-        out = self.norm(residual)  # (B, T, d_model)
+        out = patched(f"{self.trace_name}.out", self.norm(residual))  # (B, T, d_model)
         tracer = active_tracer()
         if tracer is not None:
             n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
@@ -176,7 +177,7 @@ class AddNorm(nn.Module):
             tracer.add(f"{n}.norm", "layer_norm", normed, dims, f"{self.norm_name} (pre-norm, before the sublayer)",
                        norm_formula(self.norm_kind, "x"), f"{n}.norm", major=True)
         dropped = self.dropout(sublayer(normed))
-        out = x + dropped  # (B, T, d_model)
+        out = patched(f"{n}.residual", x + dropped)  # (B, T, d_model)
         if tracer is not None:
             add_dropout(tracer, self.dropout, n, dropped, dims)
             tracer.add(f"{n}.residual", "residual", out, dims,

@@ -9,7 +9,7 @@ from . import masks
 from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
-from .intervention_context import active_interventions
+from .intervention_context import active_interventions, patched
 from .layers import ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
 from .lazy import OutputSummary, RecomputeCache
 from .trace import Trace, active_tracer, merge_chunks, tracing
@@ -20,7 +20,7 @@ def _final_norm(norm: nn.Module | None, x: torch.Tensor, stack: str, pos: str, k
     """The optional LayerNorm (or RMSNorm) after a whole stack (torch.nn.Transformer has one; the paper does not)."""
     if norm is None:
         return x
-    x = norm(x)  # (B, T, d_model)
+    x = patched(f"{stack}.final_norm.out", norm(x))  # (B, T, d_model)
     tracer = active_tracer()
     if tracer is not None:
         name = NORM_NAMES[kind]
