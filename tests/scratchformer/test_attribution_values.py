@@ -113,15 +113,13 @@ def test_requests_that_cannot_be_answered_are_refused_in_one_sentence():
     attribute.check_request(bundle, 3, 0, "grad-input", 0)  # steps mean nothing to gradient × input
 
 
-def test_the_command_line_options_are_checked_before_the_model_loads(capsys, monkeypatch):
+def test_the_command_line_options_are_checked_before_the_model_loads(capsys, model_never_opened):
     """--position is required, --method and --baseline have fixed choices, and IG's --steps must be at least 1;
     all refused by the command line itself, before a model is opened."""
     import re
 
-    import scratchformer.commands.common as common
     from scratchformer.cli import main
 
-    monkeypatch.setattr(common, "open_model", lambda args: pytest.fail("the model was opened"))
     base = ["attribute", "--model", "en-hi", "--source", "the girl eats"]
     for extra, says in ((["--method", "ig"], "the following arguments are required: --position"),
                         (["--position", "1", "--method", "shap"], r"invalid choice: 'shap' \(choose from '?ig'?"),

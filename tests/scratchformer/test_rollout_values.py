@@ -285,10 +285,7 @@ def test_the_command_reads_the_batch_item_asked_for(capsys, tmp_path):
     assert items[0]["source_tokens"] != items[1]["source_tokens"]
 
 
-def test_an_unknown_method_on_the_command_line_is_refused_before_the_model_loads(capsys, monkeypatch):
-    import scratchformer.commands.common as common
-
-    monkeypatch.setattr(common, "open_model", lambda args: pytest.fail("the model was opened"))
+def test_an_unknown_method_on_the_command_line_is_refused_before_the_model_loads(capsys, model_never_opened):
     with pytest.raises(SystemExit) as exit_:
         main(["rollout", "--model", "en-hi", "--source", "the girl eats", "--method", "max"])
     assert exit_.value.code == 2
