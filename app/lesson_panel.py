@@ -35,8 +35,8 @@ from scratchformer.lessons import Lesson, LessonError, RunValues, bundled_lesson
 from scratchformer.lessons.prepare import PreparedPage, prepare_pages
 
 from .cell_links import derive_cell, show_cells, view_of
+from .jobs import JobRunner
 from .lesson_progress import LessonProgress
-from .warmup import WarmUp
 
 RIGHT, WRONG = "#1b7a2f", "#b00020"
 
@@ -63,7 +63,7 @@ class LessonPanel(QDockWidget):
         self._prepared_run = None  # the RunResult the prepared pages read
         self._waiting_run = False  # a run of this page's input was asked for
         self._revealed: tuple | None = None  # (lesson id, page) the learner asked to see before answering
-        self._job: WarmUp | None = None
+        self._jobs = JobRunner("scratchformer-lesson")  # one at a time: the page asked for last is shown after
         self._verdict_shown = None
         self._build()
         window.worker.worker.finished.connect(self._run_arrived)  # after the window's own slot: it shows it first
@@ -249,38 +249,28 @@ class LessonPanel(QDockWidget):
 
     def _prepare(self, result) -> None:
         """Fill every page of the lesson that reads this run, off the UI thread."""
-        if self._job is not None:
+        if self._jobs.busy():
             return  # when it ends, the page asked for last is shown
         lesson = self.lesson
         inputs = lesson.inputs(lesson.pages[self.number - 1])
         numbers = [i for i, p in enumerate(lesson.pages, start=1) if lesson.inputs(p) == inputs]
         values = RunValues.of(result.bundle, result.trace, result.inputs.translation)
-        out: dict = {}
-        failure: list[str] = []
-
-        def work() -> None:
-            try:
-                out.update(prepare_pages(lesson, values, numbers))
-            except LessonError as exc:
-                failure.append(str(exc))
-
         self._say("Reading this run's numbers…", busy=True)
-        job = WarmUp([work], "the lesson's numbers", self)
-        job.ready.connect(lambda error: self._prepared_ready(job, lesson, result, out, failure, error))
-        self._job = job
-        job.start()
+        # a LessonError is a UserError: its own sentence reaches _prepared_ready
+        self._jobs.start(lambda job: prepare_pages(lesson, values, numbers),
+                         on_result=lambda pages: self._prepared_ready(lesson, result, pages, ""),
+                         on_error=lambda error: self._prepared_ready(lesson, result, {}, error),
+                         doing="Recomputing the lesson's numbers")
 
-    def _prepared_ready(self, job, lesson, result, out, failure, error) -> None:
-        job.wait()
-        self._job = None
+    def _prepared_ready(self, lesson, result, pages: dict, error: str) -> None:
         if lesson is not self.lesson:
             if self.lesson is not None:
                 self.show_page(self.number)
             return
-        if failure or error:
-            self._say(failure[0] if failure else error)
+        if error:
+            self._say(error)
             return
-        self._prepared, self._prepared_run = out, result
+        self._prepared, self._prepared_run = pages, result
         if self.main.current_result() is result:
             self.show_page(self.number)
 
@@ -293,7 +283,11 @@ class LessonPanel(QDockWidget):
             self.question_box.hide()
 
     def is_busy(self) -> bool:
-        return self._waiting_run or self._job is not None
+        return self._waiting_run or self._jobs.busy()
+
+    def shutdown(self) -> None:
+        """Wait for the numbers being read (the window calls it as it closes)."""
+        self._jobs.shutdown()
 
     # --- showing -------------------------------------------------------------------------------------------------
 
@@ -457,7 +451,7 @@ def next_lesson(lesson: Lesson) -> Lesson | None:
 
 def lesson_panel(window) -> LessonPanel:
     """The window's lesson dock, made on first use (on the right, beside the explanation)."""
-    panel = getattr(window, "lesson_panel", None)
+    panel = window.lesson_panel
     if panel is None:
         panel = LessonPanel(window)
         window.lesson_panel = panel

@@ -1,10 +1,10 @@
 """Recomputing off the UI thread: before the window shows a step whose sublayer a lazy trace did not keep, a
-WarmUp thread reruns that sublayer (scratchformer.trace: `step.item(b)` fills the trace's recompute cache), and
-the window draws once it is done. A view that reads many sublayers at once (the Overview) gives its own
-preparation, which runs in the same thread. The UI thread then only reads what is ready; it never runs the model.
+recompute job (app/jobs.py) reruns that sublayer (scratchformer.trace: `step.item(b)` fills the trace's recompute
+cache), and the window draws once it is done. A view that reads many sublayers at once (the Overview) gives its
+own preparation, which runs in the same job. The UI thread then only reads what is ready; it never runs the model.
 
 While the user looks at a step, the window also recomputes the sublayers of the steps next to it
-(neighbour_work) in another WarmUp thread, so that Next, held down, finds them ready.
+(neighbour_work) in another job, so that Next, held down, finds them ready.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QThread, Signal
-
 from scratchformer.trace import Step
 
-from .gc_guard import no_collection_in_this_thread
+from .jobs import JobRunner
 
 
 def step_work(steps: list[Step], batch: int) -> list[Callable[[], object]]:
@@ -67,25 +65,14 @@ def neighbour_work(steps: list[Step], at: int, batch: int, ahead: int = 12, behi
     return work
 
 
-class WarmUp(QThread):
-    """Runs `work` (functions of nothing) in order; `ready(error)` when done ("" or one sentence)."""
-
-    ready = Signal(str)
-
-    def __init__(self, work: list[Callable[[], object]], what: str, parent=None) -> None:
-        super().__init__(parent)
-        self.setObjectName("scratchformer-recompute")
-        self.work, self.what = work, what
-
-    def run(self) -> None:
-        error = ""
-        with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects on this thread
-            try:
-                for job in self.work:
-                    job()
-            except Exception as exc:  # noqa: BLE001 - the window says it in one sentence
-                error = f"Recomputing {self.what} failed: {exc}"
-        self.ready.emit(error)
+def run_all(work: list[Callable[[], object]], cancelled: Callable[[], bool] = lambda: False) -> None:
+    """Run these functions of nothing in order (the work of one recompute job, app/jobs.py), stopping between two
+    of them once `cancelled()`: a sublayer's rerun cannot be interrupted, but a closing window need not wait for
+    the next one."""
+    for job in work:
+        if cancelled():
+            return
+        job()
 
 
 class ReadyFirst:
@@ -93,37 +80,19 @@ class ReadyFirst:
     picture's numbers there too (`compute`: reading a 512 × 512 map as float64 takes tens of milliseconds), then
     calls `then(error, value)` on the UI thread; only the latest request is kept."""
 
-    def __init__(self, owner: QObject) -> None:
-        self.owner = owner
-        self.job: WarmUp | None = None
-        self.pending = None  # (steps, batch, compute, then) asked for while a job runs
+    def __init__(self) -> None:
+        self.jobs = JobRunner("scratchformer-recompute", latest_only=True)
 
     def run(self, steps: list, batch: int, compute, then) -> None:
-        self.pending = (steps, batch, compute, then)
-        if self.job is None:
-            self._start()
+        def work(job) -> object:
+            run_all(step_work(steps, batch), job.cancelled)  # what is not ready when the job starts
+            return compute()
 
-    def _start(self) -> None:
-        steps, batch, compute, then = self.pending
-        self.pending = None
-        out: list = []
-        job = WarmUp([*step_work(steps, batch), lambda: out.append(compute())], "the attention steps", self.owner)
-        job.ready.connect(lambda error: self._done(job, then, error, out))
-        self.job = job
-        job.start()
-
-    def _done(self, job: WarmUp, then, error: str, out: list) -> None:
-        job.wait()
-        self.job = None
-        if self.pending is not None:
-            self._start()
-            return
-        then(error, out[0] if out else None)
+        self.jobs.start(work, on_result=lambda value: then("", value), on_error=lambda error: then(error, None),
+                        doing="Recomputing the attention steps")
 
     def busy(self) -> bool:
-        return self.job is not None
+        return self.jobs.busy()
 
     def shutdown(self) -> None:
-        self.pending = None
-        if self.job is not None:
-            self.job.wait()
+        self.jobs.shutdown()

@@ -37,6 +37,7 @@ from .gc_guard import freeze_startup_objects
 from .input_bar import InputBar
 from .inspector import Inspector
 from .interventions_panel import InterventionsPanel, add_head_actions
+from .jobs import JobRunner
 from .memory_status import MemoryStatus, ask_budget, budget_bytes
 from .prebuild import Prebuild
 from .run_banner import RunBanner
@@ -45,7 +46,7 @@ from .side_panel import SidePanel
 from .stepper import StepKeys, StepperBar
 from .view_tabs import ViewTabs
 from .views.base import View
-from .warmup import STATS_AHEAD, WarmUp, neighbour_work, stats_work, step_work
+from .warmup import STATS_AHEAD, neighbour_work, run_all, stats_work, step_work
 from .widgets.draw_queue import draw_queue
 from .worker import RunResult, WorkerThread
 
@@ -69,20 +70,21 @@ class MainWindow(QMainWindow):
         self._pending_step: str | None = None
         self._pending_generation = 0
         self._dirty: set[int] = set()
-        self._warm_jobs: list = []  # WarmUp threads recomputing what the next drawing reads
-        self._after_warm = None  # the drawing to do once they are done
-        self._prefetch_job: WarmUp | None = None  # recomputing the neighbouring steps while the user looks
+        self._recompute = JobRunner("scratchformer-recompute")  # what the next drawing reads, one job at a time
+        self._after_warm = None  # the drawing to do once it is done
+        self._prefetcher = JobRunner("scratchformer-prefetch")  # the neighbouring steps, while the user looks
         # a prefetch waits for this turn's painting (_prefetch_after_paint)
         self._prefetch_timer = QTimer(self)
         self._prefetch_timer.setObjectName("scratchformer-prefetch-soon")
         self._prefetch_timer.setSingleShot(True)
         self._prefetch_timer.setInterval(0)
         self._prefetch_timer.timeout.connect(self._prefetch)
-        self._stats_job: WarmUp | None = None  # the inspector's statistics of a large step (_show_inspector)
+        self._stats = JobRunner("scratchformer-stats")  # the inspector's statistics of a large step (_show_inspector)
         self._message_before_warm = ""
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
         self.prebuild = Prebuild(self)  # the views' many plots, built ahead while the window waits
+        self.lesson_panel = None  # the lesson dock (app/lesson_panel.py), made when a lesson is first opened
         self.worker = WorkerThread(self)
         self.worker.worker.finished.connect(self._on_finished)
         self.worker.worker.failed.connect(self._on_failed)
@@ -382,7 +384,7 @@ class MainWindow(QMainWindow):
 
     def is_busy(self) -> bool:
         """Drawing (is_drawing), or the inspector's statistics still being made."""
-        return self.is_drawing() or self._stats_job is not None
+        return self.is_drawing() or self._stats.busy()
 
     def is_drawing(self) -> bool:
         """A run in flight, a step being recomputed before it is drawn, or large maps waiting their turn to draw
@@ -390,7 +392,7 @@ class MainWindow(QMainWindow):
         return self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
 
     def is_recomputing(self) -> bool:
-        return bool(self._warm_jobs) or self._after_warm is not None
+        return self._recompute.busy() or self._after_warm is not None
 
     def set_result(self, result: RunResult) -> None:
         previous = self.current_step()
@@ -579,13 +581,13 @@ class MainWindow(QMainWindow):
 
     def is_prefetching(self) -> bool:
         """Whether the steps near the current one are still being made ahead (queued, running, or more to do)."""
-        return self._prefetch_timer.isActive() or self._prefetch_job is not None
+        return self._prefetch_timer.isActive() or self._prefetcher.busy()
 
     def _prefetch(self) -> None:
         """Recompute the sublayers of the next (and previous) steps off the UI thread while the user looks at
         this one; one prefetch at a time, and when it ends it looks again from wherever the user is then."""
         trace = self.current_trace()
-        if self._closing or trace is None or (self._prefetch_job is not None and self._prefetch_job.isRunning()):
+        if self._closing or trace is None or self._prefetcher.busy():
             return
         steps = [trace[i] for i in self._visible]
         at = self._position()
@@ -596,16 +598,11 @@ class MainWindow(QMainWindow):
             if view is not None:  # what drawing them will need: the Step view's maps and images
                 work += view.ahead_work(ahead, self._batch, self._head)
             work += stats_work(self._result, ahead, self._batch)
-        if not work:
-            self._prefetch_job = None
-            return
-        job = WarmUp(work, "the next steps", self)
-        job.setObjectName("scratchformer-prefetch")
-        job.finished.connect(self._prefetched)  # a method of the window: called on the UI thread
-        self._prefetch_job = job
-        job.start()
+        if work:  # a failure is left for the step's own drawing to report
+            self._prefetcher.start(lambda job: run_all(work, job.cancelled), on_result=self._prefetched,
+                                   on_error=self._prefetched)
 
-    def _prefetched(self) -> None:
+    def _prefetched(self, _news=None) -> None:
         if not self._closing:
             self._prefetch()
 
@@ -624,7 +621,7 @@ class MainWindow(QMainWindow):
         return work
 
     def _when_ready(self, then) -> None:
-        """Run `then` (which draws) now if everything it reads is at hand; else once a WarmUp thread has
+        """Run `then` (which draws) now if everything it reads is at hand; else once a recompute job has
         recomputed it. While one runs, only the latest request is kept: holding Next skips the steps in between."""
         need = self._pending_work()
         if not need:
@@ -632,17 +629,14 @@ class MainWindow(QMainWindow):
             then()
             return
         self._after_warm = then
-        if any(job.isRunning() for job in self._warm_jobs):
+        if self._recompute.busy():
             return  # when it ends, the latest request is looked at again
         what = f"{step_path(self.current_step())} for batch item {self._batch + 1}"
-        job = WarmUp(need, what, self)
-        job.ready.connect(self._warmed)
-        job.finished.connect(lambda job=job: self._warm_jobs.remove(job) if job in self._warm_jobs else None)
-        self._warm_jobs.append(job)
         self._message_before_warm = self.message_text()
         if not self.current_step().ready(self._batch):  # not only the inspector's numbers: a sublayer reruns
             self.show_message(f"Recomputing {what}…")
-        job.start()
+        self._recompute.start(lambda job: run_all(need, job.cancelled), on_result=lambda _none: self._warmed(""),
+                              on_error=self._warmed, doing=f"Recomputing {what}")
 
     def _warmed(self, error: str) -> None:
         if self._closing:
@@ -727,16 +721,13 @@ class MainWindow(QMainWindow):
         return params
 
     def _make_stats(self, work: list, step: Step, batch: int) -> None:
-        """Make the step's statistics (`work`, from stats_work) on a WarmUp thread (one at a time; the latest step
-        asked is looked at again when it ends), then show them if the user is still there."""
-        if self._stats_job is not None and self._stats_job.isRunning():
+        """Make the step's statistics (`work`, from stats_work) in a job (one at a time; the latest step asked is
+        looked at again when it ends), then show them if the user is still there."""
+        if self._stats.busy():
             return
         result = self._result
-        job = WarmUp(work, "the inspector's statistics", self)
-        job.setObjectName("scratchformer-stats")
 
-        def done() -> None:
-            self._stats_job = None
+        def done(_news) -> None:  # a failure too: the inspector's numbers are not worth a sentence
             if self._closing or self._result is not result or self.current_step() is None:
                 return
             if self.current_step() is not step or self._batch != batch or result.has_stats(step, batch):
@@ -744,9 +735,7 @@ class MainWindow(QMainWindow):
             # else its numbers were released before the job read them (a tight memory budget): the inspector
             # keeps "being computed…" until the step is drawn again, rather than asking over and over
 
-        job.finished.connect(done)
-        self._stats_job = job
-        job.start()
+        self._stats.start(lambda job: run_all(work, job.cancelled), on_result=done, on_error=done)
 
     def refresh_explanation(self) -> None:
         """Rewrite the explanation panel: a view calls it when what it shows changed without a new step."""
@@ -864,10 +853,12 @@ class MainWindow(QMainWindow):
         self.prebuild.stop()
         self._prefetch_timer.stop()
         self.explain_panel.stop()
-        for job in list(self._warm_jobs) + [self._prefetch_job] * (self._prefetch_job is not None):
-            job.wait()  # a recompute in flight finishes (it cannot be interrupted midway)
+        for jobs in (self._recompute, self._prefetcher, self._stats):
+            jobs.shutdown()  # a sublayer's rerun in flight finishes (it cannot be interrupted midway)
         for view in self.views:  # a view's own background work (head importance)
             view.shutdown()
+        if self.lesson_panel is not None:
+            self.lesson_panel.shutdown()
         self.worker.shutdown()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)

@@ -38,7 +38,7 @@ class AnalysisView(View):
         self.layout_.addWidget(self.empty)
         self.value = None  # the analysis of the current run, once made
         self._key = None  # what `value` was computed for
-        self._ready = ReadyFirst(self)
+        self._ready = ReadyFirst()
 
     def finish_bar(self) -> None:
         """The Save button last; combo boxes no wider than a few words, so the bar fits a 1024-pixel window."""

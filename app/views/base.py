@@ -26,7 +26,7 @@ class View(QWidget):
 
     def preparation(self, trace, batch: int) -> list:
         """What must be recomputed off the UI thread before refresh() can draw (app/warmup.py step_work jobs);
-        the window runs it in a WarmUp thread first. Nothing by default."""
+        the window runs it in a recompute job (app/jobs.py) first. Nothing by default."""
         return []
 
     def ahead_work(self, steps: list, batch: int, head: int) -> list:

@@ -4,7 +4,7 @@ A click on a cell of the Step view's map (or a row of its token table) opens it 
 formula, the same formula with this run's numbers, the result recomputed from them, its largest terms, and the
 inputs it read. Each input is a link: it goes to that step with those cells outlined on the map, where a click
 derives them in turn; ◀ Back returns along the chain. The derivation runs off the UI thread (it may rerun a
-sublayer of a long, lazily traced run): app/warmup.py's WarmUp, keeping only the latest request.
+sublayer of a long, lazily traced run): a job (app/jobs.py) that keeps only the latest request.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QV
 from scratchformer.analyses.derive.result import Derivation, num
 
 from ..cell_links import show_cells
-from ..warmup import WarmUp
+from ..jobs import JobRunner
 from .base import View, placeholder
 
 HINT = ("Click a cell of any map in the Step view (or a row of the token table) to see how its number was made: "
@@ -62,8 +62,7 @@ class DerivationView(View):
         self.derivation: Derivation | None = None
         self._run = None  # the run the derivation belongs to
         self._history: list[tuple[str, tuple[int, ...]]] = []
-        self._job: WarmUp | None = None
-        self._pending: tuple | None = None  # the latest request while a job runs
+        self._jobs = JobRunner("scratchformer-derivation", latest_only=True)  # a newer click replaces an older one
         self._show()
 
     # --- asking ------------------------------------------------------------------------------------------------
@@ -76,47 +75,33 @@ class DerivationView(View):
         if remember and self.derivation is not None and self._run is result:
             self._history = (self._history + [(self.derivation.step, self.derivation.index)])[-HISTORY:]
         self.main.tabs.setCurrentWidget(self)
-        self._pending = (result, step_name, tuple(index))
-        if self._job is None:
-            self._start()
-        self.status.setText(f"Deriving {step_name} {list(index)}…")
-
-    def _start(self) -> None:
-        result, name, index = self._pending
-        self._pending = None
         from scratchformer.analyses import derive  # the rules load with the first click, not at launch
 
-        out: list = []
-        job = WarmUp([lambda: out.append(derive.compute(result.bundle, result.trace, name, index))],
-                     f"the derivation of {name}", self)  # fmt: skip
-        job.ready.connect(lambda error: self._done(job, result, out, error))
-        self._job = job
-        job.start()
+        index = tuple(index)
+        self._jobs.start(lambda job: derive.compute(result.bundle, result.trace, step_name, index),
+                         on_result=lambda derivation: self._done(result, derivation), on_error=self._failed,
+                         doing=f"Deriving {step_name}")
+        self.status.setText(f"Deriving {step_name} {list(index)}…")
 
-    def _done(self, job: WarmUp, result, out: list, error: str) -> None:
-        job.wait()
-        self._job = None
-        if self._pending is not None:  # a newer click came in meanwhile: show that one instead
-            self._start()
-            return
-        if error or not out:
-            self.status.setText("")
-            self.main.show_error(error.replace("Recomputing the derivation of", "Deriving") if error else
-                                 "The derivation gave no result.")
+    def _done(self, result, derivation: Derivation | None) -> None:
+        if derivation is None:
+            self._failed("The derivation gave no result.")
             return
         if result is not self.main.current_result():
             return  # the run changed while deriving
-        self.derivation, self._run = out[0], result
+        self.derivation, self._run = derivation, result
         self.status.setText("")
         self._show()
 
+    def _failed(self, sentence: str) -> None:
+        self.status.setText("")
+        self.main.show_error(sentence)
+
     def is_deriving(self) -> bool:
-        return self._job is not None
+        return self._jobs.busy()
 
     def shutdown(self) -> None:
-        self._pending = None
-        if self._job is not None:
-            self._job.wait()
+        self._jobs.shutdown()
 
     def back(self) -> None:
         if self._history:

@@ -2,7 +2,7 @@
 the causal mask, order and positional encoding, LayerNorm against BatchNorm, teacher forcing, temperature.
 
 Pick an experiment; its controls appear (a d_k slider, a switch, a temperature slider, a snapshot, a seed) and
-every change redraws. The experiment runs off the UI thread (app/warmup.py's WarmUp), one at a time, keeping
+every change redraws. The experiment runs off the UI thread (a job, app/jobs.py), one at a time, keeping
 only the latest request; results are kept per run and controls, and a switch only redraws (both sides of a
 switch are in one result). Lessons open an experiment with `show_experiment(name, **controls)`.
 Computation: scratchformer.experiments; what is drawn: scratchformer.plotdata.experiments.
@@ -37,7 +37,7 @@ from scratchformer.exporting.files import atomic_write_bytes
 from scratchformer.plotdata.experiments import SWITCHES, Chart, charts, charts_csv, maps
 
 from ..export.actions import save_numbers
-from ..warmup import WarmUp
+from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, fix_value_axis, placeholder
 
@@ -119,7 +119,7 @@ class ExperimentsView(View):
         self.drawn_charts: list[Chart] = []
         self._maps: list = []
         self._cache: OrderedDict[tuple, dict] = OrderedDict()
-        self._job: WarmUp | None = None
+        self._jobs = JobRunner("scratchformer-experiment")
         self._pending: tuple | None = None  # (key, run, name, controls): the latest request while a job runs
         self._wanted: tuple | None = None  # the key of what the controls ask for now
         self._running: tuple | None = None  # the key the job measures
@@ -272,12 +272,12 @@ class ExperimentsView(View):
             self._cache.move_to_end(key)
             self._draw(self._cache[key])
             return
-        if self._job is not None and self._running == key:  # already being measured: wait for it
+        if self._jobs.busy() and self._running == key:  # already being measured: wait for it
             self._pending = None
             return
         self._pending = (key, run, name, controls)
         self.status.setText(f"Measuring {EXPERIMENTS[name].title.lower()} on {run.bundle.name}…")
-        if self._job is None:
+        if not self._jobs.busy():
             self._start()
 
     def _start(self) -> None:
@@ -285,26 +285,19 @@ class ExperimentsView(View):
         self._pending, self._running = None, key
         from scratchformer.experiments import run_experiment
 
-        out: list = []
-        refused: list[str] = []
         request = run.request
 
-        def measure() -> None:
-            try:
-                out.append(run_experiment(name, run.bundle, request.source, request.target or None, **controls))
-            except UserError as exc:  # not applicable, or this input does not suit it: its one sentence
-                refused.append(str(exc))
+        def measure(job) -> dict:  # a UserError (this input does not suit it) arrives as its own sentence
+            return run_experiment(name, run.bundle, request.source, request.target or None, **controls)
 
-        job = WarmUp([measure], f"the {name} experiment", self)
-        job.ready.connect(lambda error: self._done(job, key, out, refused[0] if refused else error))
-        self._job = job
-        job.start()
+        self._jobs.start(measure, on_result=lambda value: self._done(key, value, ""),
+                         on_error=lambda error: self._done(key, None, error), doing=f"Measuring the {name} experiment")
 
-    def _done(self, job: WarmUp, key: tuple, out: list, error: str) -> None:
-        job.wait()
-        self._job = None
-        if out:
-            self._cache[key] = out[0]
+    def _done(self, key: tuple, value: dict | None, error: str) -> None:
+        """A measurement ended: keep its result (even one no longer wanted: the controls may come back to it),
+        then measure the latest request, or draw."""
+        if value is not None:
+            self._cache[key] = value
             while len(self._cache) > KEPT:
                 self._cache.popitem(last=False)
         if self._pending is not None:  # a newer request came in meanwhile: measure that one
@@ -312,21 +305,20 @@ class ExperimentsView(View):
             return
         if key != self._wanted:
             return
-        if error or not out:
-            sentence = error.replace("Recomputing the", "Measuring the") if error else "The experiment gave no result."
+        if error or value is None:
+            sentence = error or "The experiment gave no result."
             self.result = None
             self.status.setText(sentence)
             self._show_body(False, sentence)
             return
-        self._draw(out[0])
+        self._draw(value)
 
     def is_busy(self) -> bool:
-        return self._job is not None
+        return self._jobs.busy()
 
     def shutdown(self) -> None:
         self._pending = None
-        if self._job is not None:
-            self._job.wait()
+        self._jobs.shutdown()
 
     # --- drawing -----------------------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ class OutputView(View):
         self.table.setToolTip("Click a row to see which input tokens its prediction depends on (Attribution)")
         layout.addWidget(self.table, 1)
         self._map: Heatmap | None = None
-        self._ready = ReadyFirst(self)  # the rows are made off the UI thread, the latest request only
+        self._ready = ReadyFirst()  # the rows are made off the UI thread, the latest request only
 
     def refresh(self) -> None:
         trace, result = self.main.current_trace(), self.main.current_result()

@@ -42,7 +42,7 @@ class PickedView(View):
         self._pick: AttentionPick | None = None  # what the user asked for (the bar, or show_pick)
         self._key: int | None = None  # None: the key the query attends to most
         self._run = None  # the run the pick belongs to
-        self._ready = ReadyFirst(self)
+        self._ready = ReadyFirst()
 
     # --- what subclasses give -----------------------------------------------------------------------------------
     def make(self, trace, pick: AttentionPick, key: int | None):

@@ -105,7 +105,7 @@ def test_the_overview_of_a_long_run_is_prepared_off_the_ui_thread(qtbot, make_wi
 def test_no_tab_recomputes_on_the_ui_thread_with_or_without_interventions(qtbot, make_window):
     """Every tab at a few steps of a long run (nothing recomputed kept between tabs), then again with a head
     ablated (the Compare and Output tabs then also read the run without it): the window recomputes what a tab
-    needs in its WarmUp thread, never on the UI thread."""
+    needs in its recompute job, never on the UI thread."""
     import threading
 
     from app.views.importance_view import ImportanceView

@@ -50,8 +50,6 @@ def test_the_prefetch_starts_after_the_new_step_is_painted(qtbot, make_window, m
     it waits for that turn's painting now."""
     import pyqtgraph as pg
 
-    import app.window as window_module
-
     events: list[str] = []
     real_paint = pg.GraphicsView.paintEvent
     monkeypatch.setattr(pg.GraphicsView, "paintEvent", lambda self, e: events.append("paint") or real_paint(self, e))
@@ -60,14 +58,14 @@ def test_the_prefetch_starts_after_the_new_step_is_painted(qtbot, make_window, m
     w.go_to_step("encoder.0.self_attn.scores")
     drawn(w)
     qtbot.waitUntil(lambda: not w.is_prefetching(), timeout=30_000)
-    real_warmup = window_module.WarmUp
+    prefetcher = w._prefetcher
+    real_start = prefetcher.start
 
-    class Recorded(real_warmup):
-        def start(self, *args):
-            events.append(f"start {self.objectName()}")
-            super().start(*args)
+    def start(*args, **kwargs):
+        events.append(f"start {prefetcher.name}")
+        return real_start(*args, **kwargs)
 
-    monkeypatch.setattr(window_module, "WarmUp", Recorded)
+    monkeypatch.setattr(prefetcher, "start", start)
     events.clear()
     w.next_step()
     assert "start scratchformer-prefetch" not in events  # not from inside Next
