@@ -14,8 +14,9 @@ from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QProgressBar, QPushB
 
 from scratchformer.errors import UserError
 
+from .jobs import JobRunner
 from .train_form import TrainForm
-from .training_estimate import Estimate, EstimateJob
+from .training_estimate import Estimate, estimate_job
 from .training_runner import TrainingRunner
 
 ESTIMATE_DELAY_MS = 400
@@ -26,8 +27,7 @@ class TrainDialog(QDialog):
         super().__init__(window)
         self.main, self.runner = window, runner
         self.setWindowTitle("Train a model")
-        self._generation = 0
-        self._jobs: list[EstimateJob] = []
+        self._estimates = JobRunner("scratchformer-train-estimate")  # newer choices cancel older estimates
         self.estimate: Estimate | None = None
         self.form = TrainForm()
         self.estimate_label = self.form.estimate_label
@@ -79,9 +79,7 @@ class TrainDialog(QDialog):
     # --- parameter count and time estimate (off the UI thread) ----------------------------------------------
 
     def _changed(self) -> None:
-        self._generation += 1
-        for job in self._jobs:
-            job.stale = True
+        self._estimates.cancel()
         self.estimate = None
         self.estimate_label.setText("Counting the parameters…")
         self.show_error("")
@@ -94,35 +92,24 @@ class TrainDialog(QDialog):
             self.estimate_label.setText("")
             self.show_error(str(exc))
             return
-        job = EstimateJob(self._generation, self.form.options(request))
-        job.counted.connect(self._on_estimate)
-        job.timed.connect(self._on_estimate)
-        job.failed.connect(self._on_estimate_failed)
-        job.finished.connect(lambda j=job: self._forget(j))
-        self._jobs.append(job)
-        job.start()
+        opts = self.form.options(request)
+        self._estimates.start(lambda job: estimate_job(opts, job), on_progress=self._on_estimate,
+                              on_result=self._on_estimate, on_error=self._on_estimate_failed)
 
-    def _forget(self, job: EstimateJob) -> None:
-        if job in self._jobs:
-            self._jobs.remove(job)
-        job.deleteLater()
-
-    def _on_estimate(self, generation: int, estimate: Estimate) -> None:
-        if generation != self._generation:
-            return
+    def _on_estimate(self, estimate: Estimate) -> None:
+        """The parameter count (the job's progress), then the same with the time (its result)."""
         self.estimate = estimate
         text = estimate.describe()
         if estimate.seconds is None:
             text += " · timing a few steps…"
         self.estimate_label.setText(text)
 
-    def _on_estimate_failed(self, generation: int, message: str) -> None:
-        if generation == self._generation:
-            self.estimate_label.setText("")
-            self.show_error(message)
+    def _on_estimate_failed(self, message: str) -> None:
+        self.estimate_label.setText("")
+        self.show_error(message)
 
     def is_estimating(self) -> bool:
-        return self.estimate_timer.isActive() or any(job.isRunning() for job in self._jobs)
+        return self.estimate_timer.isActive() or self._estimates.busy()
 
     def parameter_count(self) -> int | None:
         return self.estimate.parameters if self.estimate is not None else None
@@ -203,10 +190,7 @@ class TrainDialog(QDialog):
     def shutdown(self) -> None:
         """Stop the delay timer and wait for estimates in progress (no thread may outlive the window)."""
         self.estimate_timer.stop()
-        self._generation += 1
-        for job in list(self._jobs):
-            job.stale = True
-            job.wait(60_000)
+        self._estimates.shutdown()
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         self.estimate_timer.stop()

@@ -4,7 +4,7 @@
 parameters, then times a few real training steps, one validation pass over a slice of the validation split and a
 few greedy decodes, and scales them to the run: planned steps × seconds per step + validations + process start.
 It is an estimate: the first steps of a real run are not its typical ones, and other programs share the CPU.
-EstimateJob runs it off the UI thread; the loaded data are cached (the dialog asks again on every change).
+estimate_job runs it off the UI thread; the loaded data are cached (the dialog asks again on every change).
 """
 
 from __future__ import annotations
@@ -17,14 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from PySide6.QtCore import QThread, Signal
 
 from scratchformer.model import Transformer
 from scratchformer.parameters import parameter_counts
 from scratchformer.training import Trainer, TrainOptions, build_config, load_data
-
-from .gc_guard import no_collection_in_this_thread
-from .worker import friendly_error
 
 PROCESS_START_S = 4.0  # starting Python, importing torch and building the data in the training process
 WARM_UP_STEPS = 2
@@ -128,27 +124,11 @@ def time_run(estimate: Estimate, trainer: Trainer, is_stale=lambda: False) -> Es
     return Estimate(estimate.parameters, steps, seconds)
 
 
-class EstimateJob(QThread):
-    """count_run then time_run off the UI thread: counted(generation, Estimate) comes first, then
-    timed(generation, Estimate); failed(generation, sentence) for bad input."""
-
-    counted = Signal(int, object)
-    timed = Signal(int, object)
-    failed = Signal(int, str)
-
-    def __init__(self, generation: int, opts: TrainOptions) -> None:
-        super().__init__()
-        self.setObjectName("scratchformer-train-estimate")
-        self.generation, self.opts = generation, opts
-        self.stale = False  # set by the dialog when newer choices supersede these
-
-    def run(self) -> None:
-        with no_collection_in_this_thread():  # see app/gc_guard.py
-            try:
-                estimate, trainer = count_run(self.opts)
-                self.counted.emit(self.generation, estimate)
-                if self.stale:
-                    return
-                self.timed.emit(self.generation, time_run(estimate, trainer, lambda: self.stale))
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the dialog
-                self.failed.emit(self.generation, friendly_error(exc))
+def estimate_job(opts: TrainOptions, job) -> Estimate | None:
+    """count_run then time_run, as the work of a job (app/jobs.py): the count goes out first as the job's
+    progress, so the dialog shows it while the steps are timed; None once newer choices cancelled the job."""
+    estimate, trainer = count_run(opts)
+    job.progress(estimate)
+    if job.cancelled():
+        return None
+    return time_run(estimate, trainer, job.cancelled)
