@@ -44,7 +44,8 @@ class AttributionView(AnalysisView):
         self.steps = QSpinBox()
         self.steps.setRange(1, 1024)
         self.steps.setValue(64)
-        self.steps.setToolTip("Integrated Gradients' points along the path from the baseline")
+        self.steps.setToolTip("Integrated Gradients' points along the path from the baseline on the first try; "
+                              "doubled while the attributions miss completeness by more than 1%")
         self.baseline = QComboBox()
         self.baseline.addItem("zeros", "zero")
         self.baseline.addItem("padding", "pad")
@@ -133,10 +134,10 @@ class AttributionView(AnalysisView):
             w.setVisible(False)
         for w in self.widgets[: len(self.maps)]:
             w.setVisible(True)
-        gap = abs(value.total - value.delta) / max(abs(value.delta), 1e-12)
+        how = f"; {value.steps_text()}" if value.method == "ig" else ""
         self.caption.setText(f"log P(“{value.token}”) at decoder position {value.position}: the attributions sum to "
                              f"{value.total:+.4f} against f(x) − f(baseline) = {value.delta:+.4f} "
-                             f"(completeness within {gap:.1%}).")  # fmt: skip
+                             f"(completeness within {value.gap:.1%}{how}).")  # fmt: skip
 
     def csv_text(self) -> str:
         return attribution_csv(self.value) if self.value is not None else ""

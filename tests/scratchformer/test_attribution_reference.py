@@ -86,7 +86,7 @@ def test_integrated_gradients_equal_the_hooked_reference_on_the_same_points(en_h
         return chosen[-1]
 
     monkeypatch.setattr(attribute, "path_points", recording)
-    got = attribute.compute(bundle, inputs, trace, position, "ig", 6, baseline=baseline)
+    got = attribute.compute(bundle, inputs, trace, position, "ig", 6, baseline=baseline, max_steps=6)
     with torch.no_grad():
         logits = bundle.model(inputs.src if bundle.config.has_encoder else None, inputs.tgt)[0, position]
     token = int(logits.argmax())
@@ -177,9 +177,9 @@ def test_path_points_spread_over_many_chunks_add_up_to_the_same_attribution(en_h
     bundle = small(en_hi, {})
     inputs = bundle.prepare(*SENTENCE)
     _, trace = bundle.run(inputs)
-    whole = attribute.compute(bundle, inputs, trace, 2, "ig", 6)
+    whole = attribute.compute(bundle, inputs, trace, 2, "ig", 6, max_steps=6)
     monkeypatch.setattr(attribute, "CHUNK_POSITIONS", 1)  # one path point per batch
-    split = attribute.compute(bundle, inputs, trace, 2, "ig", 6)
+    split = attribute.compute(bundle, inputs, trace, 2, "ig", 6, max_steps=6)
     torch.testing.assert_close(split.target, whole.target, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(split.source, whole.source, rtol=1e-9, atol=1e-12)
 

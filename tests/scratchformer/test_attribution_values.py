@@ -71,7 +71,7 @@ def test_a_flat_path_is_spread_evenly():
 
 def _result(source):
     return attribute.Attribution("ig", 2, 7, "x", source, torch.tensor([0.5, -0.25]), -1.0, -3.0, 8, "pad",
-                                 ["a", "b"], ["<s>", "c"])  # fmt: skip
+                                 ["a", "b"], ["<s>", "c"], asked_steps=8, max_steps=1024)  # fmt: skip
 
 
 def test_completeness_compares_the_sum_with_f_input_minus_f_baseline():
@@ -85,7 +85,7 @@ def test_the_dictionary_and_the_text_report():
     assert json.loads(json.dumps(a.to_dict())) == {
         "method": "ig", "position": 2, "token": {"id": 7, "token": "x"}, "source": [1.0, 0.25],
         "target": [0.5, -0.25], "completeness": {"sum": 1.5, "delta": 2.0, "f_input": -1.0, "f_baseline": -3.0},
-        "steps": 8, "baseline": "pad", "source_tokens": ["a", "b"], "target_tokens": ["<s>", "c"]}  # fmt: skip
+        "steps": 8, "asked_steps": 8, "max_steps": 1024, "baseline": "pad", "source_tokens": ["a", "b"], "target_tokens": ["<s>", "c"]}  # fmt: skip
     assert attribute.text_report(a).split("\n") == [
         "log P(“x”) at decoder position 2: -1.0000 (Integrated Gradients, 8 steps, pad baseline)",
         "source:",
@@ -99,6 +99,7 @@ def test_the_dictionary_and_the_text_report():
     g = _result(None)
     g.method = "grad-input"
     assert g.to_dict()["steps"] is None and g.to_dict()["source"] is None
+    assert g.to_dict()["asked_steps"] is None and g.to_dict()["max_steps"] is None
     assert attribute.text_report(g).split("\n")[:2] == [
         "log P(“x”) at decoder position 2: -1.0000 (gradient × input, pad baseline)", "decoder input:"]  # fmt: skip
 
@@ -141,14 +142,14 @@ def test_the_command_runs_ig_with_the_steps_and_item_asked_for(capsys, tmp_path)
     text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")
     args = ["attribute", "--model", "en-hi", "--text-file", str(text), "--seq-len", "4", "--batch", "2",
             "--position", "0"]  # fmt: skip
-    assert main([*args, "--steps", "1", "--item", "2", "--json"]) == 0
+    assert main([*args, "--steps", "1", "--max-steps", "1", "--item", "2", "--json"]) == 0
     raw = capsys.readouterr().out
     out = json.loads(raw)
     bundle = load_model("en-hi")
     inputs = bundle.prepare_windows(text.read_text(encoding="utf-8"), 4, 2)
     _, trace = bundle.run(inputs)
-    want = attribute.compute(bundle, inputs, trace, 0, "ig", 1, batch=1)
-    assert out["steps"] == 1 and out["source_tokens"] == trace.source_tokens[1]
+    want = attribute.compute(bundle, inputs, trace, 0, "ig", 1, batch=1, max_steps=1)
+    assert (out["steps"], out["asked_steps"], out["max_steps"]) == (1, 1, 1) and out["source_tokens"] == trace.source_tokens[1]
     np.testing.assert_allclose(out["source"], want.source.numpy(), rtol=1e-4, atol=1e-6)
     assert any(ord(ch) > 127 for ch in out["token"]["token"]) and "\\u" not in raw
     assert main([*args, "--method", "grad-input", "--steps", "0"]) == 0

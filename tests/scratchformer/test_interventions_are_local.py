@@ -23,7 +23,7 @@ def bundle():
 def test_integrated_gradients_and_a_recompute_at_the_same_time_each_get_their_own_numbers(bundle):
     inputs = bundle.prepare(SOURCE, TARGET)
     _, reference = bundle.run(inputs)
-    alone = attribute.compute(bundle, inputs, reference, 2, "ig", steps=8)
+    alone = attribute.compute(bundle, inputs, reference, 2, "ig", steps=8, max_steps=8)
     watched = ("src_embed.sum", "encoder.0.self_attn.weights", "decoder.1.add_norm3.out", "generator.logits")
 
     ig_done, failures, recomputes = threading.Event(), [], []
@@ -32,7 +32,7 @@ def test_integrated_gradients_and_a_recompute_at_the_same_time_each_get_their_ow
     def attribute_in_background() -> None:
         try:
             while len(recomputes) < 3 and len(results) < 200:  # until several recomputes ran meanwhile
-                results.append(attribute.compute(bundle, inputs, reference, 2, "ig", steps=8))
+                results.append(attribute.compute(bundle, inputs, reference, 2, "ig", steps=8, max_steps=8))
         except Exception as exc:  # noqa: BLE001 - reported by the assertion below
             failures.append(exc)
         finally:
