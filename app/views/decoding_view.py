@@ -5,15 +5,15 @@ Each step shows the token fed in, the token that comes out, the new row's cross-
 typed target is fed in) or free-running generation (the model's own argmax is fed back). For a decoder-only model
 the steps are the new tokens of the run's continuation of the text (greedy or sampled, as the input bar asked),
 each with its self-attention row over everything read so far. The timeline is computed by
-scratchformer.decoding.timeline (or scratchformer.generation.continuation_timeline) in a short-lived worker
-thread, never on the UI thread.
+scratchformer.decoding.timeline (or scratchformer.generation.continuation_timeline) in a job (app/jobs.py), never
+on the UI thread; a newer run or mode cancels the older job, whose timeline is then dropped.
 """
 
 from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QEvent, QObject, Qt, QThread, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
@@ -32,9 +32,8 @@ from scratchformer.decoding import Timeline, timeline
 from scratchformer.generation import continuation_timeline
 from scratchformer.plotdata import Heatmap, abbreviate, guided_head, head_labels, timeline_heatmap
 
-from ..gc_guard import no_collection_in_this_thread
+from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
-from ..worker import friendly_error
 from .base import View, placeholder
 
 TEACHER, FREE = "teacher", "free"
@@ -47,27 +46,6 @@ def _probability(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.1e}"
 
 
-class _TimelineJob(QThread):
-    """Computes one Timeline off the UI thread; the result comes back by a queued signal."""
-
-    done = Signal(int, object)  # generation, Timeline
-    failed = Signal(int, str)
-
-    def __init__(self, generation: int, work) -> None:
-        super().__init__()
-        self.setObjectName("scratchformer-decoding")
-        self.generation, self.work = generation, work  # work: () → Timeline, run on this thread
-
-    def run(self) -> None:
-        with no_collection_in_this_thread():  # see app/gc_guard.py
-            try:
-                result = self.work()
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
-                self.failed.emit(self.generation, friendly_error(exc))
-                return
-            self.done.emit(self.generation, result)
-
-
 class DecodingView(View):
     title = "Decoding"
     explains = "decoding"
@@ -77,8 +55,7 @@ class DecodingView(View):
         super().__init__(window)
         self.timeline: Timeline | None = None
         self.position = 0  # the step shown (index into timeline.steps)
-        self._generation = 0
-        self._jobs: list[_TimelineJob] = []
+        self._jobs = JobRunner("scratchformer-decoding")
         self._key = None  # (result id, mode, k): what the current timeline was computed for
         self._map: Heatmap | None = None
         self._bundle = None
@@ -231,7 +208,7 @@ class DecodingView(View):
         return "Decoding timeline"
 
     def is_busy(self) -> bool:
-        return any(job.isRunning() for job in self._jobs)
+        return self._jobs.busy()
 
     # --- stepping ------------------------------------------------------------------------------------------
 
@@ -266,25 +243,13 @@ class DecodingView(View):
         self._start_work(bundle, lambda: timeline(bundle, source, target, k=8))
 
     def _start_work(self, bundle, work) -> None:
-        self._generation += 1
+        self._jobs.cancel()  # a newer run or mode: what an older job makes is no longer wanted
         self._bundle = bundle
         self.play_button.setChecked(False)
         self.step_label.setText("Decoding…")
-        job = _TimelineJob(self._generation, work)
-        job.done.connect(self._on_done)
-        job.failed.connect(self._on_failed)
-        job.finished.connect(lambda j=job: self._forget(j))
-        self._jobs.append(job)
-        job.start()
+        self._jobs.start(lambda job: work(), on_result=self._on_done, on_error=self._on_failed)
 
-    def _forget(self, job: _TimelineJob) -> None:
-        if job in self._jobs:
-            self._jobs.remove(job)
-        job.deleteLater()
-
-    def _on_done(self, generation: int, tl: Timeline) -> None:
-        if generation != self._generation:
-            return  # a newer run or mode was asked for meanwhile
+    def _on_done(self, tl: Timeline) -> None:
         self.timeline = tl
         self.position = 0
         n_layers, n_heads = 0, 0
@@ -304,9 +269,7 @@ class DecodingView(View):
         self._show_empty(False)
         self._draw()
 
-    def _on_failed(self, generation: int, message: str) -> None:
-        if generation != self._generation:
-            return
+    def _on_failed(self, message: str) -> None:
         self.timeline = None
         self._show_empty(True, message)
         if hasattr(self.main, "show_error"):
@@ -320,9 +283,7 @@ class DecodingView(View):
     def shutdown(self) -> None:
         """Stop playing and wait for any decode in progress (no thread may outlive the window)."""
         self.timer.stop()
-        self._generation += 1
-        for job in list(self._jobs):
-            job.wait(30_000)
+        self._jobs.shutdown()
 
     # --- drawing -------------------------------------------------------------------------------------------
 
