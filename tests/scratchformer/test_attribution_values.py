@@ -85,7 +85,8 @@ def test_the_dictionary_and_the_text_report():
     assert json.loads(json.dumps(a.to_dict())) == {
         "method": "ig", "position": 2, "token": {"id": 7, "token": "x"}, "source": [1.0, 0.25],
         "target": [0.5, -0.25], "completeness": {"sum": 1.5, "delta": 2.0, "f_input": -1.0, "f_baseline": -3.0},
-        "steps": 8, "asked_steps": 8, "max_steps": 1024, "baseline": "pad", "source_tokens": ["a", "b"], "target_tokens": ["<s>", "c"]}  # fmt: skip
+        "steps": 8, "asked_steps": 8, "max_steps": 1024, "baseline": "pad", "source_tokens": ["a", "b"],
+        "target_tokens": ["<s>", "c"]}  # fmt: skip
     assert attribute.text_report(a).split("\n") == [
         "log P(“x”) at decoder position 2: -1.0000 (Integrated Gradients, 8 steps, pad baseline)",
         "source:",
@@ -149,7 +150,8 @@ def test_the_command_runs_ig_with_the_steps_and_item_asked_for(capsys, tmp_path)
     inputs = bundle.prepare_windows(text.read_text(encoding="utf-8"), 4, 2)
     _, trace = bundle.run(inputs)
     want = attribute.compute(bundle, inputs, trace, 0, "ig", 1, batch=1, max_steps=1)
-    assert (out["steps"], out["asked_steps"], out["max_steps"]) == (1, 1, 1) and out["source_tokens"] == trace.source_tokens[1]
+    assert (out["steps"], out["asked_steps"], out["max_steps"]) == (1, 1, 1)
+    assert out["source_tokens"] == trace.source_tokens[1]
     np.testing.assert_allclose(out["source"], want.source.numpy(), rtol=1e-4, atol=1e-6)
     assert any(ord(ch) > 127 for ch in out["token"]["token"]) and "\\u" not in raw
     assert main([*args, "--method", "grad-input", "--steps", "0"]) == 0
