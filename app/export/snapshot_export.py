@@ -1,7 +1,7 @@
 """The Training tab's Export…: the map chosen there (attention type, layer, head) over every snapshot and the
 final model, saved as an animation (GIF, APNG) or one grid of small multiples (PNG, SVG, PDF).
 
-The file is chosen first (the extension decides what is written); then a worker thread runs the input through
+The file is chosen first (the extension decides what is written); then a job (app/jobs.py) runs the input through
 every snapshot (scratchformer.exporting.snapshots, the same data as `scratchformer export --snapshots`). When it
 finishes, the frames or the grid are drawn and the one file is written atomically on the UI thread, and the
 window's status line says what was written (or, in one sentence, why not).
@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QThread, Signal
-
 from scratchformer.errors import UserError
 from scratchformer.exporting.animation import ANIMATION_FORMATS, SNAPSHOT_FORMATS, plan_snapshot_export
 from scratchformer.exporting.job import ExportRun
 from scratchformer.exporting.snapshots import SnapshotSeries, snapshot_series
 
-from ..gc_guard import no_collection_in_this_thread
-from ..worker import friendly_error
 from . import actions
 from .render import frames_renderer, renderer
 
@@ -32,49 +28,35 @@ FILTERS = {
 }
 
 
-class SnapshotExportJob(QThread):
-    """Computes the series off the UI thread, then (on the UI thread, when the thread has finished) writes
-    the chosen file. `written` carries the path, `failed` one sentence."""
-
-    written = Signal(object)  # Path
-    failed = Signal(str)
+class SnapshotExport:
+    """One export of the Training tab: `series` is the job's work (off the UI thread, app/jobs.py), `write` its
+    result's handler on the UI thread, `fail` its error's. Both end in the window's status line."""
 
     def __init__(self, window, path: Path, choice: dict) -> None:
-        super().__init__()
-        self.setObjectName("scratchformer-snapshot-export")
         self.window, self.path, self.choice = window, path, choice
-        self.series: SnapshotSeries | None = None
-        self.error: str | None = None
-        self.finished.connect(self._write)  # this object lives on the UI thread: _write runs there
 
-    def run(self) -> None:
-        with no_collection_in_this_thread():  # see app/gc_guard.py
-            try:
-                self.series = snapshot_series(**self.choice, truncate=True)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
-                self.error = friendly_error(exc)
+    def series(self, job) -> SnapshotSeries:
+        return snapshot_series(**self.choice, truncate=True)
 
-    def _write(self) -> None:
-        if self.error is None and self.series is not None:
-            try:
-                fmt = self.path.suffix.lower().lstrip(".")
-                task = plan_snapshot_export(self.series, self.path.parent, [fmt],
-                                            frames_renderer(actions.PNG_SCALE))[0]  # fmt: skip
-                task.path = self.path  # the name chosen in the dialog
-                result = ExportRun([task], self.path.parent, renderer(actions.PNG_SCALE), overwrite=True,
-                                   index=False).run()  # fmt: skip
-            except UserError as exc:
-                self.error = str(exc)
-            except Exception as exc:  # noqa: BLE001 - a failed export reaches the status line, not a traceback
-                self.error = f"The export failed: {exc}"
-            else:
-                what = "animation" if fmt in ANIMATION_FORMATS else "grid"
-                actions._tell(self.window, f"{result.summary()[:-1]} — the {what} of {self.series.where}, "
-                                           f"{len(self.series.frames)} frames.")  # fmt: skip
-                self.written.emit(self.path)
-                return
-        actions._tell(self.window, self.error or "The export failed.", error=True)
-        self.failed.emit(self.error or "")
+    def write(self, series: SnapshotSeries) -> None:
+        """Draw the frames or the grid and write the one file (Qt draws only on the UI thread)."""
+        try:
+            fmt = self.path.suffix.lower().lstrip(".")
+            task = plan_snapshot_export(series, self.path.parent, [fmt], frames_renderer(actions.PNG_SCALE))[0]
+            task.path = self.path  # the name chosen in the dialog
+            result = ExportRun([task], self.path.parent, renderer(actions.PNG_SCALE), overwrite=True,
+                               index=False).run()  # fmt: skip
+        except UserError as exc:
+            self.fail(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a failed export reaches the status line, not a traceback
+            self.fail(f"The export failed: {exc}")
+        else:
+            what = "animation" if fmt in ANIMATION_FORMATS else "grid"
+            actions._tell(self.window, f"{result.summary()[:-1]} — the {what} of {series.where}, "
+                                       f"{len(series.frames)} frames.")  # fmt: skip
+
+    def fail(self, sentence: str) -> None:
+        actions._tell(self.window, sentence or "The export failed.", error=True)
 
 
 def choice_of(view) -> dict:
@@ -88,8 +70,8 @@ def choice_of(view) -> dict:
             "layer": max(0, view.layer_box.currentIndex()), "head": max(0, view.head_box.currentIndex())}
 
 
-def start_export(view, path: str | Path | None = None) -> SnapshotExportJob | None:
-    """Ask for the file (unless `path` is given), then return the job, not yet started; None if cancelled.
+def plan_export(view, path: str | Path | None = None) -> SnapshotExport | None:
+    """Ask for the file (unless `path` is given), then return the export, for the view to run; None if cancelled.
     Raises UserError (one sentence) when there is nothing to export or the name cannot be used."""
     window = view.main
     choice = choice_of(view)
@@ -110,4 +92,4 @@ def start_export(view, path: str | Path | None = None) -> SnapshotExportJob | No
             raise UserError(f"{path.name} cannot be saved here; use one of: "
                             f"{', '.join('.' + f for f in SNAPSHOT_FORMATS)}.")  # fmt: skip
     actions._tell(window, f"Running the input through every snapshot for {path.name}…")
-    return SnapshotExportJob(window, path, choice)
+    return SnapshotExport(window, path, choice)

@@ -2,7 +2,7 @@
 play) over its snapshots, and for the chosen snapshot the attention map and decoded output of the current input,
 side by side with the final model (the window's current run).
 
-Each snapshot is loaded and run in a short-lived worker thread (never on the UI thread); results are cached per
+Each snapshot is loaded and run in a job (app/jobs.py, never on the UI thread); results are cached per
 (model, snapshot step, source, target). "Inspect this snapshot" makes the whole window follow the snapshot.
 """
 
@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, Qt, QThread, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -39,9 +39,8 @@ from scratchformer.plotdata import (
 )
 from scratchformer.plotdata.training import CROSS, attention_layers
 
-from ..gc_guard import no_collection_in_this_thread
+from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
-from ..worker import friendly_error
 from .base import View, placeholder
 
 PLAY_INTERVAL_MS = 900
@@ -58,28 +57,12 @@ class SnapshotRun:
     guided: tuple[int, int] | None = None  # (decoder layer, head) trained with guided alignment, if any
 
 
-class _SnapshotJob(QThread):
-    """Loads one snapshot and runs the input through it, off the UI thread."""
+def _snapshot_run(snapshot: Snapshot, source: str, target: str) -> SnapshotRun:
+    """Load one snapshot and run the input through it (the work of a job: never on the UI thread)."""
+    from scratchformer.exporting.snapshots import snapshot_run  # only when a snapshot is run
 
-    done = Signal(int, object, object)  # generation, cache key, SnapshotRun
-    failed = Signal(int, str)
-
-    def __init__(self, generation: int, key: tuple, snapshot: Snapshot, source: str, target: str) -> None:
-        super().__init__()
-        self.setObjectName("scratchformer-training")
-        self.generation, self.key, self.snapshot, self.source, self.target = generation, key, snapshot, source, target
-
-    def run(self) -> None:
-        with no_collection_in_this_thread():  # see app/gc_guard.py: all of this thread's Python work inside
-            try:
-                from scratchformer.exporting.snapshots import snapshot_run  # only when a snapshot is run
-
-                trace, output, guided = snapshot_run(self.snapshot.spec, self.source, self.target, truncate=True)
-                result = SnapshotRun(self.snapshot.step, trace, output, guided)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a sentence in the window
-                self.failed.emit(self.generation, friendly_error(exc))
-                return
-            self.done.emit(self.generation, self.key, result)
+    trace, output, guided = snapshot_run(snapshot.spec, source, target, truncate=True)
+    return SnapshotRun(snapshot.step, trace, output, guided)
 
 
 class TrainingView(View):
@@ -92,8 +75,8 @@ class TrainingView(View):
         self._base: str | None = None  # the model (without @step) whose snapshots are listed
         self._snapshots: list[Snapshot] = []
         self._cache: dict[tuple, SnapshotRun] = {}
-        self._jobs: list[_SnapshotJob] = []
-        self._generation = 0
+        self._jobs = JobRunner("scratchformer-training")  # the snapshot runs and the Export… of them
+        self._generation = 0  # of the latest snapshot run asked for: only its failure is shown
         self._pending: tuple | None = None  # the cache key being computed for the shown snapshot
         self._input: tuple[str, str] | None = None
         self._head_chosen = False  # the head box was set from the last snapshot (or by the user)
@@ -255,7 +238,7 @@ class TrainingView(View):
         return "Training snapshots"
 
     def is_busy(self) -> bool:
-        return any(job.isRunning() for job in self._jobs)
+        return self._jobs.busy()
 
     def current_snapshot(self) -> Snapshot | None:
         i = self.slider.value()
@@ -276,21 +259,21 @@ class TrainingView(View):
 
     def export_snapshots(self, path: str | None = None):
         """Export…: the chosen map over every snapshot, as an animation or a grid, to `path` (None: ask with a
-        file dialog). The snapshots run in a worker (app/export/snapshot_export.py); returns it, or None."""
+        file dialog). The snapshots run in a job (app/export/snapshot_export.py); returns it, or None."""
         from scratchformer.errors import UserError
 
-        from ..export.snapshot_export import start_export
+        from ..export.snapshot_export import plan_export
 
         try:
-            job = start_export(self, path)
+            export = plan_export(self, path)
         except UserError as exc:
             self.main.show_error(str(exc))
             return None
-        if job is not None:
-            self._jobs.append(job)  # shutdown() waits for it like for the snapshot runs
-            job.finished.connect(lambda j=job: self._forget(j))
-            job.start()
-        return job
+        if export is None:
+            return None
+        # shutdown() waits for it like for the snapshot runs
+        return self._jobs.start(export.series, on_result=export.write, on_error=export.fail,
+                                name="scratchformer-snapshot-export")
 
     # --- model and selectors -------------------------------------------------------------------------------
 
@@ -391,19 +374,11 @@ class TrainingView(View):
     def _start(self, key: tuple, snap: Snapshot) -> None:
         self._generation += 1
         self._pending = key
-        job = _SnapshotJob(self._generation, key, snap, key[2], key[3])
-        job.done.connect(self._on_done)
-        job.failed.connect(self._on_failed)
-        job.finished.connect(lambda j=job: self._forget(j))
-        self._jobs.append(job)
-        job.start()
+        generation = self._generation
+        self._jobs.start(lambda job: _snapshot_run(snap, key[2], key[3]), on_result=lambda run: self._on_done(key, run),
+                         on_error=lambda message: self._on_failed(generation, message))
 
-    def _forget(self, job: _SnapshotJob) -> None:
-        if job in self._jobs:
-            self._jobs.remove(job)
-        job.deleteLater()
-
-    def _on_done(self, generation: int, key: tuple, run: SnapshotRun) -> None:
+    def _on_done(self, key: tuple, run: SnapshotRun) -> None:
         self._cache[key] = run  # kept even when superseded: the slider may come back to it
         if key == self._pending:
             self._pending = None
@@ -461,11 +436,11 @@ class TrainingView(View):
         return False
 
     def shutdown(self) -> None:
-        """Stop playing and wait for any snapshot run in progress (no thread may outlive the window)."""
+        """Stop playing and wait for any snapshot run or export in progress (no thread may outlive the window).
+        Not cancelled: what they make is still kept, or written, since a training run may refuse the close."""
         self.stop_play()
         self._generation += 1
-        for job in list(self._jobs):
-            job.wait(30_000)
+        self._jobs.wait()
 
     # --- drawing -------------------------------------------------------------------------------------------
 
