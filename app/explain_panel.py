@@ -10,12 +10,12 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QThread, QTimer, QUrl, Signal
+from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from scratchformer.trace import Step
 
-from .gc_guard import no_collection_in_this_thread
+from .jobs import JobRunner
 from .stepper import step_path
 
 CSS = """
@@ -83,23 +83,6 @@ def _made(make_html: Callable[[], str]) -> tuple[str | None, str]:
         return None, f"No explanation here: {exc}"
 
 
-class _MakeJob(QThread):
-    """make_html() on a worker thread; `result` = (html or None, error), then `done`."""
-
-    done = Signal()
-
-    def __init__(self, generation: int, make_html: Callable[[], str], parent) -> None:
-        super().__init__(parent)
-        self.setObjectName("scratchformer-explanation")
-        self.generation, self.make_html = generation, make_html
-        self.result: tuple[str | None, str] = (None, "")
-
-    def run(self) -> None:
-        with no_collection_in_this_thread():
-            self.result = _made(self.make_html)
-        self.done.emit()
-
-
 class ExplainPanel(QWidget):
     """'Explanation' title above a read-only rich-text browser; `step_link(index)` when a link is clicked.
 
@@ -121,9 +104,8 @@ class ExplainPanel(QWidget):
         self.browser.anchorClicked.connect(self._clicked)
         self.browser.setStyleSheet("QTextBrowser { background: #fcfcfd; }")
         layout.addWidget(self.browser, 1)
-        self._pending: Callable[[], str] | None = None
-        self._generation = 0  # of the latest request; a job's result for an older one is dropped
-        self._job: _MakeJob | None = None
+        self._pending: Callable[[], str] | None = None  # the latest request, until REST_MS have passed
+        self._jobs = JobRunner("scratchformer-explanation", latest_only=True)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(REST_MS)
@@ -141,58 +123,41 @@ class ExplainPanel(QWidget):
     def show_later(self, make_html: Callable[[], str]) -> None:
         """Show make_html() — made on a worker thread — once REST_MS have passed without another request."""
         self._pending = make_html
-        self._generation += 1
+        self._jobs.cancel()  # what a job still makes for an older request is no longer wanted
         self._timer.start()
 
     def _start(self) -> None:
-        if self._pending is None or self._job is not None:
-            return  # a job is running: the pending request starts when it ends
+        """REST_MS passed: make the latest request off the UI thread (after the job running now, if any)."""
         make, self._pending = self._pending, None
-        job = _MakeJob(self._generation, make, self)
-        job.done.connect(lambda: self._done(job))
-        self._job = job
-        job.start()
+        if make is not None:
+            self._jobs.start(lambda job: _made(make), on_result=self._show)
 
-    def _done(self, job: _MakeJob) -> None:
-        if job is not self._job:
-            return  # already shown by flush()
-        job.wait()
-        self._job = None
-        text, error = job.result
-        if job.generation == self._generation:
-            if text is not None:
-                self.browser.setHtml(text)
-            if error:
-                self.failed.emit(error)
-        if self._pending is not None and not self._timer.isActive():
-            self._start()
+    def _show(self, made: tuple[str | None, str]) -> None:
+        text, error = made
+        if text is not None:
+            self.browser.setHtml(text)
+        if error:
+            self.failed.emit(error)
 
     def is_busy(self) -> bool:
         """Whether an explanation is still being made (tests wait for it)."""
-        return self._job is not None or self._pending is not None
+        return self._jobs.busy() or self._pending is not None
 
     def flush(self) -> None:
         """Make and show a pending explanation now, on this thread (tests, and reading the text)."""
         make, self._pending = self._pending, None
         self._timer.stop()
-        if make is None and self._job is not None:  # the latest one is being made: wait for it
-            self._done(self._job)
+        if make is None:  # the latest one may be being made: wait for it, and show it now
+            self._jobs.wait()
             return
-        if make is not None:
-            self._generation += 1  # a job still running for it is no longer wanted
-            text, error = _made(make)
-            if text is not None:
-                self.browser.setHtml(text)
-            if error:
-                self.failed.emit(error)
+        self._jobs.cancel()  # a job still running for an older request is no longer wanted
+        self._show(_made(make))
 
     def stop(self) -> None:
         """Drop pending requests and wait for a job in flight (the window calls it as it closes)."""
         self._pending = None
-        self._generation += 1
         self._timer.stop()
-        if self._job is not None:
-            self._job.wait()
+        self._jobs.shutdown()
 
     def plain_text(self) -> str:
         self.flush()
