@@ -244,7 +244,9 @@ def timeline(
 
     With a `target` the typed target is forced (teacher forcing: its tokens, then the end token); without
     one the model's own most probable token is fed back (free-running) until the end token or `max_steps`.
-    For a decoder-only model the source is the prompt: its tokens are forced first, then generation runs.
+    For a decoder-only model the source is the prompt: its tokens are forced first, then the target's or
+    generation; an encoder-decoder's target prefix (mBART's language code) is forced first likewise
+    (`forced_ids`).
     """
     model, start, end = _unpack(bundle)
     c = model.config
@@ -254,19 +256,12 @@ def timeline(
         raise UserError("The source text is empty; type a sentence first.")
     src_tok, tgt_tok = bundle.src_tokenizer, bundle.tgt_tokenizer
     unknown = src_tok.unknown_words(source) + (tgt_tok.unknown_words(target) if target else [])
-    if c.has_encoder:
-        src_ids = bundle.encode_source(source)
-        source_tokens = src_tok.token_strings(src_ids)
-        prompt: list[int] = []
-    else:
-        src_ids = []
-        prompt = tgt_tok.encode(source)
-        source_tokens = tgt_tok.token_strings(prompt)
-    forced = prompt + (tgt_tok.encode(target) + ([end] if end is not None else []) if target else [])
+    src_ids, lead, forced = forced_ids(bundle, source, target)
+    source_tokens = src_tok.token_strings(src_ids) if c.has_encoder else tgt_tok.token_strings(lead)
     mode = "teacher" if target else "free"
     limit = c.max_len - 1  # the start token takes position 0
     if max_steps is None:
-        max_steps = len(forced) if target else min(limit, 2 * len(source_tokens) + 10 + len(prompt))
+        max_steps = len(forced) if target else min(limit, 2 * len(source_tokens) + 10 + len(lead))
     if target and len(forced) > limit + 1:
         raise UserError(
             f"The target has {len(forced)} tokens but this model reads at most {c.max_len}; shorten it."
@@ -312,15 +307,35 @@ def timeline(
     return Timeline(source_tokens, steps, mode, unknown)
 
 
+def forced_ids(bundle, source: str, target: str) -> tuple[list[int], list[int], list[int]]:
+    """(source ids, lead, forced): what step-by-step decoding of `source` forces after the start token. The lead
+    comes first — a decoder-only model's text (its prompt), or an encoder-decoder's target prefix — then, when a
+    target is typed, its tokens and the end token. Source ids are empty for a decoder-only model."""
+    end = bundle.end_id()
+    if bundle.config.has_encoder:
+        src_ids, lead = bundle.encode_source(source), bundle.target_prefix()
+    else:
+        src_ids, lead = [], bundle.tgt_tokenizer.encode(source)
+    typed = bundle.tgt_tokenizer.encode(target) + ([end] if end is not None else []) if target else []
+    return src_ids, lead, lead + typed
+
+
 def teacher_forced_hidden(bundle, source: str, target: str) -> np.ndarray:
-    """(T, d_model) decoder outputs of one full teacher-forced pass over [start] + target — the reference the
-    step-by-step timeline must reproduce row by row (the causal mask at work)."""
-    inputs = bundle.prepare(source, target)
+    """(T, d_model) decoder outputs of one full teacher-forced pass over what `timeline` feeds one token at a
+    time — [start] + the lead (prompt or target prefix) + the typed target — the reference the step-by-step
+    timeline must reproduce row by row (the causal mask at work)."""
+    source, target = (source or "").strip(), (target or "").strip()
+    src_ids, lead, forced = forced_ids(bundle, source, target)
+    fed = forced[: len(forced) - 1] if target else forced  # the end token is predicted, never fed
     model = bundle.model
+    dev = model.device
+    src = torch.tensor([src_ids]) if model.config.has_encoder else None  # (1, S)
+    src_pad = pad_from_ids(src, model.config.pad_id)  # (1, S) or None, read on the CPU
+    src_pad = src_pad.to(dev) if src_pad is not None else None
     with _evaluating(model):
-        dev = model.device
-        memory = model.encode(inputs.src.to(dev)) if model.config.has_encoder else None
-        hidden = model.decode(inputs.tgt.to(dev), memory)  # (1, T, d_model)
+        memory = model.encode(src.to(dev), src_pad) if src is not None else None
+        tgt = torch.tensor([[bundle.start_id(), *fed]], device=dev)  # (1, T)
+        hidden = model.decode(tgt, memory, src_pad)  # (1, T, d_model)
     return hidden[0].float().cpu().numpy()
 
 

@@ -6,6 +6,7 @@ prompt, which is forced first. Counts and sentences are worked out by hand from 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -188,3 +189,36 @@ def test_a_padding_token_in_the_source_gets_no_cross_attention_at_any_step():
     for s in tl.steps:
         assert (s.cross_attention[..., 1] == 0).all()
         assert abs(s.cross_attention.sum(-1) - 1).max() < 1e-5
+
+
+def _stepped_and_full(bundle, source: str, target: str):
+    tl = timeline(bundle, source, target)
+    return tl, np.stack([s.hidden for s in tl.steps]), teacher_forced_hidden(bundle, source, target)
+
+
+def test_a_decoder_only_model_s_reference_pass_reads_the_typed_target_as_the_timeline_does():
+    """A decoder-only model's timeline forces the text, then the typed target, then the end token; the one-pass
+    reference reads the same tokens behind <s> (the text, then the target), so the two agree row by row."""
+    bundle = _bundle(decoder_only=True)
+    tl, stepped, full = _stepped_and_full(bundle, "हम दोस्त", "हैं")
+    text, typed = bundle.tgt_tokenizer.encode("हम दोस्त"), bundle.tgt_tokenizer.encode("हैं")
+    assert [s.token_id for s in tl.steps] == [*text, *typed, END]
+    with torch.no_grad():
+        expected = bundle.model.decode(torch.tensor([[1, *text, *typed]]))[0].numpy()
+    assert full.shape == expected.shape == stepped.shape == (1 + len(text) + len(typed), 16)
+    assert abs(full - expected).max() < 1e-5 and abs(stepped - full).max() < 1e-5
+
+
+def test_a_target_prefix_is_forced_first_by_the_timeline_and_read_by_the_reference():
+    """An encoder-decoder whose decoder reads a fixed token after <s> (mBART's language code; here “हम”): the
+    timeline forces it before the typed target, and free-running starts behind it as greedy decoding does."""
+    bundle = _bundle()
+    bundle.config.extra["tgt_prefix"] = ["हम"]
+    prefix = bundle.target_prefix()
+    assert prefix == bundle.tgt_tokenizer.encode("हम")
+    tl, stepped, full = _stepped_and_full(bundle, "we are friends", "दोस्त हैं")
+    assert [s.token_id for s in tl.steps] == [*prefix, *bundle.tgt_tokenizer.encode("दोस्त हैं"), END]
+    assert stepped.shape == full.shape and abs(stepped - full).max() < 1e-5
+    free = timeline(bundle, "we are friends", max_steps=6)
+    src_ids = bundle.encode_source("we are friends")
+    assert [s.token_id for s in free.steps][1:] == greedy(bundle, src_ids, 5, prefix=prefix, stop_at_eos=False)
