@@ -212,7 +212,7 @@ class MultiHeadAttention(nn.Module):
         b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
         named = {k: parts[k] for k in ("qkv", "q_proj", "kv_proj") if k in parts}
         named.update(q=q_heads, k=k_heads, v=parts["v_heads"], scores=maps["scores"],
-                     scaled_scores=maps["scaled_scores"], mask=additive(mask, (b, tq, tk)).expand(b, tq, tk),
+                     scaled_scores=maps["scaled_scores"], mask=additive(mask, (b, tq, tk), q_heads.device).expand(b, tq, tk),
                      masked_scores=maps["masked_scores"], weights=maps["weights"], context=context, concat=concat,
                      out=out)  # fmt: skip
         if position_bias is not None:

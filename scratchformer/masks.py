@@ -46,10 +46,12 @@ def cross_mask(src_pad: torch.Tensor | None, batch: int, n_tgt: int, n_src: int,
     return padding_mask(src_pad).expand(batch, n_tgt, n_src)  # (B, T, S)
 
 
-def additive(mask: torch.Tensor | None, shape: tuple[int, ...] | None = None) -> torch.Tensor:
-    """bool mask → float mask of 0 (allowed) and −∞ (masked), the M in softmax(QKᵀ/√d_k + M)."""
+def additive(mask: torch.Tensor | None, shape: tuple[int, ...] | None = None,
+             device: torch.device | str | None = None) -> torch.Tensor:
+    """bool mask → float mask of 0 (allowed) and −∞ (masked), the M in softmax(QKᵀ/√d_k + M). No mask: zeros of
+    `shape` on `device` (the model's: the trace moves them to the CPU with the rest)."""
     if mask is None:
-        return torch.zeros(shape or ())
+        return torch.zeros(shape or (), device=device)
     out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
     return out.masked_fill(~mask, float("-inf"))
 

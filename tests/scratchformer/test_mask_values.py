@@ -56,3 +56,18 @@ def test_masks_are_built_on_the_device_asked_for():
     assert masks.causal_mask(3, device="meta").device.type == "meta"
     assert masks.decoder_self_mask(None, 2, 3, device="meta").device.type == "meta"
     assert masks.additive(torch.ones(2, 2, dtype=torch.bool, device="meta")).device.type == "meta"
+
+
+def test_no_mask_gives_zeros_on_the_device_asked_for():
+    """The zeros of "no mask" are made where the model is ("meta" stands in for a GPU here), not on torch's
+    default device: the attention's written-out path adds them to scores on that device."""
+    assert masks.additive(None, (2, 3), "meta").device.type == "meta"
+    assert masks.additive(None, (2, 3)).device.type == "cpu"
+
+
+def test_an_unmasked_attention_s_mask_step_is_made_on_the_model_s_device():
+    from scratchformer.attention import MultiHeadAttention
+
+    att = MultiHeadAttention(8, 2, False, "src_pos", "src_pos", "encoder.0.self_attn").to("meta")
+    named = att.interior(torch.zeros(1, 3, 8, device="meta"), None, None, None)
+    assert named["mask"].device.type == "meta" and named["mask"].shape == (1, 3, 3)
