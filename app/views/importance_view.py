@@ -2,18 +2,29 @@
 
 For the current input, the chosen tokens are the decoder input shifted by one (teacher forcing: typed, or the
 model's own greedy output). One layers × heads map per attention type, in points of probability. The work runs
-in its own thread (app/importance_job.py) with a progress bar and Cancel; a click on a cell goes to that head.
+in a job (app/jobs.py) with a progress bar and a Cancel that stops it between two heads; a click on a cell goes
+to that head.
 """
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+from scratchformer.head_importance import HeadImportance, head_importance
 from scratchformer.plotdata import Heatmap, importance_heatmaps, importance_step
 
-from ..importance_job import ImportanceJob
+from ..jobs import Job, JobRunner
 from ..widgets.heatmap import HeatmapWidget
 from .base import View
+
+
+def measure_heads(bundle, inputs, job: Job) -> HeadImportance | None:
+    """Zero every head of `bundle.model` in turn on these inputs (the work of a job: progress(done, total) after
+    each head; None once cancelled)."""
+    dev = bundle.device
+    to = (lambda t: None if t is None else t.to(dev))  # noqa: E731
+    return head_importance(bundle.model, to(inputs.src), to(inputs.tgt), to(inputs.src_pad), to(inputs.tgt_pad),
+                           progress=job.progress, cancelled=job.cancelled)
 
 
 class ImportanceView(View):
@@ -54,7 +65,7 @@ class ImportanceView(View):
         layout.addWidget(self.grid_host, 1)
         self.widgets: list[HeatmapWidget] = []
         self.maps: list[Heatmap] = []
-        self.job: ImportanceJob | None = None
+        self._jobs = JobRunner("scratchformer-head-importance")  # one measurement at a time
         self._run = None  # the RunResult the maps were measured on
 
     # --- the job ---------------------------------------------------------------------------------------------
@@ -68,54 +79,42 @@ class ImportanceView(View):
             self.status.setText("Head importance needs a decoder input of at least one token after the start token.")
             return
         self.cancel()
-        job = self.job = ImportanceJob(result.bundle, result.inputs, self)
-        job.progress.connect(lambda d, n: self._progress(job, d, n))
-        job.finished_with.connect(lambda r: self._done(job, r, result))
-        job.cancelled_now.connect(lambda: self._ended(job, "Cancelled."))
-        job.failed_with.connect(lambda text: self._ended(job, text))
+        self._jobs.start(lambda job: measure_heads(result.bundle, result.inputs, job), on_progress=self._progress,
+                         on_result=lambda importance: self._done(importance, result), on_error=self._ended)
         self.progress.setRange(0, 0)
         self.progress.setVisible(True)
         self.cancel_button.setVisible(True)
         self.measure_button.setEnabled(False)
         self.status.setText(f"Zeroing each head of {result.bundle.name} in turn…")
-        job.start()
 
     def cancel(self) -> None:
         """Stop a measurement in progress (it ends between two heads) and wait for its thread."""
-        if self.job is not None:
-            self._ended(self.job, "Cancelled.")
+        if self._jobs.busy():
+            self._ended("Cancelled.")
 
     def shutdown(self) -> None:
-        if self.job is not None:
-            self.job.stop()
-            self.job = None
+        self._jobs.shutdown()
 
     def is_measuring(self) -> bool:
-        return self.job is not None
+        return self._jobs.busy()
 
-    def _progress(self, job: ImportanceJob, done: int, total: int) -> None:
-        if job is self.job:
-            self.progress.setRange(0, total)
-            self.progress.setValue(done)
-            self.progress.setFormat("head %v of %m")
+    def _progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat("head %v of %m")
 
-    def _ended(self, job: ImportanceJob, message: str) -> None:
-        """The job finished, failed or was cancelled: wait for its thread, then show the controls again.
-        News from an older job (cancelled when a new one started) is ignored."""
-        if job is not self.job:
-            return
-        job.stop()
-        self.job = None
+    def _ended(self, message: str) -> None:
+        """The job finished, failed or was cancelled (cancel and wait for its thread: a cancelled job's news never
+        arrives), then show the controls again."""
+        self._jobs.shutdown()
         self.progress.setVisible(False)
         self.cancel_button.setVisible(False)
         self.measure_button.setEnabled(True)
         self.status.setText(message)
 
-    def _done(self, job: ImportanceJob, importance, run) -> None:
-        if job is not self.job:
-            return
-        self._ended(job, f"Measured on {run.bundle.name}: {importance.n_tokens} output tokens, "
-                         f"P = {importance.base:.1%} with nothing zeroed.")
+    def _done(self, importance: HeadImportance, run) -> None:
+        self._ended(f"Measured on {run.bundle.name}: {importance.n_tokens} output tokens, "
+                    f"P = {importance.base:.1%} with nothing zeroed.")
         self._run = run
         self.maps = importance_heatmaps(importance)
         self._draw()

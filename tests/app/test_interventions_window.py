@@ -147,6 +147,8 @@ def test_head_importance_fills_layers_by_heads_maps(qtbot, en_hi):
     cross = view.maps[0]
     assert np.abs(cross.values).max() > 0
     assert "Measured on en-hi" in view.status.text()
+    heads = sum(m.values.size for m in view.maps)  # each head's progress reached the bar before the maps did
+    assert (view.progress.value(), view.progress.maximum(), view.progress.format()) == (heads, heads, "head %v of %m")
     view.widgets[0].clicked.emit(1, 0)  # a click on layer 2, head 1 goes there
     assert w.current_step().name == "decoder.1.cross_attn.weights" and w.current_head() == 0
 
