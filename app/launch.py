@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import importlib
 
-from PySide6.QtCore import QEventLoop, Qt, QThread, Signal
+from PySide6.QtCore import QEventLoop, Qt, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from .icon import icon_pixmap
+from .jobs import JobRunner  # Qt and light modules only: PyTorch is what this job loads
 from .settings import AppSettings
 
 TITLE = "scratchformer — step through the Transformer"
@@ -35,27 +36,18 @@ def warm_up() -> None:
         pass
 
 
-class LibraryLoader(QThread):
-    """Imports the modules the main window needs; `loaded` carries "" or one sentence saying what failed."""
-
-    loaded = Signal(str)
-
-    def __init__(self, modules: tuple[str, ...] = LOADED_MODULES) -> None:
-        super().__init__()
-        self.modules = modules
-        self.setObjectName("scratchformer-launch")
-
-    def run(self) -> None:
-        for name in self.modules:
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # noqa: BLE001 (any failure of an import is the same sentence to the user)
-                what = "PyTorch" if name == "torch" else "the window's modules"
-                self.loaded.emit(f"scratchformer could not load {what} ({type(exc).__name__}: {exc}); reinstall "
-                                 "it with 'bash scripts/setup.sh' or 'pip install -e .' in the project's .venv.")
-                return
-        warm_up()
-        self.loaded.emit("")
+def load_library(modules: tuple[str, ...] = LOADED_MODULES) -> str:
+    """Import the modules the main window needs, then warm_up (the work of the launch's job: never on the UI
+    thread). Returns "" or one sentence saying what failed to load and how to repair it."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 (any failure of an import is the same sentence to the user)
+            what = "PyTorch" if name == "torch" else "the window's modules"
+            return (f"scratchformer could not load {what} ({type(exc).__name__}: {exc}); reinstall it with "
+                    "'bash scripts/setup.sh' or 'pip install -e .' in the project's .venv.")
+    warm_up()
+    return ""
 
 
 class LaunchWindow(QWidget):
@@ -104,14 +96,18 @@ def open_main_window(make_window, settings: AppSettings | None = None, modules: 
     is closed)."""
     launch = LaunchWindow(settings or AppSettings())
     launch.show()
-    loader = LibraryLoader(modules)
     failures: list[str] = []
     user_closed: list[bool] = []
     loop = QEventLoop()
-    loader.loaded.connect(lambda sentence: failures.append(sentence) if sentence else None)
-    loader.finished.connect(loop.quit)
+
+    def loaded(sentence: str) -> None:
+        if sentence:
+            failures.append(sentence)
+        loop.quit()
+
+    loader = JobRunner("scratchformer-launch", on_error=loaded)
+    loader.start(lambda job: load_library(modules), on_result=loaded, doing="Loading PyTorch and the views")
     launch.closed.connect(lambda: (user_closed.append(True), loop.quit()))
-    loader.start()
     loop.exec()
     loader.wait()  # after a close the import still ends (it cannot be interrupted); the process then exits
     if user_closed:
