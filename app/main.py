@@ -149,7 +149,7 @@ def _open_lesson(window, spec: str, page: int | None, wait: bool = True) -> bool
     panel = lesson_panel(window)
     panel.open_lesson(lesson, page)
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    busy = lambda: panel.is_busy() or window.is_busy() or getattr(window.current_view(), "is_busy", bool)()  # noqa: E731
+    busy = lambda: panel.is_busy() or window.is_busy() or window.current_view().is_busy()  # noqa: E731
     while wait and busy() and time.monotonic() < deadline:
         QApplication.processEvents()
         time.sleep(0.01)
@@ -192,7 +192,7 @@ def screenshot(window, path: str, step: str | None, view: str | None = None, der
         window.tabs.setCurrentWidget(shown)
         drawn(window)
         deadline = time.monotonic() + RUN_TIMEOUT_S
-        while getattr(shown, "is_busy", lambda: False)() and time.monotonic() < deadline:
+        while shown.is_busy() and time.monotonic() < deadline:
             QApplication.processEvents()
             time.sleep(0.01)
     for _ in range(5):

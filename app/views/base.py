@@ -1,5 +1,6 @@
 """What every view of the window provides: redraw on demand, what it shows for the exporters, and its hooks
-(preparation before drawing, widgets built ahead, shutdown on close) that the window calls on every view."""
+(preparation before drawing, widgets built ahead, shutdown on close, busy while its own jobs run) that the window
+calls on every view."""
 
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ class View(QWidget):
 
     def shutdown(self) -> None:
         """Stop this view's own background work; the window calls it once, as it closes."""
+
+    def is_busy(self) -> bool:
+        """Whether this view's own background work (its jobs, app/jobs.py) is still under way; a screenshot waits
+        for it. Nothing by default."""
+        return False
 
     def explain_facts(self) -> dict:
         """What only this view knows for the explanation panel's numbers (the pair or query it shows)."""

@@ -100,6 +100,9 @@ class DerivationView(View):
     def is_deriving(self) -> bool:
         return self._jobs.busy()
 
+    def is_busy(self) -> bool:
+        return self.is_deriving()
+
     def shutdown(self) -> None:
         self._jobs.shutdown()
 

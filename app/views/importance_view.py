@@ -98,6 +98,9 @@ class ImportanceView(View):
     def is_measuring(self) -> bool:
         return self._jobs.busy()
 
+    def is_busy(self) -> bool:
+        return self.is_measuring()
+
     def _progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, total)
         self.progress.setValue(done)
