@@ -56,6 +56,9 @@ class _Worker(QObject):
                 job.ended.emit()
 
 
+_LIVE: set[Job] = set()  # every started job until its end is delivered: a dropped runner never frees a running thread
+
+
 class Job(QObject):
     """One run of `work` on its own QThread. Lives on the UI thread, where its progress and end are delivered."""
 
@@ -101,6 +104,7 @@ class Job(QObject):
         self._cancel.set()
 
     def start(self) -> None:
+        _LIVE.add(self)
         self.thread_.start()
 
     def started(self) -> bool:
@@ -124,6 +128,7 @@ class Job(QObject):
             return  # wait() delivered it already; this is the queued signal arriving late
         self._delivered = True
         self.thread_.wait()  # it has quit, or is about to: after this no thread of this job runs
+        _LIVE.discard(self)
         self.runner._ended(self)  # before the callbacks, which may start the next job
         on_result, on_error, result, error = self.on_result, self.on_error, self.result, self.error
         # what the work and its callbacks hold (a model, a trace) is let go as soon as the job has ended

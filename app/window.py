@@ -622,7 +622,11 @@ class MainWindow(QMainWindow):
 
     def _when_ready(self, then) -> None:
         """Run `then` (which draws) now if everything it reads is at hand; else once a recompute job has
-        recomputed it. While one runs, only the latest request is kept: holding Next skips the steps in between."""
+        recomputed it. While one runs, only the latest request is kept: holding Next skips the steps in between.
+        Nothing once the window is closing: a step key or timer event still queued would start jobs that nothing
+        waits for."""
+        if self._closing:
+            return
         need = self._pending_work()
         if not need:
             self._after_warm = None
@@ -745,9 +749,11 @@ class MainWindow(QMainWindow):
     def _update_explanation(self, params: list | None = None) -> None:
         """The explanation panel: the current step's explanation on the Step and Heads tabs, the open tab's
         (what it shows, why, this run's numbers) on the others."""
+        if self._closing:
+            return  # the panel's job would outlive it
         step, result, batch = self.current_step(), self._result, self._batch
         view = self.tabs.currentWidget()
-        tab = getattr(view, "explains", None)
+        tab = view.explains if view is not None else None
         if result is not None and tab is not None:
             self.explain_panel.set_title(TAB_TITLE)
 

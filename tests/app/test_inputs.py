@@ -151,6 +151,13 @@ def test_closing_while_a_run_is_in_progress_is_clean(qtbot, make_window):
     assert isinstance(w.worker.thread, QThread)
 
 
+def test_a_step_asked_for_after_closing_starts_no_work(qtbot, ran_window):
+    w = ran_window
+    w.close()
+    w.next_step()  # as a step key or a play tick still queued when the window closed would
+    assert not w.is_recomputing() and not w.is_prefetching() and not w.explain_panel.is_busy()
+
+
 def test_inputs_and_model_are_remembered(qtbot, make_window, settings_file):
     w = make_window(source="remember this", target="and this", persist=True)
     w.set_detail("major")
