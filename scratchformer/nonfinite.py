@@ -31,6 +31,10 @@ def step_flag(tensor: torch.Tensor, kind: str, mask_blocks: torch.Tensor | None 
     if not tensor.is_floating_point() or tensor.numel() == 0 or tensor.device.type == "meta":
         return None  # a lazy trace's output probabilities are never built whole: their logits were checked
     t = tensor.detach()
+    if t.device.type == "cpu":  # reading a number back costs nothing here: one pass instead of two
+        quick = _cpu_flag(t, kind, mask_blocks)
+        if quick is not None:
+            return quick
     lo, hi = t.amin(), t.amax()  # NaN anywhere makes both NaN (two passes, yet faster than torch.aminmax on CPU)
     if kind == "mask":
         return ~torch.isfinite(hi)
@@ -38,6 +42,21 @@ def step_flag(tensor: torch.Tensor, kind: str, mask_blocks: torch.Tensor | None 
         unexplained = torch.isneginf(lo) if mask_blocks is None else torch.isneginf(lo) & ~mask_blocks
         return ~torch.isfinite(hi) | unexplained
     return ~(torch.isfinite(lo) & torch.isfinite(hi))
+
+
+_FINITE = torch.tensor(False)
+
+
+def _cpu_flag(t: torch.Tensor, kind: str, mask_blocks: torch.Tensor | None) -> torch.Tensor | None:
+    """step_flag's answer from one pass over a CPU tensor, or None when only the exact two-pass check can say.
+
+    The −∞ of masking leaves only NaN and +∞ to look for, which the maximum shows. Elsewhere any NaN or ±∞ makes
+    the sum NaN or ±∞, so a finite sum means every value is finite; a sum that is not finite may also be the
+    overflow of large finite values, which the exact check then tells apart."""
+    if kind == "mask" or (kind == "masked_scores" and mask_blocks is not None and bool(mask_blocks)):
+        return ~torch.isfinite(t.amax())
+    wide = torch.float32 if t.element_size() < 4 else None  # half precision adds up in float32
+    return _FINITE if bool(torch.isfinite(t.sum(dtype=wide))) else None
 
 
 def mask_blocks(mask: torch.Tensor) -> torch.Tensor:

@@ -151,6 +151,21 @@ def test_the_check_of_one_step_by_kind():
     assert step_flag(torch.tensor([1, 2]), "tokens") is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_large_finite_values_whose_sum_overflows_are_still_finite(dtype):
+    """On the CPU a step is first checked by one sum; large finite values can make the sum ±∞ (or NaN, when ±∞
+    meet), and then the exact check must still call them finite."""
+    big = torch.finfo(dtype).max
+    for values in ([big, big], [big, big, -big, -big], [-big, -big, 1.0]):
+        t = torch.tensor(values, dtype=dtype)
+        assert not step_flag(t, "residual"), (dtype, values)
+        assert not step_flag(t.reshape(1, 1, -1), "masked_scores", torch.tensor(False)), (dtype, values)
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert step_flag(torch.tensor([big, 1.0, bad], dtype=dtype), "residual"), (dtype, bad)
+    assert not step_flag(torch.tensor([[[big, big, float("-inf")]]], dtype=dtype), "masked_scores",
+                         torch.tensor(True))  # fmt: skip
+
+
 def _ids(bundle):
     src = torch.tensor([bundle.encode_source(SOURCE)])
     tgt = torch.tensor([[bundle.start_id()] + bundle.tgt_tokenizer.encode(TARGET)])
