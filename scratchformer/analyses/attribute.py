@@ -301,8 +301,8 @@ def add_parser(sub) -> None:
     p.add_argument("--position", type=int, required=True, help="decoder position P, from 0")
     p.add_argument("--method", choices=METHODS, default="ig", help="ig (Integrated Gradients, default) or grad-input")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
-                   help=f"IG's points on the first try (default {DEFAULT_STEPS}); doubled while the attributions miss "
-                        f"completeness by more than {TOLERANCE:.0%}")
+                   help=f"IG's points on the first try (default {DEFAULT_STEPS}); doubled while the attributions' sum "
+                        f"misses f(x) − f(baseline) by more than {TOLERANCE:g} of it")
     p.add_argument("--max-steps", type=int, default=MAX_STEPS,
                    help=f"the budget: IG refines up to this many points (default {MAX_STEPS}; --max-steps equal to "
                         "--steps: no refinement)")
