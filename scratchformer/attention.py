@@ -11,6 +11,7 @@ from torch import nn
 
 from .intervention_context import active_interventions, applying, patched
 from .masks import additive, causal_mask
+from .nonfinite import step_flag
 from .trace import Tracer, active_tracer
 
 
@@ -40,6 +41,48 @@ def attention(
         weights = biased.softmax(dim=-1)
     context = weights @ v  # (B, h, Tq, d_v)
     return context, {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
+
+
+MAPS = ("scores", "scaled_scores", "masked_scores", "weights")  # attention()'s (B, h, Tq, Tk) intermediates
+
+
+def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: bool = True
+                     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:  # fmt: skip
+    """attention() for a traced pass that keeps none of its maps (a lazy trace reruns attention() when one is
+    shown): the same context, bit for bit — the same operations, done in place on one map instead of four — and
+    each map's non-finite flag (scratchformer.nonfinite.step_flag), taken as the map goes by. No position bias.
+
+    Only the scores are read for their flag when they are finite: dividing by √d_k ≥ 1 keeps a number finite or
+    not, masking adds only the −∞ it is meant to, and the softmax of rows holding finite numbers (or only −∞,
+    which become 0 here) is finite. A map that may not be finite is checked in full."""
+    d_k = q.shape[-1]
+    s = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk): the scores
+    flags: dict[str, torch.Tensor | None] = {"scores": step_flag(s, "scores")}
+    if scale:
+        s.div_(math.sqrt(d_k))  # (B, h, Tq, Tk): the scaled scores, as attention()'s s / √d_k
+    flags["scaled_scores"] = _unless_finite(flags["scores"], s, "scaled_scores")
+    if mask is not None:
+        s.masked_fill_(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk): the masked scores
+        blocks = (~mask).any()
+        flags["masked_scores"] = _unless_finite(flags["scaled_scores"], s, "masked_scores", blocks)
+        weights = s.softmax(dim=-1)  # (B, h, Tq, Tk)
+        open_rows = mask.any(-1)  # (B, Tq)
+        if not bool(open_rows.all()):
+            weights.masked_fill_(~open_rows[:, None, :, None], 0.0)  # fully masked rows → 0, not NaN
+    else:
+        flags["masked_scores"] = flags["scaled_scores"]
+        weights = s.softmax(dim=-1)
+    flags["weights"] = _unless_finite(flags["masked_scores"], weights, "attention_weights")
+    return weights @ v, flags  # (B, h, Tq, d_v)
+
+
+def _unless_finite(before: torch.Tensor | None, t: torch.Tensor, kind: str, blocks: torch.Tensor | None = None
+                   ) -> torch.Tensor | None:  # fmt: skip
+    """The flag of a map made from a map whose flag is `before`: not finite only if that one was not (see
+    attention_unkept); checked in full otherwise, and on devices where reading the flag back would wait."""
+    if before is not None and t.device.type == "cpu" and not bool(before):
+        return before
+    return step_flag(t, kind, blocks)
 
 
 def fast_attention(
@@ -196,13 +239,20 @@ class MultiHeadAttention(nn.Module):
         return concat, self.out_proj(concat)  # (B, Tq, d_model)
 
     def interior(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
-                 position_bias: torch.Tensor | None, cache: dict | None = None) -> dict:
+                 position_bias: torch.Tensor | None, cache: dict | None = None, unkept: bool = False) -> dict:
         """Every intermediate of the written-out attention, keyed by the last part of its step name: what a
-        traced forward pass records, and what a lazy trace reruns on the same inputs to get them back."""
+        traced forward pass records, and what a lazy trace reruns on the same inputs to get them back.
+        `unkept`: the four maps will not be kept (see attention_unkept), so they are left unbuilt ("meta"
+        tensors of their shape) and "flags" holds their non-finite flags."""
         parts = self.project(x, memory, cache)
         changes = active_interventions()
+        flags = None
         if changes is not None and changes.touches(self.trace_name):  # ablated heads, knocked-out keys, patches
             context, maps, mask = changes.attend(self, parts, mask, position_bias, cache)
+        elif unkept:
+            context, flags = attention_unkept(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, self.scale)
+            shape = (*parts["q_heads"].shape[:3], parts["k_heads"].shape[2])  # (B, h, Tq, Tk)
+            maps = {m: torch.empty(shape, device="meta") for m in MAPS}
         else:
             context, maps = attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, self.scale,
                                       position_bias)  # fmt: skip
@@ -211,12 +261,15 @@ class MultiHeadAttention(nn.Module):
         out = patched(f"{self.trace_name}.out", out)  # (B, Tq, d_model)
         b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
         named = {k: parts[k] for k in ("qkv", "q_proj", "kv_proj") if k in parts}
+        additive_mask = additive(mask, (b, tq, tk), q_heads.device).expand(b, tq, tk)  # (B, Tq, Tk)
         named.update(q=q_heads, k=k_heads, v=parts["v_heads"], scores=maps["scores"],
-                     scaled_scores=maps["scaled_scores"], mask=additive(mask, (b, tq, tk), q_heads.device).expand(b, tq, tk),
+                     scaled_scores=maps["scaled_scores"], mask=additive_mask,
                      masked_scores=maps["masked_scores"], weights=maps["weights"], context=context, concat=concat,
                      out=out)  # fmt: skip
         if position_bias is not None:
             named["position_bias"] = position_bias
+        if flags is not None:
+            named["flags"] = flags
         return named
 
     def forward(
@@ -237,7 +290,12 @@ class MultiHeadAttention(nn.Module):
             context = fast_attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, is_causal,
                                      self.scale, position_bias)  # (B, h, Tq, d_k)
             return self.combine(context)[1]  # (B, Tq, d_model)
-        named = self.interior(x, memory, mask, position_bias, cache)
+        # a lazy trace that will rerun the maps when they are shown need not build them now (attention_unkept)
+        b, tq, tk = x.shape[0], x.shape[1], (memory if self.cross else x).shape[1]
+        unkept = (tracer is not None and tracer.lazy and cache is None and position_bias is None
+                  and (changes is None or not changes.touches(self.trace_name))
+                  and b * self.n_heads * tq * tk * x.element_size() > tracer.keep_bytes)  # fmt: skip
+        named = self.interior(x, memory, mask, position_bias, cache, unkept)
         if tracer is None:  # changed by an intervention, not traced
             return named["out"]
         if cache is None:  # the interior can be rerun from x, memory and the mask alone
@@ -281,14 +339,18 @@ class MultiHeadAttention(nn.Module):
         tracer.add(f"{n}.v", "heads", named["v"], kheads, f"Values split into {h} heads",
                    f"V → h={h} heads of d_v={self.d_head}", sub)
         att = ("batch", "head", qd, kd)
-        tracer.add(f"{n}.scores", "scores", named["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub)
+        flags = named.get("flags", {})  # the unbuilt maps' flags (attention_unkept); else each map is checked
+        tracer.add(f"{n}.scores", "scores", named["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub,
+                   nonfinite=flags.get("scores"))
         if self.scale:
             tracer.add(f"{n}.scaled_scores", "scaled_scores", named["scaled_scores"], att, "Scaled by √d_k",
-                       f"S / √d_k  (√{self.d_head} = {math.sqrt(self.d_head):.3f})", sub)
+                       f"S / √d_k  (√{self.d_head} = {math.sqrt(self.d_head):.3f})", sub,
+                       nonfinite=flags.get("scaled_scores"))
             s_term, qk_term = "S / √d_k", "QKᵀ/√d_k"
         else:
             tracer.add(f"{n}.scaled_scores", "scaled_scores", named["scaled_scores"], att,
-                       "Not scaled (no ÷√d_k)", "S  — no scaling (T5 folds it into the initialisation)", sub)
+                       "Not scaled (no ÷√d_k)", "S  — no scaling (T5 folds it into the initialisation)", sub,
+                       nonfinite=flags.get("scaled_scores"))
             s_term, qk_term = "S", "QKᵀ"
         if position_bias is not None:
             if self.relative_bias is not None:
@@ -305,9 +367,9 @@ class MultiHeadAttention(nn.Module):
                    sub)
         masked_title = "Relative position bias and mask added" if position_bias is not None else "Mask added"
         tracer.add(f"{n}.masked_scores", "masked_scores", named["masked_scores"], att, masked_title,
-                   f"{s_term} + M", sub)
+                   f"{s_term} + M", sub, nonfinite=flags.get("masked_scores"))
         tracer.add(f"{n}.weights", "attention_weights", named["weights"], att, "Attention weights (softmax)",
-                   f"A = softmax({qk_term} + M)", sub, major=True)
+                   f"A = softmax({qk_term} + M)", sub, major=True, nonfinite=flags.get("weights"))
         tracer.add(f"{n}.context", "context", named["context"], heads, "Weighted sum of values", "head_i = A_i V_i",
                    sub)
         tracer.add(f"{n}.concat", "concat", named["concat"], ("batch", qd, width), "Heads concatenated",

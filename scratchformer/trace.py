@@ -262,7 +262,10 @@ class Tracer:
         formula: str,
         sublayer: str,
         major: bool = False,
+        nonfinite: torch.Tensor | None = None,
     ) -> None:
+        """Record one step. `nonfinite`: its flag when the caller has it already (a map it did not build, whose
+        tensor is a "meta" stand-in of its shape: attention.attention_unkept); else the tensor is checked."""
         if kind not in KINDS:
             raise ValueError(f"unknown step kind {kind!r}")
         if tensor.dim() != len(dims):
@@ -272,14 +275,15 @@ class Tracer:
             title = changes.title(name, title)
         if kind == "mask":
             self._mask_blocks[sublayer] = mask_blocks(tensor)
-        flag = step_flag(tensor, kind, self._mask_blocks.get(sublayer) if kind == "masked_scores" else None)
+        if nonfinite is None:
+            nonfinite = step_flag(tensor, kind, self._mask_blocks.get(sublayer) if kind == "masked_scores" else None)
         source = self._source
         keep = source is None or tensor.numel() * tensor.element_size() <= self.keep_bytes
         data = tensor.detach().cpu() if keep else None
         if keep and source is not None and data.untyped_storage().nbytes() > self.keep_bytes:
             data = data.clone()  # a small view of a large interior (one head of Q) must not keep it all alive
         self.steps.append(Step(len(self.steps), name, kind, title, formula, data, tuple(dims), sublayer, major,
-                               tuple(tensor.shape), None, None if keep else [source], (0,), flag))  # fmt: skip
+                               tuple(tensor.shape), None, None if keep else [source], (0,), nonfinite))  # fmt: skip
 
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("scratchformer_tracer", default=None)

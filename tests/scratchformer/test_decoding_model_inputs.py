@@ -127,13 +127,8 @@ def test_decoding_makes_its_tensors_on_the_model_s_device_not_torch_s_default():
     assert after == before
 
 
-def test_the_timeline_makes_its_tensors_on_the_model_s_device_not_torch_s_default(monkeypatch):
-    from scratchformer import attention, masks
-
-    # The trace's picture of a mask that blocks nothing is made on the default device (it is display only and is
-    # copied to the CPU); here it is made on the CPU so that the rest of the timeline can be checked on "meta".
-    monkeypatch.setattr(attention, "additive", lambda mask, shape=None: masks.additive(mask, shape) if mask is not
-                        None else torch.zeros(shape or (), device="cpu"))  # fmt: skip
+def test_the_timeline_makes_its_tensors_on_the_model_s_device_not_torch_s_default():
+    # the trace's picture of a mask that blocks nothing included (masks.additive on the attention's device)
     bundle = _bundle(_model(3, src_vocab_size=12, tgt_vocab_size=11, share_embeddings=False))
     expected = [s.token_id for s in timeline(bundle, "we are friends", max_steps=4).steps]
     with torch.device("meta"):
