@@ -74,9 +74,9 @@ class Generator(nn.Module):
         xs = x.detach().cpu()
 
         def rerun() -> dict[str, torch.Tensor]:
-            with torch.inference_mode():
-                again = self.logits(xs.to(self.proj.weight.device)).cpu()  # (b, T, vocab)
-            return {"generator.logits": again, "generator.probs": again.softmax(-1)}
+            with torch.inference_mode():  # the softmax on the model's device, as the pass took it: the same bits
+                again = self.logits(xs.to(self.proj.weight.device))  # (b, T, vocab)
+                return {"generator.logits": again.cpu(), "generator.probs": again.softmax(-1).cpu()}
 
         whole = not tracer.lazy or logits.numel() * logits.element_size() <= tracer.keep_bytes
         probs = logits.softmax(-1) if whole else torch.empty(logits.shape, device="meta")

@@ -166,6 +166,19 @@ def test_large_finite_values_whose_sum_overflows_are_still_finite(dtype):
                          torch.tensor(True))  # fmt: skip
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_an_accelerator_s_one_sum_in_double_precision_is_exact(dtype):
+    """On a GPU a step is checked by one float64 sum with no read-back (nonfinite.sum_flag): it must never call
+    large finite values non-finite, and must catch every NaN and ±∞ (checked here on CPU tensors)."""
+    from scratchformer.nonfinite import sum_flag
+
+    big = torch.finfo(dtype).max
+    assert not bool(sum_flag(torch.full((1000,), big, dtype=dtype)))
+    assert not bool(sum_flag(torch.tensor([big, -big, big], dtype=dtype)))
+    for bad in ([float("nan")], [float("inf")], [float("-inf")], [float("inf"), float("-inf")]):
+        assert bool(sum_flag(torch.tensor([1.0, big, *bad], dtype=dtype))), bad
+
+
 def _ids(bundle):
     src = torch.tensor([bundle.encode_source(SOURCE)])
     tgt = torch.tensor([[bundle.start_id()] + bundle.tgt_tokenizer.encode(TARGET)])
