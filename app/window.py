@@ -863,6 +863,7 @@ class MainWindow(QMainWindow):
             jobs.shutdown()  # a sublayer's rerun in flight finishes (it cannot be interrupted midway)
         for view in self.views:  # a view's own background work (head importance)
             view.shutdown()
+        draw_queue().wait()  # the numbers of maps waiting to draw, being made (a few milliseconds)
         if self.lesson_panel is not None:
             self.lesson_panel.shutdown()
         self.worker.shutdown()

@@ -57,8 +57,10 @@ from scratchformer.plotdata.special import (
 )
 
 from ..fonts import min_pixels, scaled
+from .cached_axis import CachedAxisItem
 from .colormaps import MASKED_RGBA, colormap, rgba_image, swatch_css
 from .draw_queue import draw_queue
+from .steady_label import SteadyLabel
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, background="w", foreground="#333")
 
@@ -204,9 +206,7 @@ class HeatmapWidget(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        self.title_label = QLabel()
-        self.title_label.setWordWrap(True)
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.title_label = SteadyLabel(word_wrap=True)  # a new title re-lays out only this widget, if anything
         font = self.title_label.font()
         font.setBold(True)
         if compact:
@@ -220,7 +220,11 @@ class HeatmapWidget(QWidget):
         self.view.ci.setContentsMargins(2, 2, 2, 2)
         # No pyqtgraph context menus (the widget has its own): a ViewBox built without its menu is cheaper, and a
         # view with many maps builds many of these.
-        self.plot = self.view.addPlot(row=0, col=0, viewBox=pg.ViewBox(enableMenu=False), enableMenu=False)
+        # Axes that keep the drawings of their last tick sets (cached_axis.py): stepping through the layers shows
+        # the same token and dimension axes again and again.
+        axes = {name: CachedAxisItem(name) for name in ("left", "bottom")}
+        self.plot = self.view.addPlot(row=0, col=0, viewBox=pg.ViewBox(enableMenu=False), enableMenu=False,
+                                      axisItems=axes)
         self.plot.hideButtons()
         self.plot.invertY(True)
         self.plot.setDefaultPadding(0.0)
@@ -253,7 +257,10 @@ class HeatmapWidget(QWidget):
             self.plot.getAxis(name).setTickFont(tick_font)
             if ticks:
                 self.plot.getAxis(name).setStyle(tickLength=TICK_LENGTH)
-            # axes count cells, never physical units: no "(x0.001)" SI prefix when a map is one row tall
+        for name in ("left", "bottom", "top", "right"):
+            # axes count cells, never physical units: no "(x0.001)" SI prefix when a map is one row tall; and the
+            # hidden top and right axes, linked to the view like the others, would rewrite their (empty) titles on
+            # every change of range
             self.plot.getAxis(name).enableAutoSIPrefix(False)
         # A map that has never been drawn waits on a blank page of the same size (no layout jump when it comes): a
         # view of many large maps then paints each plot once its map is drawn, not all of them in one paint pass.
@@ -269,8 +276,7 @@ class HeatmapWidget(QWidget):
         self.special_legend.setVisible(False)
         layout.addWidget(self.special_legend)
 
-        self.readout = QLabel(" ")
-        self.readout.setTextFormat(Qt.TextFormat.PlainText)
+        self.readout = SteadyLabel(" ")  # rewritten on every hover and step: no layout of the window each time
         self.readout.setVisible(not compact)
         self.readout.setStyleSheet("color: #444;")
         # A long read-out (long tokens) must not widen the widget: that re-lays out the window on every hover.
@@ -284,6 +290,7 @@ class HeatmapWidget(QWidget):
         self.image_cache: ImageCache | None = None  # set by a view that passes keys to set_heatmap
         self._key = None  # the caller's key of the current heatmap
         self._pending: tuple | None = None  # (heatmap, reset view, key) of a large map waiting its turn to draw
+        self._prepared: tuple | None = None  # (heatmap, block, classes, image) made off the UI thread (draw_queue)
         self._drawn_shape: tuple | None = None  # the shape of the map last drawn
         self._image_of: tuple | None = None  # (heatmap, block) the image shows now
         self.display_block: tuple[int, int] = (1, 1)  # cells per image pixel (rows, cols)
@@ -317,6 +324,8 @@ class HeatmapWidget(QWidget):
                 values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if self.compact else 14,
                 colorMapMenu=False,
             )
+            for name in ("left", "right", "top", "bottom"):  # no axis title: each new range would rewrite it
+                self.colorbar.getAxis(name).enableAutoSIPrefix(False)
             self.view.addItem(self.colorbar, row=0, col=1)
 
     def set_heatmap(self, heatmap: Heatmap | None, reset_view: bool = True, key=None) -> None:
@@ -344,11 +353,41 @@ class HeatmapWidget(QWidget):
         """Whether the image `heatmap` would be drawn with now is in image_cache (made ahead, or shown before)."""
         if key is None or self.image_cache is None or not self.isVisible():
             return False
-        if reset_view or self.heatmap is None or self._drawn_shape != heatmap.shape:
-            block = display_blocks(heatmap.values.shape, self._plot_pixels())  # drawn whole, as _draw will
-        else:
-            block = self._display_block_now()  # the same place, maybe zoomed in: the same block as now
-        return self.image_cache.has((key, block))
+        reset = reset_view or self.heatmap is None  # drawn whole, as _draw will; else maybe zoomed in: as now
+        return self.image_cache.has((key, self._block_for(heatmap, reset)))
+
+    def draw_preparation(self):
+        """(UI thread; the draw queue asks) A function of nothing that makes, off the UI thread, what drawing the
+        waiting map needs that is only numbers: (heatmap, block, its cells' classes, its display image at the block
+        it would be drawn with now, or None when image_cache has that image). None when no map waits or that is
+        made already."""
+        if self._pending is None:
+            return None
+        heatmap, reset_view, key = self._pending
+        if self._prepared is not None and self._prepared[0] is heatmap:
+            return None
+        block = self._block_for(heatmap, reset_view)
+        cached = key is not None and self.image_cache is not None and self.image_cache.has((key, block))
+
+        def make() -> tuple:
+            classes = heatmap_classes(heatmap)
+            return heatmap, block, classes, None if cached else display_image(heatmap, block, classes)
+
+        return make
+
+    def take_prepared(self, made: tuple) -> bool:
+        """(UI thread) What draw_preparation made; kept if its map is still the one waiting (True), else dropped."""
+        if self._pending is None or self._pending[0] is not made[0]:
+            return False
+        self._prepared = made
+        return True
+
+    def _block_for(self, heatmap: Heatmap, reset_view: bool) -> tuple[int, int]:
+        """Cells per image pixel `heatmap` would be drawn with now: the whole map at the plot's size when the view
+        is reset or the shape is new, else the block of the part shown now."""
+        if reset_view or self._drawn_shape != heatmap.shape:
+            return display_blocks(heatmap.values.shape, self._plot_pixels())
+        return self._display_block_now()
 
     def draw_pending(self) -> None:
         """Draw the map set_heatmap left for later (the draw queue calls this; nothing when none is left)."""
@@ -367,7 +406,12 @@ class HeatmapWidget(QWidget):
         self._drawn_shape = heatmap.shape if heatmap is not None else None
         self.heatmap = heatmap
         self._key = key
-        self._classes = heatmap_classes(heatmap) if heatmap is not None else None
+        if self._prepared is not None and self._prepared[0] is not heatmap:
+            self._prepared = None  # made for a map no longer shown
+        if self._prepared is not None:
+            self._classes = self._prepared[2]
+        else:
+            self._classes = heatmap_classes(heatmap) if heatmap is not None else None
         self._show_special_legend()
         if heatmap is None:
             self.image.clear()
@@ -415,6 +459,9 @@ class HeatmapWidget(QWidget):
             vb.setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
         if reset:  # before the image: the visible range sets the display resolution
             vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
+            # pyqtgraph moves the cells to the new range only as it starts painting, which marks them dirty again
+            # and paints the plot a second time: move them now, so that one paint shows the new map.
+            vb.updateMatrix()
 
     def _plot_pixels(self) -> tuple[float, float]:
         """(height, width) of the plot area in device pixels (estimated before the first layout)."""
@@ -441,6 +488,11 @@ class HeatmapWidget(QWidget):
             return
         cache_key = (self._key, block) if self._key is not None and self.image_cache is not None else None
         rgba = self.image_cache.get(cache_key) if cache_key is not None else None
+        made = self._prepared
+        if rgba is None and made is not None and made[0] is hm and made[1] == block and made[3] is not None:
+            rgba = made[3]  # made off the UI thread (draw_preparation)
+            if cache_key is not None:
+                self.image_cache.put(cache_key, rgba)
         if rgba is None:
             rgba = display_image(hm, block, self._classes)
             if cache_key is not None:
@@ -706,6 +758,9 @@ class HeatmapWidget(QWidget):
     def set_highlight(self, cells: list[tuple[int, int]]) -> None:
         """Outline these (row, col) cells — a derivation's inputs, or the cell it explains: one rectangle per run
         of adjacent cells in a row, drawn above the values (at most HIGHLIGHT_RUNS rectangles)."""
+        if not cells and not self._highlights:
+            self.highlighted = []
+            return  # nothing outlined before or now (most steps): no pen to make
         for item in self._highlights:
             self.plot.removeItem(item)
         self._highlights, self.highlighted = [], sorted(set(cells))

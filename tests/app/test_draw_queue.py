@@ -57,6 +57,7 @@ def test_one_turn_draws_the_maps_on_screen_first(qtbot, widgets, monkeypatch):
     shown.show()
     for i, w in enumerate((hidden, shown, also_hidden)):
         w.set_heatmap(big_map(i))
+    draw_queue().wait_prepared()  # their images are made off the UI thread first
     draw_queue()._run()  # one turn
     assert (hidden.is_drawn(), shown.is_drawn(), also_hidden.is_drawn()) == (False, True, False)
     draw_queue()._run()  # then in the order they were set
@@ -134,3 +135,42 @@ def test_a_large_map_whose_image_is_made_ahead_is_drawn_at_once(qtbot, widgets, 
     assert not w.is_drawn() and w.title_label.text() == "map 1"
     qtbot.waitUntil(w.is_drawn, timeout=5000)
     assert w.title_label.text() == "map 2"
+
+
+def test_a_waiting_maps_image_is_made_off_the_ui_thread_and_drawn_as_made_there(qtbot, widgets, monkeypatch):
+    """The numbers of a large map (its cells' classes, its image reduced and coloured) are made by the queue's
+    job, not on the UI thread; what is drawn is exactly the image made from the map."""
+    import threading
+
+    import app.widgets.heatmap as heatmap_module
+    from app.widgets.heatmap import display_image
+    from scratchformer.plotdata import display_blocks
+    from scratchformer.plotdata.special import heatmap_classes
+
+    threads = []
+    monkeypatch.setattr(heatmap_module, "display_image",
+                        lambda *a: threads.append(threading.current_thread()) or display_image(*a))
+    w = widgets[0]
+    w.show()
+    qtbot.waitExposed(w)
+    hm = big_map(5)
+    w.set_heatmap(hm)
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert threads and all(t is not threading.main_thread() for t in threads)
+    expected = display_image(hm, display_blocks(hm.values.shape, w._plot_pixels()), heatmap_classes(hm))
+    np.testing.assert_array_equal(w.image.image, expected)
+
+
+def test_a_map_set_while_the_previous_ones_image_is_made_is_the_one_drawn(qtbot, widgets):
+    w = widgets[0]
+    w.show()
+    first, second = big_map(6), big_map(7)
+    w.set_heatmap(first)
+    draw_queue()._prepare()  # the job for the first map is under way…
+    w.set_heatmap(second)  # …when the user moves on
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert w.heatmap is second and w.title_label.text() == "map 7"
+    from app.widgets.heatmap import display_image
+    from scratchformer.plotdata.special import heatmap_classes
+
+    assert np.array_equal(w.image.image, display_image(second, w.display_block, heatmap_classes(second)))
