@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QSizePolicy,
@@ -27,6 +26,8 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.trace import Step, step_path
+
+from .widgets.steady_label import SteadyLabel
 
 SPEEDS = (("Fast (0.25 s)", 250), ("Normal (0.8 s)", 800), ("Slow (2 s)", 2000))
 STEP_KEYS = (Qt.Key.Key_Right, Qt.Key.Key_Left, Qt.Key.Key_Home, Qt.Key.Key_End, Qt.Key.Key_Space)
@@ -105,11 +106,13 @@ class StepperBar(QWidget):
         self.slider.setToolTip("All steps of the walkthrough")
         self.slider.valueChanged.connect(window._slider_moved)
         row.addWidget(self.slider, 2)
-        self.counter = QLabel("–")
-        self.counter.setMinimumWidth(70)
+        # The counter and the breadcrumb change with every step: SteadyLabels, so that a new text does not re-lay
+        # out the whole window (widgets/steady_label.py). The counter has room for four-digit step counts.
+        self.counter = SteadyLabel("–")
+        self.counter.setMinimumWidth(max(70, self.counter.fontMetrics().horizontalAdvance("9999 / 9999") + 6))
         self.counter.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         row.addWidget(self.counter)
-        self.crumb = QLabel("Run the model to begin.")
+        self.crumb = SteadyLabel("Run the model to begin.")
         crumb_font = self.crumb.font()
         crumb_font.setPointSizeF(crumb_font.pointSizeF() * 1.15)
         crumb_font.setBold(True)

@@ -19,6 +19,7 @@ from scratchformer.plotdata.special import heatmap_classes
 
 from ..cell_links import derive_cell, derive_from_map
 from ..widgets.heatmap import HeatmapWidget, ImageCache, display_image
+from ..widgets.steady_label import SteadyLabel
 from ..widgets.token_table import TokenTable
 from .base import View
 
@@ -56,7 +57,7 @@ class StepView(View):
         self.head_label = QLabel("Head")
         self.head_spin = QSpinBox()
         self.head_spin.setToolTip("Which attention head to show")
-        self.shape_label = QLabel()
+        self.shape_label = SteadyLabel()  # a new shape every step: no layout of the window for it
         self.shape_label.setStyleSheet("color: #555;")
         for w in (self.batch_label, self.batch_spin, self.head_label, self.head_spin):
             bar.addWidget(w)
@@ -112,12 +113,16 @@ class StepView(View):
             (self.batch_label, self.batch_spin, has_batch and n_batch > 1, n_batch, batch),
             (self.head_label, self.head_spin, has_head, n_head, head),
         ):
+            # only what changed: a new range re-measures the spin box and re-lays out the window around it
             spin.blockSignals(True)
-            spin.setRange(1, max(1, n))
-            spin.setValue(min(value, n - 1) + 1)
+            if spin.maximum() != max(1, n) or spin.minimum() != 1:
+                spin.setRange(1, max(1, n))
+            if spin.value() != min(value, n - 1) + 1:
+                spin.setValue(min(value, n - 1) + 1)
             spin.blockSignals(False)
-            spin.setVisible(on)
-            label.setVisible(on)
+            if spin.isVisibleTo(self) != on:
+                spin.setVisible(on)
+                label.setVisible(on)
         self.shape_label.setText(step.shape_text())
         key = map_key(step, batch, head)
         previous = self._shown
