@@ -22,7 +22,7 @@ from scratchformer.plotdata import Heatmap, TensorStats, step_heatmap, tensor_st
 from scratchformer.trace import Step, Trace
 
 from .gc_guard import no_collection_in_this_thread
-from .jobs import friendly_error
+from .jobs import friendly_error, yield_to_the_ui_thread
 
 
 @dataclass
@@ -183,6 +183,7 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def run(self, request: RunRequest) -> None:
+        yield_to_the_ui_thread()  # the window stays answerable while a run uses every core (app/jobs.py)
         with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects on this thread
             if request.generation != self.latest:
                 return  # superseded while queued

@@ -5,11 +5,14 @@ shutdown() leaves no thread running."""
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 
+import pytest
 from PySide6.QtCore import QThread
 
-from app.jobs import JobRunner
+from app.jobs import BACKGROUND_NICE, JobRunner
 from scratchformer.errors import UserError
 
 UI = threading.get_ident()
@@ -163,3 +166,24 @@ def test_shutdown_cancels_and_leaves_no_thread_running(qapp):
     assert not runner.busy()
     qapp.processEvents()  # the job's end, posted before its thread ended, arrives now: it delivers nothing
     assert delivered == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_the_work_runs_below_the_ui_thread_so_the_window_is_scheduled_first(qtbot):
+    """A job's thread (and the threads it starts, PyTorch's) yields the cores to the UI thread when both want one."""
+    runner = JobRunner("scratchformer-test")
+    ui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    got = []
+
+    def work(_job):
+        here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        started = []
+        t = threading.Thread(target=lambda: started.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        t.start()
+        t.join()
+        return here, started[0]
+
+    runner.start(work, on_result=got.append)
+    runner.wait()
+    assert got and got[0][0] >= max(ui, BACKGROUND_NICE) and got[0][1] == got[0][0]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ui  # the UI thread keeps its own
