@@ -11,6 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
+    QGraphicsItem,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -41,7 +42,8 @@ MODES = (
     ("Similarity PE·PEᵀ", SIMILARITY, "Dot product of every two positions' encodings: high near the diagonal"),
     ("Wavelengths", WAVELENGTHS, "How many positions each dimension's sine or cosine takes to repeat"),
 )
-LATER_CURVE_POINTS = 128  # positions from which the curves are drawn on a coming turn (widgets/draw_queue.py)
+LATER_CURVE_POINTS = 128  # positions from which the curves are drawn on coming turns (widgets/draw_queue.py)
+CURVES_PER_TURN = 2  # … this many curves (with their dots) a turn
 CURVE_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -69,6 +71,7 @@ class PositionalView(View):
     def __init__(self, window) -> None:
         super().__init__(window)
         self._curves: tuple | None = None  # (pe, dims, positional) of curves waiting to be drawn
+        self._curve_items: list | None = None  # (index, plotdata Curve) of those not drawn yet
         self._curves_key: tuple | None = None  # what the curves on screen (or waiting) show
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -232,33 +235,55 @@ class PositionalView(View):
         if key == self._curves_key and self._curves is None:
             return
         self._curves_key = key
-        self._curves = (pe, dims, config.positional)
+        self._curves, self._curve_items = (pe, dims, config.positional), None
         if pe.shape[0] >= LATER_CURVE_POINTS:  # hundreds of dots per curve: drawn on a coming turn, after the map
             draw_queue().put(self)
         else:
             self.draw_pending()
 
     def draw_pending(self) -> None:
-        """The chosen dimensions' curves (the draw queue calls this for long inputs; nothing when none wait)."""
+        """The chosen dimensions' curves (the draw queue calls this for long inputs; nothing when none wait): at
+        most CURVES_PER_TURN a call for long inputs, the rest on the queue's coming turns, so that no turn makes
+        and paints all of them (at 512 positions eight curves took 50 ms of one turn)."""
         if self._curves is None:
             return
-        (pe, dims, positional), self._curves = self._curves, None
-        self.plot.clear()
-        self.legend.clear()
-        # The range is fitted once, after every curve is in: fitted per curve, each new curve moved the view and
-        # made every curve already there recompute its points (half the time of drawing 512 positions). No
-        # dynamic range limit either: it recomputes on every view change, and these values are at most a few
-        # units (a learned table that holds NaN or ±∞ is still skipped by the finite check).
-        self.plot.disableAutoRange()
-        for i, c in enumerate(pe_curves(pe, dims, positional)):
+        pe, dims, positional = self._curves
+        if self._curve_items is None:  # a new set of curves: start again
+            self.plot.clear()
+            self.legend.clear()
+            # The range is fitted once, for every curve: fitted per curve, each new curve moved the view and made
+            # every curve already there recompute its points (half the time of drawing 512 positions). No dynamic
+            # range limit either: it recomputes on every view change, and these values are at most a few units (a
+            # learned table that holds NaN or ±∞ is still skipped by the finite check).
+            self.plot.disableAutoRange()
+            self._curve_items = list(enumerate(pe_curves(pe, dims, positional)))
+            self._fit_curves([c for _, c in self._curve_items])
+        per_turn = CURVES_PER_TURN if pe.shape[0] >= LATER_CURVE_POINTS else len(self._curve_items)
+        for _ in range(min(per_turn, len(self._curve_items))):
+            i, c = self._curve_items.pop(0)
             colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
-            self.plot.plot(c.x, c.y, pen=pg.mkPen(colour, width=2), name=c.label, dynamicRangeLimit=None)
-            self.plot.plot(c.x_points, c.y_points, pen=None, symbol="o", symbolSize=6, symbolBrush=colour,
-                           symbolPen=None, dynamicRangeLimit=None)
+            line = self.plot.plot(c.x, c.y, pen=pg.mkPen(colour, width=2), name=c.label, dynamicRangeLimit=None)
+            dots = self.plot.plot(c.x_points, c.y_points, pen=None, symbol="o", symbolSize=6, symbolBrush=colour,
+                                  symbolPen=None, dynamicRangeLimit=None)
+            for item in (line.curve, dots.scatter):  # painted once, then copied while the next ones are added
+                item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        if self._curve_items:
+            draw_queue().put(self)  # the rest on coming turns
+            return
+        self._curves = self._curve_items = None
         self.plot.enableAutoRange()
         self.curves_title.setText(
             f"Chosen dimensions over position (lines: the formula; dots: the {pe.shape[0]} values added)"
         )
+
+    def _fit_curves(self, curves: list) -> None:
+        """Show the whole of these curves (what auto-range will choose once they are all in)."""
+        finite = [v for c in curves for v in (c.y, c.y_points) if v.size and np.isfinite(v).any()]
+        xs = [v for c in curves for v in (c.x, c.x_points) if v.size]
+        if finite and xs:
+            self.plot.setRange(xRange=(min(float(v.min()) for v in xs), max(float(v.max()) for v in xs)),
+                               yRange=(min(float(np.nanmin(v[np.isfinite(v)])) for v in finite),
+                                       max(float(np.nanmax(v[np.isfinite(v)])) for v in finite)))
 
     def _draw_wavelengths(self, d_model: int, positional: str, n_positions: int) -> None:
         wavelengths = pe_wavelengths(d_model, positional)
