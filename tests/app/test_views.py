@@ -232,3 +232,27 @@ def test_positional_curves_are_fitted_once_and_each_computed_once(qtbot, make_wi
     (x0, x1), (y0, y1) = view.plot.getViewBox().viewRange()
     shown = np.concatenate([item.yData for item in items])
     assert x0 <= 0 and x1 >= pe.shape[0] - 1 and y0 <= shown.min() and y1 >= shown.max()
+
+
+def test_positional_curves_of_a_long_input_come_a_few_per_turn_in_the_final_range(qtbot, make_window, monkeypatch):
+    """A long input's curves are added CURVES_PER_TURN a turn of the event loop (no turn makes and paints all
+    eight); the view shows all of them from the first turn on, and the window is busy until the last is in."""
+    from app.views.pe_view import CURVES_PER_TURN
+
+    w = make_window(source=" ".join(["learning"] * (LATER_CURVE_POINTS + 20)), model="paper")
+    run_and_wait(qtbot, w)
+    w.first_step()
+    view = next(v for v in w.views if isinstance(v, PositionalView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.plot.listDataItems() != [], timeout=10_000)
+    counts = [len(view.plot.listDataItems())]
+    first_range = view.plot.getViewBox().viewRange()
+    while view._curves is not None:
+        assert w.is_busy()
+        view.draw_pending()
+        counts.append(len(view.plot.listDataItems()))
+    assert counts[0] == 2 * CURVES_PER_TURN and counts[-1] == 2 * 4
+    assert all(b - a == 2 * CURVES_PER_TURN for a, b in zip(counts, counts[1:]))
+    pe = w.current_trace()["src_embed.positional_encoding"].tensor.numpy()
+    (x0, x1), (y0, y1) = first_range  # every position and value of the curves, from the first turn
+    assert x0 <= 0 and x1 >= pe.shape[0] - 1 and y0 <= -0.99 and y1 >= 0.99
