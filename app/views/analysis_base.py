@@ -1,6 +1,7 @@
 """What the logit lens, rollout and attribution views share: a result computed off the UI thread for the current
-run (warmup.ReadyFirst, the latest request only), a one-sentence placeholder when the analysis does not apply,
-and "Save CSV…" of the numbers shown (scratchformer.plotdata.analyses makes both the maps and the CSV)."""
+run (a job on the view's runner, the latest request only: a newer one cancels it), a one-sentence placeholder
+when the analysis does not apply, and "Save CSV…" of the numbers shown (scratchformer.plotdata.analyses makes both
+the maps and the CSV)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from scratchformer.errors import UserError
 from scratchformer.exporting.files import atomic_write_bytes
 
 from ..export.actions import save_numbers
-from ..warmup import ReadyFirst
+from ..jobs import JobRunner
 from .base import View, placeholder
 
 
@@ -38,7 +39,7 @@ class AnalysisView(View):
         self.layout_.addWidget(self.empty)
         self.value = None  # the analysis of the current run, once made
         self._key = None  # what `value` was computed for
-        self._ready = ReadyFirst()
+        self._jobs = JobRunner("scratchformer-analysis", latest_only=True)
 
     def finish_bar(self) -> None:
         """The Save button last; combo boxes no wider than a few words, so the bar fits a 1024-pixel window."""
@@ -55,9 +56,14 @@ class AnalysisView(View):
         """What to compute for this run and these controls, read on the UI thread: (id(result), batch, …)."""
         return (id(result), self.main.current_batch())
 
-    def compute(self, result, key: tuple):
-        """The analysis (off the UI thread): it reads only `result` and `key`, never a widget."""
+    def compute(self, result, key: tuple, job):
+        """The analysis (off the UI thread): it reads only `result` and `key`, never a widget. `job`
+        (app.jobs.Job) takes progress(…) for `progressed` and says when the answer is no longer wanted; a
+        cancelled computation may return None."""
         raise NotImplementedError
+
+    def progressed(self, *news) -> None:
+        """What a long computation reports while it runs (on the UI thread); nothing by default."""
 
     def draw(self, value) -> None:
         raise NotImplementedError
@@ -96,13 +102,14 @@ class AnalysisView(View):
             self.show_body(True)
             self.draw(found)
 
-        def work():
+        def work(job):
             try:
-                return self.compute(result, key)
+                return self.compute(result, key, job)
             except UserError as exc:  # the analysis does not apply: one sentence in the view
                 return exc
 
-        self._ready.run([], self.main.current_batch(), work, made)
+        self._jobs.start(work, on_result=lambda found: made("", found), on_error=lambda error: made(error, None),
+                         on_progress=self.progressed, doing=f"The {self.title.lower()}")
 
     def recompute(self) -> None:
         """A control changed: compute again for it."""
@@ -110,10 +117,10 @@ class AnalysisView(View):
         self.refresh()
 
     def is_busy(self) -> bool:
-        return self._ready.busy()
+        return self._jobs.busy()
 
     def shutdown(self) -> None:
-        self._ready.shutdown()
+        self._jobs.shutdown()
 
     def save_csv(self, path: str | Path) -> Path:
         path = Path(path)

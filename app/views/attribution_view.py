@@ -100,13 +100,20 @@ class AttributionView(AnalysisView):
         return (id(result), self.main.current_batch(), self.position.value(), self.method.currentData(),
                 self.steps.value(), self.baseline.currentData())  # fmt: skip
 
-    def compute(self, result, key: tuple):
+    def compute(self, result, key: tuple, job):
         from scratchformer.analyses import attribute
 
         _, batch, position, method, steps, baseline = key
         value = attribute.compute(result.bundle, result.inputs, result.trace, position, method, steps, baseline,
-                                  batch)  # fmt: skip
+                                  batch, progress=job.progress, cancelled=job.cancelled)  # fmt: skip
+        if value is None:
+            return None  # a newer request took its place: nothing of this one is shown
         return value, _cross_row(result.trace, value, batch)  # the row reads a step: off the UI thread too
+
+    def progressed(self, steps: int, gap: float) -> None:
+        """IG fell short of completeness with `steps` points: say so while the next try runs."""
+        self.caption.setText(f"Integrated Gradients with {steps} steps missed completeness by {gap:.1%}; refining "
+                             f"with {2 * steps} steps…")
 
     def refresh(self) -> None:
         trace = self.main.current_trace()

@@ -52,7 +52,7 @@ class LensView(AnalysisView):
         super().show_body(shown, text)
         self.body.setVisible(shown)
 
-    def compute(self, result, key: tuple):
+    def compute(self, result, key: tuple, job):
         from scratchformer.analyses import lens  # the analyses load with the view's first use, not at launch
 
         return lens.compute(result.bundle, result.trace, batch=key[1])

@@ -58,7 +58,7 @@ class RolloutView(AnalysisView):
     def request(self, result):
         return (id(result), self.main.current_batch(), self.method.currentData())
 
-    def compute(self, result, key: tuple):
+    def compute(self, result, key: tuple, job):
         from scratchformer.analyses import rollout
 
         _, batch, method = key

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -202,9 +203,13 @@ class _Objective:
 
 
 def compute(bundle, inputs, trace: Trace, position: int, method: str = "ig", steps: int = DEFAULT_STEPS,
-            baseline: str = "zero", batch: int = 0, max_steps: int = MAX_STEPS) -> Attribution:  # fmt: skip
+            baseline: str = "zero", batch: int = 0, max_steps: int = MAX_STEPS,
+            progress: Callable[[int, float], object] | None = None,
+            cancelled: Callable[[], bool] | None = None) -> Attribution | None:  # fmt: skip
     """Attribute log P(the token at `position`) to the input tokens. IG starts with `steps` points and doubles
-    them while the attributions miss completeness by more than TOLERANCE, up to `max_steps` (at least `steps`)."""
+    them while the attributions miss completeness by more than TOLERANCE, up to `max_steps` (at least `steps`).
+    progress(steps, gap) follows each try that falls short (gap: its share of f(x) − f(x′) missed); when
+    cancelled() turns true between two batches of path points the work stops and None is returned."""
     model, c = bundle.model, bundle.config
     n_positions = trace["tgt_embed.tokens"].shape[-1] if trace.find("tgt_embed.tokens") is not None else 0
     check_request(bundle, n_positions, position, method, steps)
@@ -221,20 +226,26 @@ def compute(bundle, inputs, trace: Trace, position: int, method: str = "ig", ste
     x_tgt = trace[names[1]].item(batch).to(dev, dtype)  # (T, d_model)
     b_src = _baseline(model, names[0], src, x_src, baseline) if src is not None else None
     b_tgt = _baseline(model, names[1], tgt, x_tgt, baseline)
-    path = _Path(_Objective(model, src, tgt, src_pad, tgt_pad, names, position, token), x_src, b_src, x_tgt, b_tgt)
+    path = _Path(_Objective(model, src, tgt, src_pad, tgt_pad, names, position, token), x_src, b_src, x_tgt, b_tgt,
+                 cancelled or (lambda: False))
     add = lambda t: None if t is None else t[None]  # noqa: E731  (L, d) → (1, L, d)
     with torch.no_grad():
         f_in = float(path.f(add(x_src), add(x_tgt))[0])
         f_base = float(path.f(add(b_src), add(b_tgt))[0])
     asked, budget = steps, max(steps, max_steps)
-    if method == "grad-input":
-        asked = budget = steps = 1
-        attr_src, attr_tgt = path.integrate(np.ones(1), np.ones(1))
-    else:
-        attr_src, attr_tgt = path.integrate(*path_points(path.f_at, steps))
-        while not _close_enough(_total(attr_src, attr_tgt), f_in - f_base) and 2 * steps <= budget:
-            steps *= 2  # the midpoint rule's error shrinks as the pieces do: halve them all
+    try:
+        if method == "grad-input":
+            asked = budget = steps = 1
+            attr_src, attr_tgt = path.integrate(np.ones(1), np.ones(1))
+        else:
             attr_src, attr_tgt = path.integrate(*path_points(path.f_at, steps))
+            while not _close_enough(_total(attr_src, attr_tgt), f_in - f_base) and 2 * steps <= budget:
+                if progress is not None:
+                    progress(steps, abs(_total(attr_src, attr_tgt) - (f_in - f_base)) / max(abs(f_in - f_base), 1e-12))
+                steps *= 2  # the midpoint rule's error shrinks as the pieces do: halve them all
+                attr_src, attr_tgt = path.integrate(*path_points(path.f_at, steps))
+    except _Cancelled:
+        return None
     tok = bundle.tgt_tokenizer.token_strings([token])[0]
     return Attribution(method, position, token, tok, attr_src, attr_tgt, f_in, f_base, steps, baseline,
                        list(trace.source_tokens[batch]) if trace.source_tokens else [],
@@ -246,16 +257,23 @@ def _total(attr_src: torch.Tensor | None, attr_tgt: torch.Tensor) -> float:
     return float(attr_tgt.sum()) + (float(attr_src.sum()) if attr_src is not None else 0.0)
 
 
+class _Cancelled(Exception):
+    """Raised between two batches of path points once the caller no longer wants the answer."""
+
+
 class _Path:
     """The straight path from the baseline to the input, f along it, and the weighted sum of f's gradients at
     chosen points of it, run in chunks of at most CHUNK_POSITIONS positions."""
 
-    def __init__(self, f: _Objective, x_src, b_src, x_tgt, b_tgt) -> None:
+    def __init__(self, f: _Objective, x_src, b_src, x_tgt, b_tgt, cancelled: Callable[[], bool]) -> None:
         self.f, self.x_src, self.b_src, self.x_tgt, self.b_tgt = f, x_src, b_src, x_tgt, b_tgt
+        self.cancelled = cancelled
         self.dev, self.dtype = x_tgt.device, x_tgt.dtype
         self.chunk = max(1, CHUNK_POSITIONS // (x_tgt.shape[0] + (x_src.shape[0] if x_src is not None else 0)))
 
     def _alphas(self, values: np.ndarray, a: int) -> torch.Tensor:
+        if self.cancelled():
+            raise _Cancelled
         return torch.tensor(values[a : a + self.chunk], device=self.dev, dtype=self.dtype)[:, None, None]  # (N,1,1)
 
     def f_at(self, alphas: np.ndarray) -> np.ndarray:

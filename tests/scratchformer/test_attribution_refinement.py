@@ -94,3 +94,21 @@ def test_the_command_reports_the_steps_used_and_the_budget(capsys):
     assert main([*base, "--position", str(position)]) == 0
     first = capsys.readouterr().out.split("\n")[0]
     assert f"(Integrated Gradients, {want.steps} steps, refined from 64 until within 1%, zero baseline)" in first
+
+
+def test_each_try_that_falls_short_is_reported_and_a_cancel_stops_the_work(first_example):
+    bundle, inputs, trace = first_example
+    position = next(p for p in range(trace["tgt_embed.tokens"].shape[-1])
+                    if attribute.compute(bundle, inputs, trace, p).steps > 64)  # fmt: skip
+    news: list = []
+    got = attribute.compute(bundle, inputs, trace, position, progress=lambda s, g: news.append((s, g)))
+    tries = [64 * 2**i for i in range(len(news))]
+    assert [s for s, _ in news] == tries and got.steps == 2 * tries[-1]  # every try before the last
+    assert all(g > 0.01 for _, g in news)  # each fell short of 1 %
+    asked: list = []
+    assert attribute.compute(bundle, inputs, trace, position, cancelled=lambda: asked.append(1) or True) is None
+    assert len(asked) == 1  # stopped at the first batch of path points
+    news.clear()
+    stop_after_first = attribute.compute(bundle, inputs, trace, position, progress=lambda s, g: news.append(s),
+                                         cancelled=lambda: bool(news))  # fmt: skip
+    assert stop_after_first is None and news == [64]
