@@ -4,7 +4,8 @@
 
 Targets (paper preset, random weights, the walkthrough's windows of --seq-len tokens, --batch of them, CPU):
     peak RSS of `scratchformer trace`                       ≤ 2.5 GB
-    traced forward (bundle.run)                             ≤ 1.5 × the untraced forward of the same batch
+    traced forward (bundle.run)                             ≤ 1.2 × the untraced forward of the same batch (issue 32;
+                                                            1.5 × before)
     the window: first heatmap painted after the forward     ≤ 2 s
     the window: redraw after a step change                  median ≤ 16 ms (stored steps), p90 ≤ 60 ms (recomputed)
     the window: longest gap of a 10 ms UI timer, Run → first heatmap  ≤ 100 ms
@@ -116,7 +117,7 @@ def core(seq_len: int, batch: int) -> None:
         traced.append(time.perf_counter() - t)
         del trace
     u, tr = statistics.median(untraced), statistics.median(traced)
-    print(f"  untraced forward {u:6.2f} s, traced {tr:6.2f} s:  {tr / u:.2f} ×   target ≤ 1.5 ×")
+    print(f"  untraced forward {u:6.2f} s, traced {tr:6.2f} s:  {tr / u:.2f} ×   target ≤ 1.2 ×")
 
 
 def gpt2_sized() -> None:
