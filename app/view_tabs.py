@@ -9,12 +9,17 @@ The tab widgets never report a height-for-width. A QTabWidget does whenever one 
 word-wrapped label), and then every layout request of the window (a label's new text on each step) made Qt ask
 every page of every group for its height at the present width: shaping the text of each wrapped label, 3–5 ms of
 the UI thread per step. The views fill the space the splitter gives them, so nothing needs that height.
+
+Each view sits in a LayoutBarrier (widgets/layout_barrier.py): what changes inside a view on a step re-lays out that
+view, not the tab widgets and the window around it, unless the view's size hints change.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+
+from .widgets.layout_barrier import LayoutBarrier
 
 
 class _TabWidget(QTabWidget):
@@ -44,6 +49,7 @@ class ViewTabs(QWidget):
         self.setFocusProxy(self.groups)
         self.pages: list[QTabWidget] = []  # one second-level tab widget per group
         self._views: list[QWidget] = []
+        self._hosts: list[LayoutBarrier] = []  # each view's host in its group's tab widget
         self._group_of: list[int] = []  # flat index → group index
         self._last = -1
         self.groups.currentChanged.connect(lambda _i: self._changed())
@@ -65,9 +71,11 @@ class ViewTabs(QWidget):
         if self._group_of and group < self._group_of[-1]:
             raise ValueError("views are added group by group, in order")
         page = self.pages[group]
-        i = page.addTab(view, title)
+        host = LayoutBarrier(view)  # a step's changes inside the view re-lay out the view alone (see its module)
+        i = page.addTab(host, title)
         page.setTabToolTip(i, tooltip)
         self._views.append(view)
+        self._hosts.append(host)
         self._group_of.append(group)
         self._changed()
         return len(self._views) - 1
@@ -81,7 +89,8 @@ class ViewTabs(QWidget):
         return self._views[index] if 0 <= index < len(self._views) else None
 
     def indexOf(self, widget) -> int:  # noqa: N802 (Qt name)
-        return next((i for i, v in enumerate(self._views) if v is widget), -1)
+        """The flat index of a view (or of its host)."""
+        return next((i for i, (v, h) in enumerate(zip(self._views, self._hosts)) if widget is v or widget is h), -1)
 
     def currentIndex(self) -> int:  # noqa: N802 (Qt name)
         g = self.groups.currentIndex()
@@ -96,7 +105,7 @@ class ViewTabs(QWidget):
         if not 0 <= index < len(self._views):
             return
         g = self._group_of[index]
-        self.pages[g].setCurrentWidget(self._views[index])  # first inside the group, so one signal comes out
+        self.pages[g].setCurrentWidget(self._hosts[index])  # first inside the group, so one signal comes out
         self.groups.setCurrentIndex(g)
 
     def setCurrentWidget(self, widget) -> None:  # noqa: N802 (Qt name)
@@ -104,11 +113,11 @@ class ViewTabs(QWidget):
 
     def tabText(self, index: int) -> str:  # noqa: N802 (Qt name)
         page = self.pages[self._group_of[index]]
-        return page.tabText(page.indexOf(self._views[index]))
+        return page.tabText(page.indexOf(self._hosts[index]))
 
     def tabToolTip(self, index: int) -> str:  # noqa: N802 (Qt name)
         page = self.pages[self._group_of[index]]
-        return page.tabToolTip(page.indexOf(self._views[index]))
+        return page.tabToolTip(page.indexOf(self._hosts[index]))
 
     # --- groups ------------------------------------------------------------------------------------------------------
 

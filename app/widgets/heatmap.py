@@ -328,6 +328,11 @@ class HeatmapWidget(QWidget):
                 self.colorbar.getAxis(name).enableAutoSIPrefix(False)
             self.view.addItem(self.colorbar, row=0, col=1)
 
+    def colorbar_shown(self) -> bool:
+        """Whether a colour bar is on screen (a mask's map shows none)."""
+        bar = self.colorbar
+        return bar is not None and bar.isVisible() and bar.opacity() > 0 and self.isVisible()
+
     def set_heatmap(self, heatmap: Heatmap | None, reset_view: bool = True, key=None) -> None:
         """Draw a heatmap (None clears). Levels come from the heatmap, never from the image. `key` names its
         content for image_cache (e.g. (step, batch, head)); None draws without caching. `heatmap` is this
@@ -434,8 +439,10 @@ class HeatmapWidget(QWidget):
         if self.colorbar is not None and colorbar_state != self._colorbar_state:  # a new map rebuilds its pixmap
             if self._colorbar_state is None or colorbar_state[0] != self._colorbar_state[0]:
                 self.colorbar.setColorMap(colormap(heatmap.colormap))
-                # a mask holds 0 and −∞, not a range: its cells say so, and a 0 … 1 bar would mislead
-                self.colorbar.setVisible(heatmap.colormap != MASK)
+                # a mask holds 0 and −∞, not a range: its cells say so, and a 0 … 1 bar would mislead. The bar
+                # is made transparent rather than hidden: it keeps its room, so the map keeps its size and place
+                # (hidden, it re-laid out and painted the plot twice on each mask step, and the map jumped)
+                self.colorbar.setOpacity(0.0 if heatmap.colormap == MASK else 1.0)
             self.colorbar.setLevels(values=heatmap.levels)
             self._colorbar_state = colorbar_state
         if self.title_label.text() != heatmap.title:

@@ -267,6 +267,9 @@ def test_a_mask_step_has_no_misleading_colour_bar(qtbot, make_window):
     w = make_window(source="the girl eats an apple", target="", model="en-hi")
     run_and_wait(qtbot, w)
     w.go_to_step("decoder.0.self_attn.mask")  # 0 and −∞ only: the cells say it, a 0 … 1 bar would not
-    assert not w.views[0].heatmap.colorbar.isVisible()
+    heatmap = w.views[0].heatmap
+    assert not heatmap.colorbar_shown()
+    map_place = heatmap.map_rect()
     w.go_to_step("decoder.0.self_attn.weights")
-    assert w.views[0].heatmap.colorbar.isVisible()
+    assert heatmap.colorbar_shown()
+    assert heatmap.map_rect() == map_place  # the bar's room stays: the map does not jump as the bar comes back
