@@ -202,8 +202,11 @@ class StepView(View):
             if step.kind == "tokens":
                 continue
             key = map_key(step, batch, head)
-            if key in self._heatmaps or key in self._ahead or not step.ready(key[1]):
+            if not step.ready(key[1]):
                 continue  # (a step still to be recomputed is looked at again by the next prefetch)
+            made = self._heatmaps.get(key) or self._ahead.get(key)
+            if made is not None and self.heatmap.image_cache.has((key, display_blocks(made.values.shape, pixels))):
+                continue  # its map and its image at the plot's present size are at hand
             work.append(lambda step=step, key=key: self._make_ahead(run, step, key, pixels))
         return work
 
@@ -211,10 +214,13 @@ class StepView(View):
         """(prefetch thread) One coming step's map and image, if its numbers are at hand and the run is current."""
         if run is not self._cached_run or not step.ready(key[1]):
             return  # a new run came, or the step waits for a recompute that this prefetch did not reach
-        hm = run.heatmap_for(step, key[1], key[2])
+        hm = self._heatmaps.get(key) or self._ahead.get(key)  # made before, its image for another size
+        if hm is None:
+            hm = run.heatmap_for(step, key[1], key[2])
         block = display_blocks(hm.values.shape, pixels)  # the whole map, as a step of a new shape is drawn
         self.heatmap.image_cache.put((key, block), display_image(hm, block, heatmap_classes(hm)))
-        self._ahead[key] = hm  # one assignment: atomic for the UI thread, which takes it in _heatmap
+        if key not in self._heatmaps:
+            self._ahead[key] = hm  # one assignment: atomic for the UI thread, which takes it in _heatmap
 
     def _heatmap_cache_for(self, run) -> None:
         """Forget the maps and images of an earlier run."""

@@ -291,6 +291,7 @@ class HeatmapWidget(QWidget):
         self._key = None  # the caller's key of the current heatmap
         self._pending: tuple | None = None  # (heatmap, reset view, key) of a large map waiting its turn to draw
         self._prepared: tuple | None = None  # (heatmap, block, classes, image) made off the UI thread (draw_queue)
+        self._shown_pixels: tuple[float, float] | None = None  # the plot's pixels when last laid out and shown
         self._drawn_shape: tuple | None = None  # the shape of the map last drawn
         self._image_of: tuple | None = None  # (heatmap, block) the image shows now
         self.display_block: tuple[int, int] = (1, 1)  # cells per image pixel (rows, cols)
@@ -471,12 +472,20 @@ class HeatmapWidget(QWidget):
             vb.updateMatrix()
 
     def _plot_pixels(self) -> tuple[float, float]:
-        """(height, width) of the plot area in device pixels (estimated before the first layout)."""
+        """(height, width) of the plot area in device pixels (estimated before the first layout). While the widget
+        is hidden (the Step view shows a token table in its place, squeezing it first) its size when last shown:
+        the size it will have again, for which the Step view makes the next maps' images ahead."""
+        shown = self.isVisible()
+        if not shown and self._shown_pixels is not None:
+            return self._shown_pixels
         vb = self.plot.getViewBox()
         width = vb.width() if vb.width() > 50 else max(100, self.view.width() - 90)
         height = vb.height() if vb.height() > 50 else max(60, self.view.height() - 40)
         ratio = self.devicePixelRatioF()
-        return height * ratio, width * ratio
+        pixels = (height * ratio, width * ratio)
+        if shown and vb.width() > 50 and vb.height() > 50:
+            self._shown_pixels = pixels
+        return pixels
 
     def _display_block_now(self) -> tuple[int, int]:
         """Cells per image pixel for the visible part of the map at the plot's size (1 × 1 when zoomed in)."""

@@ -146,3 +146,24 @@ def test_a_reduced_map_writes_no_values_and_a_zoomed_in_one_does(qtbot, widget):
     qtbot.wait(20)
     texts = {(r, c): text for r, c, text, _ in widget.cell_texts()}
     assert texts[(10, 100)] == cell_label(values[10, 100]) and len(texts) <= 8 * 6 + 8 + 6 + 1
+
+
+def test_a_hidden_plot_keeps_the_size_it_had_when_shown_for_images_made_ahead(qtbot, widget):
+    """The Step view hides the map behind a token table (squeezing it first) and meanwhile makes the next maps'
+    images ahead: they are made for the plot's size when shown, which it has again when the map comes back."""
+    from PySide6.QtWidgets import QApplication
+
+    widget.set_heatmap(ffn_hidden_map(np.zeros((512, 512), dtype=np.float32)))
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)
+    QApplication.processEvents()
+    shown = widget._plot_pixels()
+    assert min(shown) > 300
+    widget.resize(800, 80)  # squeezed, then hidden
+    QApplication.processEvents()
+    widget.hide()
+    assert widget._plot_pixels() == shown
+    widget.resize(800, 500)
+    widget.show()
+    qtbot.waitExposed(widget)
+    QApplication.processEvents()
+    assert widget._plot_pixels() == shown
