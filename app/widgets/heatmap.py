@@ -292,6 +292,7 @@ class HeatmapWidget(QWidget):
         self._pending: tuple | None = None  # (heatmap, reset view, key) of a large map waiting its turn to draw
         self._prepared: tuple | None = None  # (heatmap, block, classes, image) made off the UI thread (draw_queue)
         self._shown_pixels: tuple[float, float] | None = None  # the plot's pixels when last laid out and shown
+        self._vb_size: tuple[float, float] | None = None  # the view box's size at its last resize
         self._drawn_shape: tuple | None = None  # the shape of the map last drawn
         self._image_of: tuple | None = None  # (heatmap, block) the image shows now
         self.display_block: tuple[int, int] = (1, 1)  # cells per image pixel (rows, cols)
@@ -370,9 +371,9 @@ class HeatmapWidget(QWidget):
         if self._pending is None:
             return None
         heatmap, reset_view, key = self._pending
-        if self._prepared is not None and self._prepared[0] is heatmap:
-            return None
         block = self._block_for(heatmap, reset_view)
+        if self._prepared is not None and self._prepared[0] is heatmap and self._prepared[1] == block:
+            return None
         cached = key is not None and self.image_cache is not None and self.image_cache.has((key, block))
 
         def make() -> tuple:
@@ -494,8 +495,10 @@ class HeatmapWidget(QWidget):
         visible = (min(rows, max(1, round(y1 - y0))), min(cols, max(1, round(x1 - x0))))
         return display_blocks(visible, self._plot_pixels())
 
-    def _show_image(self) -> None:
-        """Give the ImageItem the current heatmap at the resolution the plot can show (no-op when it has it)."""
+    def _show_image(self, resized: bool = False) -> None:
+        """Give the ImageItem the current heatmap at the resolution the plot can show (no-op when it has it). After
+        a resize (`resized`: a layout settling once a view's maps are drawn) a large map stays on screen at its
+        present resolution while the draw queue makes the new one off the UI thread."""
         hm = self.heatmap
         if hm is None or self._placing or self._pending is not None:
             return
@@ -509,6 +512,11 @@ class HeatmapWidget(QWidget):
             rgba = made[3]  # made off the UI thread (draw_preparation)
             if cache_key is not None:
                 self.image_cache.put(cache_key, rgba)
+        if (rgba is None and resized and hm.values.size >= DEFER_CELLS and self._image_of is not None
+                and self._image_of[0] is hm):
+            self._pending = (hm, False, self._key)
+            draw_queue().put(self)
+            return
         if rgba is None:
             rgba = display_image(hm, block, self._classes)
             if cache_key is not None:
@@ -523,18 +531,24 @@ class HeatmapWidget(QWidget):
             if self._last_cell is None:
                 self.readout.setText(self._legend_text())
 
+    def _vb_size_now(self) -> tuple[float, float]:
+        vb = self.plot.getViewBox()
+        return vb.width(), vb.height()
+
     def _on_view_changed(self) -> None:
+        self._vb_size = self._vb_size_now()
         if self._pending is not None:
             return  # its turn to draw comes (a new map in a resized plot is drawn once, not twice)
         self._fit_plot()
         self._apply_ticks()
-        self._show_image()
+        self._show_image(resized=True)
         self._update_values()
 
     def _on_range_changed(self) -> None:
         if self._pending is not None:
             return
-        self._show_image()
+        # a resize changes the range first (then reports the new size): not a zoom, which is drawn at once
+        self._show_image(resized=self._vb_size_now() != self._vb_size)
         self._update_values()
 
     # --- a map with few rows or columns keeps readable cells ------------------------------------------------

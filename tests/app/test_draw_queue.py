@@ -174,3 +174,31 @@ def test_a_map_set_while_the_previous_ones_image_is_made_is_the_one_drawn(qtbot,
     from scratchformer.plotdata.special import heatmap_classes
 
     assert np.array_equal(w.image.image, display_image(second, w.display_block, heatmap_classes(second)))
+
+
+def test_a_resized_plot_keeps_its_map_and_gets_the_new_resolution_from_the_queue(qtbot, widgets, monkeypatch):
+    """A layout that settles after a view's maps are drawn resizes them: the map stays on screen at its present
+    resolution while the queue's job makes the one for the new size, which is then exactly what the map gives."""
+    import threading
+
+    import app.widgets.heatmap as heatmap_module
+    from app.widgets.heatmap import display_image
+    from scratchformer.plotdata.special import heatmap_classes
+
+    w = widgets[0]
+    w.show()
+    qtbot.waitExposed(w)
+    hm = big_map(8, n=512)
+    w.set_heatmap(hm)
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    before = w.display_block
+    threads = []
+    monkeypatch.setattr(heatmap_module, "display_image",
+                        lambda *a: threads.append(threading.current_thread()) or display_image(*a))
+    w.resize(300, 200)  # a smaller plot: fewer pixels, larger blocks
+    QApplication.processEvents()
+    assert w.heatmap is hm and w.image.image is not None  # the map is still on screen meanwhile
+    qtbot.waitUntil(w.is_drawn, timeout=5000)
+    assert w.display_block != before
+    assert threads and all(t is not threading.main_thread() for t in threads)
+    np.testing.assert_array_equal(w.image.image, display_image(hm, w.display_block, heatmap_classes(hm)))
