@@ -50,6 +50,8 @@ from .warmup import STATS_AHEAD, neighbour_work, run_all, stats_work, step_work
 from .widgets.draw_queue import draw_queue
 from .worker import RunResult, WorkerThread
 
+DIAGRAM_AFTER_MS = 20  # a new run's diagram comes this long after its first step (a zero timer shared its turn)
+
 
 def short_shape(step: Step) -> str:
     return " × ".join(str(n) for n in step.shape)
@@ -80,6 +82,11 @@ class MainWindow(QMainWindow):
         self._prefetch_timer.setInterval(0)
         self._prefetch_timer.timeout.connect(self._prefetch)
         self._stats = JobRunner("scratchformer-stats")  # the inspector's statistics of a large step (_show_inspector)
+        self._diagram_timer = QTimer(self)  # a new run's diagram, on the turn after its first step (_show_diagram)
+        self._diagram_timer.setObjectName("scratchformer-diagram-soon")
+        self._diagram_timer.setSingleShot(True)
+        self._diagram_timer.setInterval(DIAGRAM_AFTER_MS)
+        self._diagram_timer.timeout.connect(self._show_diagram)
         self._message_before_warm = ""
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
@@ -387,9 +394,10 @@ class MainWindow(QMainWindow):
         return self.is_drawing() or self._stats.busy()
 
     def is_drawing(self) -> bool:
-        """A run in flight, a step being recomputed before it is drawn, or large maps waiting their turn to draw
-        (the inspector's statistics, which fill in afterwards, do not count)."""
-        return self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
+        """A run in flight, a step being recomputed before it is drawn, large maps waiting their turn to draw, or a
+        new run's diagram still to come (the inspector's statistics, which fill in afterwards, do not count)."""
+        return (self.busy.isVisible() or self.is_recomputing() or draw_queue().pending() > 0
+                or self._diagram_timer.isActive())
 
     def is_recomputing(self) -> bool:
         return self._recompute.busy() or self._after_warm is not None
@@ -399,12 +407,9 @@ class MainWindow(QMainWindow):
         self._result = result
         trace = result.trace
         self.input_bar.show_model(result.request.model, result.bundle.name, result.bundle.config)
-        self.diagram.set_model(result.bundle.config)
-        shapes = {}
-        for key, indices in block_steps(trace).items():
-            last = trace[indices[-1]]
-            shapes[key] = (short_shape(last), last.shape_text())
-        self.diagram.set_shapes(shapes, result.parameters)
+        # The diagram's blocks and shapes come on the next turn, after the first step is drawn: building and painting
+        # them in the same turn held the window 40–60 ms as the run arrived (the current block is marked then).
+        self._diagram_timer.start()
         self._batch = min(self._batch, max(0, len(trace.source_tokens or trace.target_tokens) - 1))
         self._compute_visible()
         notes = list(result.notes)  # with what the tokenizer could not keep ("“pizza” → <unk>"): bundle.lost_note
@@ -430,6 +435,22 @@ class MainWindow(QMainWindow):
         else:
             self.go_to(self._visible[0] if self._visible else 0, force=True)
         self._queue_prebuild()  # now with this run's numbers of heads and masks
+
+    def _show_diagram(self) -> None:
+        """The run's architecture and every block's shape, the current block marked (set_result's next turn)."""
+        result = self._result
+        if result is None or self._closing:
+            return
+        trace = result.trace
+        self.diagram.set_model(result.bundle.config)
+        shapes = {}
+        for key, indices in block_steps(trace).items():
+            last = trace[indices[-1]]
+            shapes[key] = (short_shape(last), last.shape_text())
+        self.diagram.set_shapes(shapes, result.parameters)
+        step = self.current_step()
+        if step is not None:
+            self.diagram.set_current(block_key(step))
 
     def _queue_prebuild(self) -> None:
         self.prebuild.queue([job for view in self.views for job in view.prebuild()])
@@ -858,6 +879,7 @@ class MainWindow(QMainWindow):
         self.stop_play()
         self.prebuild.stop()
         self._prefetch_timer.stop()
+        self._diagram_timer.stop()
         self.explain_panel.stop()
         for jobs in (self._recompute, self._prefetcher, self._stats):
             jobs.shutdown()  # a sublayer's rerun in flight finishes (it cannot be interrupted midway)

@@ -128,3 +128,21 @@ def test_space_plays_but_presses_a_focused_button(qtbot, ran_window):
     qtbot.keyClick(w.next_button, Qt.Key.Key_Space)
     qtbot.waitUntil(lambda: w.current_step().index == 1, timeout=2000)  # the focused button was pressed
     assert not w.play_timer.isActive()
+
+
+def test_a_new_runs_diagram_comes_on_the_turn_after_its_first_step_with_the_step_marked(qtbot, make_window):
+    """The first step is drawn as the run arrives; the diagram's blocks and shapes follow on the next turn of the
+    event loop (the window counts as drawing until then), the current block marked."""
+    w = make_window()
+    w.run()
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=60_000)
+    w.set_model("en-hi")
+    w.source_edit.setText("the girl eats an apple")
+    w.run()
+    qtbot.waitUntil(lambda: not w.busy.isVisible(), timeout=60_000)
+    assert w.current_step() is not None
+    qtbot.waitUntil(lambda: not w.is_drawing(), timeout=60_000)
+    step = w.current_step()
+    assert w.diagram.current_key == block_key(step)
+    assert "decoder.0.cross_attn" in w.diagram.items_by_key  # en-hi's architecture, not the blog model's
+    assert w.diagram.items_by_key["decoder.0.cross_attn"].shape_text.text()
