@@ -70,5 +70,5 @@ def legend_entries(classes: np.ndarray | None) -> list[tuple[int, str]]:
     [] when all cells are finite numbers or gaps."""
     if classes is None:
         return []
-    present = set(np.unique(classes).tolist())
+    present = set(np.flatnonzero(np.bincount(classes.ravel(), minlength=NAN + 1)).tolist())  # one pass, no sort
     return [(code, text) for code, text in LEGEND_TEXT.items() if code in present]
