@@ -32,9 +32,10 @@ APP_ID = "scratchformer"
 
 # How long a thread may hold the GIL before another that waits for it gets a turn (Python's default: 5 ms). Every
 # Python slot and event handler of the UI thread must take the GIL; while a recompute thread runs Python code, each
-# may wait this long, and a repaint runs dozens of them. 1 ms keeps the window answering, at a small cost in the
-# recompute's own speed (benchmarks/bench_stalls.py).
-UI_SWITCH_INTERVAL_S = 0.001
+# may wait this long, and a repaint runs dozens of them. A short interval keeps the window answering, at a small
+# cost in the recompute's own speed (benchmarks/bench_stalls.py): 1 ms, then 0.2 ms, which took another 0.5–1 ms
+# off the p90 of holding Next (each step paints while the prefetch recomputes the next sublayers).
+UI_SWITCH_INTERVAL_S = 0.0002
 
 
 def _application():
