@@ -6,7 +6,8 @@ from __future__ import annotations
 import gc
 
 import pytest
-from PySide6.QtCore import QThread, QTimer
+from PySide6.QtCore import QEvent, QObject, QThread, QTimer
+from PySide6.QtWidgets import QWidget
 
 
 def _live(kind):
@@ -18,6 +19,20 @@ def _live(kind):
         except ReferenceError:
             continue
     return out
+
+
+class LayoutRequests(QObject):
+    """Counts the layout requests a widget receives (what a change inside it asks of the layouts around it)."""
+
+    def __init__(self, watched: QWidget) -> None:
+        super().__init__()
+        self.count = 0
+        watched.installEventFilter(self)
+
+    def eventFilter(self, _obj, event) -> bool:  # noqa: N802 (Qt name)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+        return False
 
 
 @pytest.fixture(autouse=True)

@@ -3,22 +3,10 @@ size hints change; the views of the window sit in one."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from app.widgets.layout_barrier import LayoutBarrier
-
-
-class LayoutRequests(QObject):
-    def __init__(self, watched: QWidget) -> None:
-        super().__init__()
-        self.count = 0
-        watched.installEventFilter(self)
-
-    def eventFilter(self, _obj, event) -> bool:  # noqa: N802 (Qt name)
-        if event.type() == QEvent.Type.LayoutRequest:
-            self.count += 1
-        return False
+from tests.app.conftest import LayoutRequests
 
 
 def build(qtbot):

@@ -3,22 +3,10 @@ height, and a long title still wraps and shows whole."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication, QLabel, QVBoxLayout, QWidget
 
 from app.widgets.steady_label import SteadyLabel
-
-
-class LayoutRequests(QObject):
-    def __init__(self, watched: QWidget) -> None:
-        super().__init__()
-        self.count = 0
-        watched.installEventFilter(self)
-
-    def eventFilter(self, _obj, event) -> bool:  # noqa: N802 (Qt name)
-        if event.type() == QEvent.Type.LayoutRequest:
-            self.count += 1
-        return False
+from tests.app.conftest import LayoutRequests
 
 
 def host(qtbot, label: QWidget) -> QWidget:
