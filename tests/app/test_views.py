@@ -243,16 +243,22 @@ def test_positional_curves_of_a_long_input_come_a_few_per_turn_in_the_final_rang
     run_and_wait(qtbot, w)
     w.first_step()
     view = next(v for v in w.views if isinstance(v, PositionalView))
-    w.tabs.setCurrentWidget(view)
-    qtbot.waitUntil(lambda: view.plot.listDataItems() != [], timeout=10_000)
-    counts = [len(view.plot.listDataItems())]
-    first_range = view.plot.getViewBox().viewRange()
-    while view._curves is not None:
-        assert w.is_busy()
-        view.draw_pending()
+    counts, busy, ranges = [], [], []
+    real = view.draw_pending
+
+    def watched() -> None:  # each turn the draw queue gives the view: what it added, and whether the window waits
+        real()
         counts.append(len(view.plot.listDataItems()))
-    assert counts[0] == 2 * CURVES_PER_TURN and counts[-1] == 2 * 4
+        busy.append(view._curves is None or w.is_busy())
+        ranges.append(view.plot.getViewBox().viewRange())
+
+    monkeypatch.setattr(view, "draw_pending", watched)  # the queue calls it by name, one turn at a time
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view._curves is None and bool(counts), timeout=10_000)
+    assert counts[0] == 2 * CURVES_PER_TURN and counts[-1] == 2 * 4 and len(counts) == 4 // CURVES_PER_TURN
     assert all(b - a == 2 * CURVES_PER_TURN for a, b in zip(counts, counts[1:]))
+    assert all(busy)  # the window counts as busy until the last curve is in
+    first_range = ranges[0]
     pe = w.current_trace()["src_embed.positional_encoding"].tensor.numpy()
     (x0, x1), (y0, y1) = first_range  # every position and value of the curves, from the first turn
     assert x0 <= 0 and x1 >= pe.shape[0] - 1 and y0 <= -0.99 and y1 >= 0.99
