@@ -35,6 +35,18 @@ class LayoutRequests(QObject):
         return False
 
 
+def shown_heatmap(qtbot, width: int, height: int):
+    """A HeatmapWidget of this size, on screen (exposed), closed with the test."""
+    from app.widgets.heatmap import HeatmapWidget
+
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.resize(width, height)
+    w.show()
+    qtbot.waitExposed(w)
+    return w
+
+
 @pytest.fixture(autouse=True)
 def no_threads_or_timers_left(qapp):
     """Runs first, so it checks after every other fixture (the window) has been torn down."""

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 from app.widgets.cached_axis import CachedAxisItem
 from app.widgets.heatmap import HeatmapWidget
 from scratchformer.plotdata import SEQUENTIAL, Heatmap
+from tests.app.conftest import shown_heatmap
 
 
 def token_map(words: list[str], cols: int) -> Heatmap:
@@ -23,12 +24,7 @@ B = token_map(["machine", "learning", "using", "PyTorch"], 30)
 
 
 def make(qtbot) -> HeatmapWidget:
-    w = HeatmapWidget()
-    qtbot.addWidget(w)
-    w.resize(520, 360)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
+    return shown_heatmap(qtbot, 520, 360)
 
 
 def pixels(w: HeatmapWidget) -> np.ndarray:

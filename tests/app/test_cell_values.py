@@ -26,7 +26,7 @@ from scratchformer.plotdata.heatmap import (
     dark_text_on,
     text_colour_for,
 )
-from tests.app.conftest import run_and_wait
+from tests.app.conftest import run_and_wait, shown_heatmap
 
 WALKTHROUGH = Path(__file__).resolve().parents[2] / "data" / "samples" / "walkthrough.txt"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -41,12 +41,7 @@ def synthetic(values, cmap=SEQUENTIAL, levels=(0.0, 1.0)) -> Heatmap:
 
 @pytest.fixture
 def widget(qtbot):
-    w = HeatmapWidget()
-    qtbot.addWidget(w)
-    w.resize(800, 500)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
+    return shown_heatmap(qtbot, 800, 500)
 
 
 def settle(qtbot, ms=30):
