@@ -12,6 +12,8 @@ from torch import nn
 from .intervention_context import active_interventions, applying, patched
 from .masks import additive, causal_mask
 from .nonfinite import step_flag
+from .norms import RMSNorm
+from .rotary import rotate
 from .trace import Tracer, active_tracer
 
 
@@ -24,9 +26,11 @@ def attention(
     q: (B, h, Tq, d_k), k and v: (B, h, Tk, d_k), mask: (B, Tq, Tk) bool, True = may attend.
     A query row whose keys are all masked gets weights 0 (not NaN) and a zero context.
     T5 departs twice: no division by √d_k (`scale` False) and a relative position bias (h, Tq, Tk) added to the
-    scores before the mask: softmax(QKᵀ + B + M).
+    scores before the mask: softmax(QKᵀ + B + M). Under grouped-query attention k and v have fewer heads
+    (B, h_kv, Tk, d_k), and each serves h / h_kv query heads in turn (expand_kv).
     """
     d_k = q.shape[-1]
+    k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])  # (B, h, Tk, d_k)
     scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
     scaled = scores / math.sqrt(d_k) if scale else scores  # (B, h, Tq, Tk)
     biased = scaled + bias if bias is not None else scaled  # (B, h, Tq, Tk)
@@ -43,6 +47,17 @@ def attention(
     return context, {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
 
 
+def expand_kv(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, h_kv, T, d_k) → (B, h, T, d_k): under grouped-query attention query head i reads key/value head
+    i // (h / h_kv), so each key/value head is repeated for its group of consecutive query heads. A view when
+    nothing is shared."""
+    b, h_kv, t_len, d = t.shape
+    if h_kv == n_heads:
+        return t
+    group = n_heads // h_kv
+    return t[:, :, None].expand(b, h_kv, group, t_len, d).reshape(b, n_heads, t_len, d)
+
+
 MAPS = ("scores", "scaled_scores", "masked_scores", "weights")  # attention()'s (B, h, Tq, Tk) intermediates
 
 
@@ -56,6 +71,7 @@ def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     not, masking adds only the −∞ it is meant to, and the softmax of rows holding finite numbers (or only −∞,
     which become 0 here) is finite. A map that may not be finite is checked in full."""
     d_k = q.shape[-1]
+    k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])  # (B, h, Tk, d_k)
     s = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk): the scores
     flags: dict[str, torch.Tensor | None] = {"scores": step_flag(s, "scores")}
     if scale:
@@ -96,6 +112,8 @@ def fast_attention(
     mask (with −∞ where `mask` blocks), and `scale` False asks the kernel for no 1/√d_k.
     """
     kw = {} if scale else {"scale": 1.0}
+    if k.shape[1] != q.shape[1]:  # grouped-query attention: the kernel shares each key/value head itself
+        kw["enable_gqa"] = True
     if bias is not None:
         extra = bias[None]  # (1, h, Tq, Tk)
         if mask is None and is_causal:
@@ -179,33 +197,47 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, cross: bool, q_dim: str, k_dim: str, trace_name: str,
                  d_head: int | None = None, bias: bool = True, scale: bool = True,
-                 relative_bias: RelativePositionBias | None = None) -> None:  # fmt: skip
+                 relative_bias: RelativePositionBias | None = None, n_kv_heads: int | None = None,
+                 qkv_bias: bool | None = None, qk_norm: str = "none", norm_eps: float = 1e-6,
+                 rotary: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.d_model, self.n_heads = d_model, n_heads
+        self.n_kv_heads = n_kv_heads if n_kv_heads is not None and not cross else n_heads
         self.d_head = d_head if d_head is not None else d_model // n_heads
         self.d_attn = n_heads * self.d_head  # d_model in the paper
-        self.cross, self.scale = cross, scale
+        self.d_kv_attn = self.n_kv_heads * self.d_head  # width of K (and of V): d_attn unless heads are shared
+        self.cross, self.scale, self.rotary = cross, scale, rotary
         self.q_dim, self.k_dim = q_dim, k_dim  # position-axis names: which token labels each axis takes
         self.trace_name = trace_name
         d, inner = d_model, self.d_attn
+        in_bias = bias if qkv_bias is None else qkv_bias
         if cross:
-            self.q_proj = nn.Linear(d, inner, bias=bias)
-            self.kv_proj = nn.Linear(d, 2 * inner, bias=bias)
+            self.q_proj = nn.Linear(d, inner, bias=in_bias)
+            self.kv_proj = nn.Linear(d, 2 * inner, bias=in_bias)
         else:
-            self.qkv = nn.Linear(d, 3 * inner, bias=bias)
+            self.qkv = nn.Linear(d, inner + 2 * self.d_kv_attn, bias=in_bias)
         self.out_proj = nn.Linear(inner, d, bias=bias)
         self.relative_bias = relative_bias  # only in the first layer's self-attention of a T5 stack
+        self.qk_norm = qk_norm  # "head": RMSNorm of each head's q and k (Qwen3); "full": of all heads' (OLMo 2)
+        if qk_norm != "none":
+            q_width, k_width = (self.d_head, self.d_head) if qk_norm == "head" else (inner, self.d_kv_attn)
+            self.q_norm, self.k_norm = RMSNorm(q_width, norm_eps), RMSNorm(k_width, norm_eps)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, h·d_k) → (B, h, T, d_k)
+        b, t, width = x.shape
+        return x.view(b, t, width // self.d_head, self.d_head).transpose(1, 2)  # (B, T, h·d_k) → (B, h, T, d_k)
 
-    def project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None = None) -> dict:
-        """Q, K, V for every head: {"q_heads", "k_heads", "v_heads"} (B, h, T, d_k), plus the projections a trace
-        shows ("qkv" (B, T, 3d) for self-attention; "q_proj" (B, Tq, d) and "kv_proj" (B, Tk, 2d) for cross).
+    def project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None = None,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:  # fmt: skip
+        """Q, K, V for every head: {"q_heads", "k_heads", "v_heads"} (B, h, T, d_k; K and V have h_kv heads under
+        grouped-query attention), plus what a trace shows on the way: the projections ("qkv" (B, T, (h + 2h_kv)·d_k)
+        for self-attention; "q_proj" (B, Tq, d) and "kv_proj" (B, Tk, 2d) for cross), the heads as projected
+        ("q_split", "k_split"), after QK-norm ("q_normed", "k_normed") and after the rotation ("q_rotated",
+        "k_rotated"), when the model has them.
 
         `cache` (a dict per layer, used when decoding one token at a time) keeps K and V of earlier positions
-        for self-attention, and the encoder's K and V for cross-attention, so each is computed once."""
+        for self-attention (rotated, as the scores read them), and the encoder's K and V for cross-attention, so
+        each is computed once. `rope`: (cos, sin), each (T, d_rot), the angles of this call's positions."""
         d = self.d_attn
         if self.cross:
             q = self.q_proj(x)  # (B, Tq, d)
@@ -219,17 +251,29 @@ class MultiHeadAttention(nn.Module):
                 parts["kv_proj"] = kv
             if cache is not None:
                 cache["k"], cache["v"] = k_heads, v_heads
-        else:
-            qkv = self.qkv(x)  # (B, T, 3d)
-            q, k, v = qkv.split(d, dim=-1)  # (B, T, d) each
-            parts = {"qkv": qkv}
-            k_heads, v_heads = self.split_heads(k), self.split_heads(v)  # (B, h, T, d_k)
-            if cache is not None:
-                if "k" in cache:
-                    k_heads = torch.cat([cache["k"], k_heads], dim=2)  # (B, h, T_past + T, d_k)
-                    v_heads = torch.cat([cache["v"], v_heads], dim=2)
-                cache["k"], cache["v"] = k_heads, v_heads
-        parts.update(q_heads=self.split_heads(q), k_heads=k_heads, v_heads=v_heads)  # q: (B, h, Tq, d_k)
+            parts.update(q_heads=self.split_heads(q), k_heads=k_heads, v_heads=v_heads)  # q: (B, h, Tq, d_k)
+            return parts
+        qkv = self.qkv(x)  # (B, T, (h + 2 h_kv)·d_k)
+        q, k, v = qkv.split([d, self.d_kv_attn, self.d_kv_attn], dim=-1)  # (B, T, h·d_k), (B, T, h_kv·d_k) × 2
+        parts = {"qkv": qkv}
+        q_heads, k_heads, v_heads = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, h(_kv), T, d_k)
+        if self.qk_norm != "none" or self.rotary:
+            parts.update(q_split=q_heads, k_split=k_heads)
+        if self.qk_norm == "full":  # over the whole projection, then split
+            q_heads, k_heads = self.split_heads(self.q_norm(q)), self.split_heads(self.k_norm(k))
+        elif self.qk_norm == "head":  # over each head's d_k
+            q_heads, k_heads = self.q_norm(q_heads), self.k_norm(k_heads)  # (B, h(_kv), T, d_k)
+        if self.qk_norm != "none":
+            parts.update(q_normed=q_heads, k_normed=k_heads)
+        if rope is not None:
+            q_heads, k_heads = rotate(q_heads, *rope), rotate(k_heads, *rope)  # (B, h(_kv), T, d_k)
+            parts.update(q_rotated=q_heads, k_rotated=k_heads)
+        if cache is not None:
+            if "k" in cache:
+                k_heads = torch.cat([cache["k"], k_heads], dim=2)  # (B, h_kv, T_past + T, d_k)
+                v_heads = torch.cat([cache["v"], v_heads], dim=2)
+            cache["k"], cache["v"] = k_heads, v_heads
+        parts.update(q_heads=q_heads, k_heads=k_heads, v_heads=v_heads)
         return parts
 
     def combine(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -239,12 +283,13 @@ class MultiHeadAttention(nn.Module):
         return concat, self.out_proj(concat)  # (B, Tq, d_model)
 
     def interior(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
-                 position_bias: torch.Tensor | None, cache: dict | None = None, unkept: bool = False) -> dict:
+                 position_bias: torch.Tensor | None, cache: dict | None = None, unkept: bool = False,
+                 rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:  # fmt: skip
         """Every intermediate of the written-out attention, keyed by the last part of its step name: what a
         traced forward pass records, and what a lazy trace reruns on the same inputs to get them back.
         `unkept`: the four maps will not be kept (see attention_unkept), so they are left unbuilt ("meta"
         tensors of their shape) and "flags" holds their non-finite flags."""
-        parts = self.project(x, memory, cache)
+        parts = self.project(x, memory, cache, rope)
         changes = active_interventions()
         flags = None
         if changes is not None and changes.touches(self.trace_name):  # ablated heads, knocked-out keys, patches
@@ -260,9 +305,13 @@ class MultiHeadAttention(nn.Module):
         concat, out = self.combine(context)
         out = patched(f"{self.trace_name}.out", out)  # (B, Tq, d_model)
         b, tq, tk = q_heads.shape[0], q_heads.shape[2], k_heads.shape[2]
-        named = {k: parts[k] for k in ("qkv", "q_proj", "kv_proj") if k in parts}
+        shown = ("qkv", "q_proj", "kv_proj", "q_normed", "k_normed", "q_rotated", "k_rotated")
+        named = {k: parts[k] for k in shown if k in parts}
+        if "k_rotated" in named:
+            named["k_rotated"] = k_heads  # with a cache: the earlier positions' rotated keys too, as the scores read
         additive_mask = additive(mask, (b, tq, tk), q_heads.device).expand(b, tq, tk)  # (B, Tq, Tk)
-        named.update(q=q_heads, k=k_heads, v=parts["v_heads"], scores=maps["scores"],
+        named.update(q=parts.get("q_split", q_heads), k=parts.get("k_split", k_heads), v=parts["v_heads"],
+                     scores=maps["scores"],
                      scaled_scores=maps["scaled_scores"], mask=additive_mask,
                      masked_scores=maps["masked_scores"], weights=maps["weights"], context=context, concat=concat,
                      out=out)  # fmt: skip
@@ -280,13 +329,14 @@ class MultiHeadAttention(nn.Module):
         cache: dict | None = None,
         is_causal: bool = False,
         position_bias: torch.Tensor | None = None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """x: (B, Tq, d_model); memory: (B, Tk, d_model) for cross-attention; mask: (B, Tq, Tk) bool;
-        position_bias: (h, Tq, Tk), T5's relative position bias, added to the scores before the mask.
-        `cache`: see project()."""
+        position_bias: (h, Tq, Tk), T5's relative position bias, added to the scores before the mask;
+        rope: (cos, sin) of the queries' positions for rotary models (see project()). `cache`: see project()."""
         tracer, changes = active_tracer(), active_interventions()
         if tracer is None and (changes is None or not changes.touches(self.trace_name)):
-            parts = self.project(x, memory, cache)
+            parts = self.project(x, memory, cache, rope)
             context = fast_attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, is_causal,
                                      self.scale, position_bias)  # (B, h, Tq, d_k)
             return self.combine(context)[1]  # (B, Tq, d_model)
@@ -295,7 +345,7 @@ class MultiHeadAttention(nn.Module):
         unkept = (tracer is not None and tracer.lazy and cache is None and position_bias is None
                   and (changes is None or not changes.touches(self.trace_name))
                   and b * self.n_heads * tq * tk * x.element_size() > tracer.keep_bytes)  # fmt: skip
-        named = self.interior(x, memory, mask, position_bias, cache, unkept)
+        named = self.interior(x, memory, mask, position_bias, cache, unkept, rope)
         if tracer is None:  # changed by an intervention, not traced
             return named["out"]
         if cache is None:  # the interior can be rerun from x, memory and the mask alone
@@ -306,7 +356,8 @@ class MultiHeadAttention(nn.Module):
             def rerun() -> dict[str, torch.Tensor]:
                 with torch.inference_mode(), applying(changes):  # the same interventions as the pass itself
                     dev = self.out_proj.weight.device
-                    again = self.interior(*(None if t is None else t.to(dev) for t in kept), position_bias)
+                    again = self.interior(*(None if t is None else t.to(dev) for t in kept), position_bias,
+                                          rope=None if rope is None else tuple(r.to(dev) for r in rope))
                 return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}
 
             inputs = tuple(t for t in kept if t is not None)
@@ -315,6 +366,20 @@ class MultiHeadAttention(nn.Module):
         else:
             self._record(tracer, named, position_bias)
         return named["out"]
+
+    def _record_turns(self, tracer: Tracer, named: dict, which: str, dims: tuple[str, ...]) -> None:
+        """QK-norm and the rotation of the queries (which = "q") or keys ("k"), when the model has them."""
+        n, big = self.trace_name, which.upper()
+        if f"{which}_normed" in named:
+            over = "each head's" if self.qk_norm == "head" else "all heads'"
+            tracer.add(f"{n}.{which}_normed", "qk_norm", named[f"{which}_normed"], dims,
+                       f"QK-norm: RMSNorm of {over} {'queries' if which == 'q' else 'keys'}",
+                       f"{big}' = γ·{big}/√(mean({big}²) + ε)  over {over} d_k", n)  # fmt: skip
+        if f"{which}_rotated" in named:
+            what = "Queries" if which == "q" else "Keys"
+            tracer.add(f"{n}.{which}_rotated", "rotary", named[f"{which}_rotated"], dims,
+                       f"{what} rotated by position (RoPE)",
+                       f"RoPE({big})[i] = {big}[i]·cos(pos·θ_i) − {big}[i + d/2]·sin(pos·θ_i)", n)  # fmt: skip
 
     def _record(self, tracer: Tracer, named: dict, position_bias: torch.Tensor | None) -> None:
         n, sub, qd, kd = self.trace_name, self.trace_name, self.q_dim, self.k_dim
@@ -331,13 +396,17 @@ class MultiHeadAttention(nn.Module):
             tracer.add(f"{n}.qkv", "qkv", named["qkv"], ("batch", qd, "d_qkv"), "Fused Q, K, V projection",
                        f"[Q K V] = X [W^Q W^K W^V]{b_term}", sub)
         heads = ("batch", "head", qd, "d_head")
-        kheads = ("batch", "head", kd, "d_head")
+        h_kv = self.n_kv_heads
+        kheads = ("batch", "kv_head" if h_kv != h else "head", kd, "d_head")
+        shared = f" (each read by {h // h_kv} query heads)" if h_kv != h else ""
         tracer.add(f"{n}.q", "heads", named["q"], heads, f"Queries split into {h} heads",
                    f"Q → h={h} heads of d_k={self.d_head}", sub)
-        tracer.add(f"{n}.k", "heads", named["k"], kheads, f"Keys split into {h} heads",
-                   f"K → h={h} heads of d_k={self.d_head}", sub)
-        tracer.add(f"{n}.v", "heads", named["v"], kheads, f"Values split into {h} heads",
-                   f"V → h={h} heads of d_v={self.d_head}", sub)
+        self._record_turns(tracer, named, "q", heads)
+        tracer.add(f"{n}.k", "heads", named["k"], kheads, f"Keys split into {h_kv} heads{shared}",
+                   f"K → {'h_kv' if h_kv != h else 'h'}={h_kv} heads of d_k={self.d_head}", sub)
+        self._record_turns(tracer, named, "k", kheads)
+        tracer.add(f"{n}.v", "heads", named["v"], kheads, f"Values split into {h_kv} heads{shared}",
+                   f"V → {'h_kv' if h_kv != h else 'h'}={h_kv} heads of d_v={self.d_head}", sub)
         att = ("batch", "head", qd, kd)
         flags = named.get("flags", {})  # the unbuilt maps' flags (attention_unkept); else each map is checked
         tracer.add(f"{n}.scores", "scores", named["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub,

@@ -11,7 +11,9 @@ from .errors import UserError
 
 GPT2_VOCAB_SIZE = 50257
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
-POSITIONAL = ("sinusoidal", "sinusoidal_halves", "learned", "none")
+POSITIONAL = ("sinusoidal", "sinusoidal_halves", "learned", "rotary", "none")
+QK_NORMS = ("none", "head", "full")
+ROPE_SCALINGS = ("none", "linear", "llama3")
 NORMS = ("layernorm", "rmsnorm")
 
 
@@ -86,6 +88,33 @@ class TransformerConfig:
     # only. It is not run by forward(), which still returns the encoder's hidden states; the logit lens reads the
     # encoder through it (model.MaskedLMHead, scratchformer.analyses.lens).
     mlm_head: bool = False
+    # --- departures of today's decoders (Llama, Mistral, Qwen, Gemma, Phi-3, OLMo, Pythia) ---
+    # Rotary positions (positional = "rotary", Su et al. 2021 "RoFormer"): nothing is added to the embeddings;
+    # each attention rotates every pair of q and k dimensions by position × its frequency θ^(−2i/d_rot), so the
+    # score q_m·k_n depends on m − n only. rotary_fraction: the share of each head's dimensions that rotate
+    # (Pythia 0.25; the first d_rot = fraction · d_head, the rest pass through). rope_scaling stretches the
+    # frequencies for long contexts: "linear" divides every position by rope_factor, "llama3" (Llama 3.1+) slows
+    # the low frequencies only, between rope_low_freq_factor and rope_high_freq_factor of the original length.
+    rope_theta: float = 10000.0
+    rotary_fraction: float = 1.0
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_len: int = 8192
+    # Grouped-query attention (Ainslie et al. 2023): n_kv_heads key/value heads, each read by n_heads / n_kv_heads
+    # query heads (None: one per query head, the paper's multi-head attention; 1: multi-query attention).
+    n_kv_heads: int | None = None
+    # Biases of W^Q, W^K, W^V alone (Qwen2 has them while W^O and the feed-forward have none) and of the
+    # feed-forward's matrices; None: as linear_bias says.
+    qkv_bias: bool | None = None
+    ffn_bias: bool | None = None
+    # RMSNorm on the queries and keys before the scores (and before the rotation): "head" normalises each head's
+    # d_head-wide vector (Qwen3, Gemma 3), "full" the whole h·d_head-wide projection (OLMo 2).
+    qk_norm: str = "none"
+    # Sliding-window attention (Mistral): a position attends to itself and the sliding_window − 1 before it
+    # (0: no window, the paper's full causal mask).
+    sliding_window: int = 0
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -95,6 +124,18 @@ class TransformerConfig:
     def d_head(self) -> int:
         """d_k = d_v = d_model / h (paper §3.2.2), or d_kv when a model sets it (T5)."""
         return self.d_kv if self.d_kv is not None else self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """How many key/value heads: n_kv_heads under grouped-query attention, else n_heads (paper §3.2.2)."""
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+
+    @property
+    def d_rotary(self) -> int:
+        """How many of each head's dimensions rotate under RoPE (an even number; 0 without rotary positions)."""
+        if self.positional != "rotary":
+            return 0
+        return int(self.d_head * self.rotary_fraction) // 2 * 2
 
     @property
     def d_attn(self) -> int:
@@ -140,6 +181,7 @@ class TransformerConfig:
         if self.mlm_head and self.n_decoder_layers:
             raise UserError("mlm_head (a masked-language-model head) belongs to encoder-only models, and this one "
                             "has decoder layers.")
+        self._validate_modern()
         if self.norm not in NORMS:
             raise UserError(f"norm {self.norm!r} is not one of {', '.join(NORMS)}.")
         for name in ("relative_buckets", "relative_max_distance"):
@@ -161,6 +203,40 @@ class TransformerConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value < max(self.src_vocab_size, self.tgt_vocab_size):
                 raise UserError(f"{name} {value} lies outside the vocabulary.")
+
+    def _validate_modern(self) -> None:
+        """The options of today's decoders (rotary positions, grouped-query attention, QK-norm, sliding window)."""
+        if self.n_kv_heads is not None:
+            if not isinstance(self.n_kv_heads, int) or isinstance(self.n_kv_heads, bool) or self.n_kv_heads < 1:
+                raise UserError(f"n_kv_heads must be a positive whole number (or null for one per query head), not "
+                                f"{self.n_kv_heads!r}.")  # fmt: skip
+            if self.n_heads % self.n_kv_heads:
+                raise UserError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}: each "
+                                "key/value head must serve the same number of query heads.")  # fmt: skip
+        for name in ("qkv_bias", "ffn_bias"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} must be true, false or null, not {getattr(self, name)!r}.")
+        if self.qk_norm not in QK_NORMS:
+            raise UserError(f"qk_norm {self.qk_norm!r} is not one of {', '.join(QK_NORMS)}.")
+        if self.rope_scaling not in ROPE_SCALINGS:
+            raise UserError(f"rope_scaling {self.rope_scaling!r} is not one of {', '.join(ROPE_SCALINGS)}.")
+        for name in ("rope_theta", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise UserError(f"{name} must be a positive number, not {value!r}.")
+        if not isinstance(self.rotary_fraction, (int, float)) or not 0 < self.rotary_fraction <= 1:
+            raise UserError(f"rotary_fraction must be in (0, 1], not {self.rotary_fraction!r}.")
+        if self.positional == "rotary" and self.d_rotary < 2:
+            raise UserError(f"rotary_fraction {self.rotary_fraction} of d_head {self.d_head} leaves no pair of "
+                            "dimensions to rotate.")  # fmt: skip
+        if self.positional == "rotary" and self.has_encoder:
+            raise UserError("Rotary positions are supported in decoder-only models (n_encoder_layers = 0).")
+        if not isinstance(self.sliding_window, int) or isinstance(self.sliding_window, bool) or self.sliding_window < 0:
+            raise UserError(f"sliding_window must be 0 (no window) or a positive whole number, not "
+                            f"{self.sliding_window!r}.")  # fmt: skip
+        if not isinstance(self.rope_original_max_len, int) or self.rope_original_max_len < 1:
+            raise UserError(f"rope_original_max_len must be a positive whole number, not "
+                            f"{self.rope_original_max_len!r}.")  # fmt: skip
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

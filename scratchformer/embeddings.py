@@ -50,15 +50,15 @@ class Embeddings(nn.Module):
         # Position ids start at position_offset (RoBERTa: padding_idx + 1), so the table has that many more rows.
         self.position_offset = config.position_offset
         n_positions = config.max_len + config.position_offset
+        self.positions = None
+        self.register_buffer("pe", None, persistent=False)  # the sinusoid table (max_len, d_model), if any
         if config.positional == "learned":
             self.positions = nn.Embedding(n_positions, d)
-        else:
+        elif config.positional in ("sinusoidal", "sinusoidal_halves"):
             layout = "halves" if config.positional == "sinusoidal_halves" else "interleaved"
-            table = sinusoidal_encoding(n_positions, d, layout)
-            if config.positional == "none":
-                table.zero_()
-            self.register_buffer("pe", table, persistent=False)  # (max_len, d_model)
-            self.positions = None
+            self.register_buffer("pe", sinusoidal_encoding(n_positions, d, layout), persistent=False)  # (L, d_model)
+        # none, rotary: nothing is added (rotary positions turn q and k inside attention); no table is kept, as a
+        # long-context model's would be large and all zeros
         self.token_types = nn.Embedding(config.type_vocab_size, d) if config.type_vocab_size else None
         self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps) if config.embed_layer_norm else None
         self.dropout = nn.Dropout(config.dropout)
@@ -68,12 +68,15 @@ class Embeddings(nn.Module):
         start = offset + self.position_offset
         if self.positions is not None:
             return self.positions.weight[start : start + length]
+        if self.pe is None:  # no positional encoding: zeros
+            return self.tokens.weight.new_zeros(length, self.config.d_model)  # (T, d_model)
         return self.pe[start : start + length]
 
     def sum_formula(self) -> str:
         """The paper's "E[x]·√d_model + PE", or what an imported model adds instead."""
         scaled = "E[x]·√d_model" if self.scale != 1.0 else "E[x]"
-        positions = " + P[pos]" if self.positions is not None else (" + PE" if self.config.positional != "none" else "")
+        added = self.config.positional not in ("none", "rotary")
+        positions = " + P[pos]" if self.positions is not None else (" + PE" if added else "")
         types = " + T[type]" if self.token_types is not None else ""
         return scaled + positions + types
 
@@ -81,6 +84,8 @@ class Embeddings(nn.Module):
         """The formula of the all-zero table of positional = none, saying where positions come in instead."""
         if self.config.relative_buckets:
             return "PE = 0: positions enter each attention as a relative position bias instead"
+        if self.config.positional == "rotary":
+            return "PE = 0: positions enter each attention by rotating its queries and keys (RoPE) instead"
         return "PE = 0: no positional encoding"
 
     def forward(self, ids: torch.Tensor, offset: int = 0, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -115,10 +120,10 @@ class Embeddings(nn.Module):
                 else "PE(pos,i) = sin(pos/10000^(2i/d_model)), PE(pos,⌈d/2⌉+i) = cos(pos/10000^(2i/d_model))"
                 if self.config.positional == "sinusoidal_halves"
                 else self._no_positions()
-                if self.config.positional == "none"
+                if self.config.positional in ("none", "rotary")
                 else "PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))"
             )
-            none = self.config.positional == "none"
+            none = self.config.positional in ("none", "rotary")
             tracer.add(f"{name}.positional_encoding", "positional_encoding", pe, (pos, "d_model"),
                        "Positional encoding (none: all zeros)" if none else "Positional encoding", pe_formula, name,
                        major=True)  # fmt: skip

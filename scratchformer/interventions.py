@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .attention import MultiHeadAttention, attention
+from .attention import MultiHeadAttention, attention, expand_kv
 from .embeddings import Embeddings
 from .errors import UserError
 from .intervention_context import active_interventions as active_interventions  # re-exported: its old home
@@ -227,14 +227,15 @@ class Interventions:
         """The written-out attention of `module` with this run's changes: (context (B, h, Tq, d_k), the maps
         of attention(), the mask used). Patched Q, K, V replace those in `parts`."""
         n = module.trace_name
-        for p in ("q", "k", "v"):
-            parts[f"{p}_heads"] = self.patched(f"{n}.{p}", parts[f"{p}_heads"])  # (B, h, T, d_k)
+        for p in ("q", "k", "v"):  # the heads the scores read: after QK-norm and the rotation, if the model has them
+            step = next(s for s in (f"{p}_rotated", f"{p}_normed", p) if s == p or s in parts)
+            parts[f"{p}_heads"] = self.patched(f"{n}.{step}", parts[f"{p}_heads"])  # (B, h, T, d_k)
         q, k, v = parts["q_heads"], parts["k_heads"], parts["v_heads"]
         mask = self._knock_out(module, mask, q.shape[0], q.shape[2], k.shape[2])  # (B, Tq, Tk) or None
         context, maps = attention(q, k, v, mask, module.scale, position_bias)  # (B, h, Tq, d_k)
         weights = self.patched(f"{n}.weights", maps["weights"])
         if weights is not maps["weights"]:
-            maps["weights"], context = weights, weights @ v  # (B, h, Tq, d_k)
+            maps["weights"], context = weights, weights @ expand_kv(v, q.shape[1])  # (B, h, Tq, d_k)
         for item in self.items:
             if isinstance(item, HeadChange) and item.attention == n:
                 context = _change_head(context, item, module.q_dim == "tgt_pos", cache)

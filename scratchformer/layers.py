@@ -12,6 +12,7 @@ from torch import nn
 from .attention import MultiHeadAttention, RelativePositionBias
 from .config import TransformerConfig
 from .intervention_context import patched
+from .norms import RMSNorm
 from .trace import active_tracer, add_dropout
 
 # Applied in place to the fresh output of W_1 (nothing else holds it): no second d_ff-wide tensor is allocated.
@@ -21,19 +22,6 @@ ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "silu": lambda x: F.silu(x, inplace=True),
 }
-
-
-class RMSNorm(nn.Module):
-    """RMSNorm (Zhang & Sennrich 2019), T5's "LayerNorm": γ · x / √(mean(x²) + ε) — no mean subtracted, no β."""
-
-    def __init__(self, d_model: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(d_model))  # γ
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mean_square = x.pow(2).mean(-1, keepdim=True)  # (B, T, 1)
-        return self.weight * (x * torch.rsqrt(mean_square + self.eps))  # (B, T, d_model)
 
 
 def make_norm(config: TransformerConfig) -> nn.Module:
@@ -63,7 +51,7 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, config: TransformerConfig, pos_dim: str, trace_name: str) -> None:
         super().__init__()
-        bias = config.linear_bias
+        bias = config.linear_bias if config.ffn_bias is None else config.ffn_bias
         self.w_1 = nn.Linear(config.d_model, config.d_ff, bias=bias)
         self.w_v = nn.Linear(config.d_model, config.d_ff, bias=bias) if config.ffn_gated else None
         self.w_2 = nn.Linear(config.d_ff, config.d_model, bias=bias)
@@ -194,8 +182,11 @@ def _attention(config: TransformerConfig, cross: bool, q_dim: str, k_dim: str, t
     if relative is not None and config.relative_buckets:
         table = RelativePositionBias(config.n_heads, config.relative_buckets, config.relative_max_distance,
                                      bidirectional=relative == "bidirectional")  # fmt: skip
+    modern = {} if cross else dict(n_kv_heads=config.n_kv_heads, qk_norm=config.qk_norm,
+                                   norm_eps=config.layer_norm_eps, rotary=config.positional == "rotary")
     return MultiHeadAttention(config.d_model, config.n_heads, cross, q_dim, k_dim, trace_name, d_head=config.d_head,
-                              bias=config.linear_bias, scale=config.scale_attention, relative_bias=table)  # fmt: skip
+                              bias=config.linear_bias, scale=config.scale_attention, relative_bias=table,
+                              qkv_bias=config.qkv_bias, **modern)  # fmt: skip
 
 
 class EncoderLayer(nn.Module):
@@ -246,11 +237,13 @@ class DecoderLayer(nn.Module):
         cache: dict | None = None,
         is_causal: bool = False,
         position_bias: torch.Tensor | None = None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """position_bias: (h, T, T_past + T), T5's relative position bias for the self-attention (else None)."""
+        """position_bias: (h, T, T_past + T), T5's relative position bias for the self-attention (else None);
+        rope: (cos, sin), each (T, d_rot), the rotary angles of these positions (else None)."""
         self_cache = cache.setdefault("self", {}) if cache is not None else None
         x = self.add_norm1(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=is_causal,
-                                                       position_bias=position_bias))  # fmt: skip
+                                                       position_bias=position_bias, rope=rope))  # fmt: skip
         if self.cross_attn is not None:
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
             x = self.add_norm2(x, lambda h: self.cross_attn(h, memory, mask=cross_mask, cache=cross_cache))

@@ -29,11 +29,22 @@ def encoder_self_mask(src_pad: torch.Tensor | None, batch: int, n_src: int, devi
     return padding_mask(src_pad).expand(batch, n_src, n_src)  # (B, S, S)
 
 
+def sliding_window_mask(n_queries: int, window: int, offset: int = 0, device=None) -> torch.Tensor:
+    """(n_queries, offset + n_queries) bool: the causal mask cut to a window (Mistral's sliding-window attention):
+    query i (at offset + i) sees itself and the window − 1 keys before it, no earlier ones."""
+    q = torch.arange(n_queries, device=device)[:, None] + offset  # (Tq, 1)
+    k = torch.arange(n_queries + offset, device=device)[None, :]  # (1, Tk)
+    return (k <= q) & (k > q - window)  # (Tq, Tk)
+
+
 def decoder_self_mask(
-    tgt_pad: torch.Tensor | None, batch: int, n_tgt: int, offset: int = 0, device=None
+    tgt_pad: torch.Tensor | None, batch: int, n_tgt: int, offset: int = 0, device=None, window: int = 0
 ) -> torch.Tensor:
-    """(B, T, offset+T) for masked decoder self-attention: causal, and never a padding key."""
-    mask = causal_mask(n_tgt, offset=offset, device=device)[None].expand(batch, -1, -1)  # (B, T, T')
+    """(B, T, offset+T) for masked decoder self-attention: causal (within the sliding window when `window` > 0),
+    and never a padding key."""
+    one = sliding_window_mask(n_tgt, window, offset, device) if window else causal_mask(n_tgt, offset=offset,
+                                                                                         device=device)
+    mask = one[None].expand(batch, -1, -1)  # (B, T, T')
     if tgt_pad is not None:
         mask = mask & padding_mask(tgt_pad)
     return mask
