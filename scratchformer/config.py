@@ -115,6 +115,9 @@ class TransformerConfig:
     # Sliding-window attention (Mistral): a position attends to itself and the sliding_window − 1 before it
     # (0: no window, the paper's full causal mask).
     sliding_window: int = 0
+    # The layers (0-based) that use the window when only some do (Qwen's upper layers, Gemma 2's every other
+    # layer); None: every layer.
+    sliding_layers: list[int] | None = None
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -136,6 +139,10 @@ class TransformerConfig:
         if self.positional != "rotary":
             return 0
         return int(self.d_head * self.rotary_fraction) // 2 * 2
+
+    def windowed(self, layer: int) -> bool:
+        """Whether decoder layer `layer` attends through the sliding window."""
+        return bool(self.sliding_window) and (self.sliding_layers is None or layer in self.sliding_layers)
 
     @property
     def d_attn(self) -> int:
@@ -234,6 +241,12 @@ class TransformerConfig:
         if not isinstance(self.sliding_window, int) or isinstance(self.sliding_window, bool) or self.sliding_window < 0:
             raise UserError(f"sliding_window must be 0 (no window) or a positive whole number, not "
                             f"{self.sliding_window!r}.")  # fmt: skip
+        if self.sliding_layers is not None and (
+            not isinstance(self.sliding_layers, list)
+            or not all(isinstance(i, int) and 0 <= i < self.n_decoder_layers for i in self.sliding_layers)
+        ):
+            raise UserError(f"sliding_layers must list decoder layers 0 to {self.n_decoder_layers - 1}, not "
+                            f"{self.sliding_layers!r}.")  # fmt: skip
         if not isinstance(self.rope_original_max_len, int) or self.rope_original_max_len < 1:
             raise UserError(f"rope_original_max_len must be a positive whole number, not "
                             f"{self.rope_original_max_len!r}.")  # fmt: skip

@@ -35,6 +35,13 @@ def departures(config: TransformerConfig) -> list[str]:
         out.append(f"learned position embeddings instead of sinusoids{offset}")
     elif c.positional == "sinusoidal_halves":
         out.append("sinusoids laid out as all sines, then all cosines (not interleaved)")
+    elif c.positional == "rotary":
+        share = f", on {c.d_rotary} of each head's {c.d_head} dimensions" if c.d_rotary < c.d_head else ""
+        scaled = {"linear": f", positions slowed {c.rope_factor:g}× (linear scaling)",
+                  "llama3": f", low frequencies slowed up to {c.rope_factor:g}× (Llama 3 scaling)"}.get(
+                      c.rope_scaling, "")  # fmt: skip
+        out.append(f"rotary positions (RoPE), base θ = {c.rope_theta:g}{share}{scaled}: queries and keys turned by "
+                   "position inside each attention, nothing added to the embeddings")  # fmt: skip
     elif c.positional == "none":
         out.append("no positional encoding")
     if not c.scale_embedding:
@@ -56,8 +63,26 @@ def departures(config: TransformerConfig) -> list[str]:
         out.append("no 1/√d_k scaling of the attention scores (T5 folds it into the initialisation)")
     if c.d_attn != c.d_model:
         out.append(f"heads of d_k = {c.d_head}: h·d_k = {c.d_attn} ≠ d_model = {c.d_model}")
-    if not c.linear_bias:
+    if c.kv_heads != c.n_heads:
+        what = "multi-query attention: one key/value head" if c.kv_heads == 1 else (
+            f"grouped-query attention: {c.kv_heads} key/value heads")
+        out.append(f"{what} shared by {c.n_heads} query heads ({c.n_heads // c.kv_heads} each)")
+    if c.qk_norm != "none":
+        over = "each head's" if c.qk_norm == "head" else "all heads'"
+        out.append(f"QK-norm: RMSNorm of {over} queries and keys before the scores")
+    if c.sliding_window:
+        layers = "every layer" if c.sliding_layers is None else (
+            f"layers {', '.join(str(i + 1) for i in c.sliding_layers)}")
+        out.append(f"sliding-window attention in {layers}: each position sees the last {c.sliding_window} "
+                   "positions only")
+    qkv_bias = c.linear_bias if c.qkv_bias is None else c.qkv_bias
+    ffn_bias = c.linear_bias if c.ffn_bias is None else c.ffn_bias
+    if not (c.linear_bias or qkv_bias or ffn_bias):
         out.append("no biases in the attention and feed-forward linear layers")
+    elif not (c.linear_bias and qkv_bias and ffn_bias):
+        have = [w for w, b in (("W^Q, W^K, W^V", qkv_bias), ("W^O", c.linear_bias), ("the feed-forward", ffn_bias))
+                if b]  # fmt: skip
+        out.append(f"biases only in {' and '.join(have)}")
     if c.ffn_gated:
         act = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "silu": "SiLU"}[c.activation]
         v11 = " (gated GELU, as in T5 v1.1 and Flan-T5)" if act == "GELU" else ""

@@ -226,20 +226,22 @@ class Transformer(nn.Module):
             raise UserError("The decoder needs the encoder output (memory); call encode() first.")
         b, t = tgt.shape
         x = self.tgt_embed(tgt, offset=offset)  # (B, T, d_model)
-        window = self.config.sliding_window
-        windowed = window and offset + t > window  # some key lies outside a query's window
         # One new token with nothing padded (cached decoding) may see every earlier position: no mask needed.
-        one_free_token = tgt_pad is None and t == 1 and not windowed
-        self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device,
-                                                                        window if windowed else 0)  # fmt: skip
+        one_free_token = tgt_pad is None and t == 1
+        self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)
         if not causal:  # padding only: (B, T, offset + T), or None when nothing is padded
             self_mask = None if tgt_pad is None else masks.padding_mask(tgt_pad).expand(b, t, offset + t)
+        window = self.config.sliding_window
+        cut = window and causal and offset + t > window  # some key lies outside a query's window
+        window_mask = masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device, window) if cut else self_mask
         cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
-        pure_causal = causal and tgt_pad is None and offset == 0 and t > 1 and not windowed  # the causal triangle
+        pure_causal = causal and tgt_pad is None and offset == 0 and t > 1  # exactly the causal triangle
         bias = self._position_bias(self.decoder, t, offset + t, offset)  # (h, T, T_past + T) or None
         rope = self.rotary(t, offset) if self.rotary is not None else None  # (cos, sin), each (T, d_rot)
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, self_mask, cross, cache[i] if cache is not None else None, pure_causal, bias, rope)
+            local = cut and self.config.windowed(i)  # this layer's queries see the last `window` keys only
+            x = layer(x, memory, window_mask if local else self_mask, cross, cache[i] if cache is not None else None,
+                      pure_causal and not local, bias, rope)  # fmt: skip
         return _final_norm(self.decoder_norm, x, "decoder", "tgt_pos", self.config.norm)
 
     def forward(

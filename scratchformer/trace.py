@@ -33,7 +33,7 @@ KINDS = (
     "residual", "layer_norm", "ffn_hidden", "ffn_out", "logits", "probabilities",
     # added for imported models (T5): the relative position bias map (head × q_pos × k_pos, no batch axis), the
     # two branches of a gated feed-forward unit (act(x W_1) and x V), and the decoder output × d_model^-0.5
-    "position_bias", "ffn_gate", "output_scale",
+    "position_bias", "ffn_gate", "output_scale", "rotary", "qk_norm",
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")

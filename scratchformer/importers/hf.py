@@ -22,8 +22,12 @@ LOADERS = {
     "bert": ("bert", "load_bert"),
     "distilbert": ("distilbert", "load_distilbert"),
     "gpt2": ("gpt2", "load_gpt2"),
+    "llama": ("llama", "load_llama"),
     "marian": ("marian", "load_marian"),
     "mbart": ("bart", "load_mbart"),
+    "mistral": ("llama", "load_llama"),
+    "qwen2": ("llama", "load_llama"),
+    "qwen3": ("llama", "load_llama"),
     "roberta": ("roberta", "load_roberta"),
     "t5": ("t5", "load_t5"),
 }

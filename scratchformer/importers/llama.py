@@ -1,0 +1,174 @@
+"""Llama-style decoders from a local Hugging Face folder → a decoder-only scratchformer: Llama 2/3 (and SmolLM,
+TinyLlama), Mistral, Qwen2 (Qwen2.5) and Qwen3.
+
+How they depart from the 2017 paper, and the option that covers each (all off for the paper model):
+decoder-only (n_encoder_layers=0); pre-norm residual connections x + Sublayer(RMSNorm(x)) (norm_first,
+norm="rmsnorm") and a final RMSNorm (final_layer_norm); no positional encoding added to the embeddings, which
+are not scaled by √d_model — instead rotary positions turn each head's queries and keys by position
+(positional="rotary", rope_theta, rope_scaling); grouped-query attention, fewer key/value heads than query heads
+(n_kv_heads); a SwiGLU feed-forward (SiLU(x W_gate) ⊙ x W_up) W_down (ffn_gated, activation="silu"); no biases
+(linear_bias=False), except on W^Q, W^K, W^V in Qwen2 (qkv_bias); RMSNorm on each head's queries and keys in
+Qwen3 (qk_norm="head"); a sliding window in Mistral and in the upper layers of a Qwen model that asks for one
+(sliding_window, sliding_layers); an output layer of its own unless tie_word_embeddings. Their W^Q, W^K, W^V are
+stored apart and are stacked here into our fused [W^Q W^K W^V]; gate_proj is our W_1, up_proj our V, down_proj
+our W_2. Nothing is run from the folder, and weights are read from safetensors (or a weights-only pickle).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..config import TransformerConfig
+from ..errors import UserError
+from ..model_bundle import ModelBundle
+from ..tokenizers import TextTokenizer
+from .bert import HF_ACTIVATIONS
+from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, token_kind
+from .hf import tokenizer_label
+from .weights import Weights, build_model, put
+
+# model_type → (transformers config class, what the family adds to Llama's recipe)
+FAMILIES = {
+    "llama": "LlamaConfig",
+    "mistral": "MistralConfig",
+    "qwen2": "Qwen2Config",
+    "qwen3": "Qwen3Config",
+}
+
+
+def rope_options(hf, origin: str) -> dict:
+    """Our rotary options from config.json's rope_parameters (transformers ≥ 5; rope_theta and rope_scaling before);
+    one sentence for a scaling scratchformer does not implement, rather than numbers that would be wrong."""
+    params = dict(getattr(hf, "rope_parameters", None) or {})
+    if not params:  # an older config object
+        params = dict(getattr(hf, "rope_scaling", None) or {})
+        params.setdefault("rope_theta", getattr(hf, "rope_theta", 10000.0))
+    kind = params.get("rope_type", params.get("type", "default"))
+    options = {"rope_theta": float(params.get("rope_theta", 10000.0)),
+               "rotary_fraction": float(params.get("partial_rotary_factor",
+                                                   getattr(hf, "partial_rotary_factor", 1.0) or 1.0))}  # fmt: skip
+    if kind == "default":
+        return options
+    if kind == "linear":
+        return {**options, "rope_scaling": "linear", "rope_factor": float(params["factor"])}
+    if kind == "llama3":
+        return {**options, "rope_scaling": "llama3", "rope_factor": float(params["factor"]),
+                "rope_low_freq_factor": float(params["low_freq_factor"]),
+                "rope_high_freq_factor": float(params["high_freq_factor"]),
+                "rope_original_max_len": int(params["original_max_position_embeddings"])}  # fmt: skip
+    raise UserError(f"{origin} stretches its rotary positions with rope_type {kind!r}, which scratchformer does not "
+                    "implement (it does default, linear and llama3), so it would give wrong numbers.")  # fmt: skip
+
+
+def sliding_options(hf, model_type: str) -> dict:
+    """sliding_window and the layers that use it: every layer of a Mistral with a window; the layers a Qwen config
+    marks "sliding_attention" (use_sliding_window), none otherwise."""
+    window = getattr(hf, "sliding_window", None)
+    if not window:
+        return {}
+    if model_type == "mistral":
+        return {"sliding_window": int(window)}
+    if model_type in ("qwen2", "qwen3") and getattr(hf, "use_sliding_window", False):
+        types = list(getattr(hf, "layer_types", None) or [])
+        local = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
+        return {"sliding_window": int(window), "sliding_layers": local} if local else {}
+    return {}
+
+
+def config_from_llama(hf, model_type: str, directory: Path, name: str) -> TransformerConfig:
+    """A transformers Llama/Mistral/Qwen2/Qwen3 config → TransformerConfig of a decoder-only model."""
+    origin = str(directory / "config.json")
+    act = str(getattr(hf, "hidden_act", "silu"))
+    if act not in HF_ACTIVATIONS:
+        raise UserError(f"{origin} uses the activation {act!r}; scratchformer supports "
+                        f"{', '.join(sorted(HF_ACTIVATIONS))}.")  # fmt: skip
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    attention_bias = bool(getattr(hf, "attention_bias", False))
+    return TransformerConfig(
+        d_model=hf.hidden_size,
+        n_heads=hf.num_attention_heads,
+        n_kv_heads=getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads,
+        d_kv=head_dim if head_dim * hf.num_attention_heads != hf.hidden_size else None,
+        d_ff=hf.intermediate_size,
+        n_encoder_layers=0,
+        n_decoder_layers=hf.num_hidden_layers,
+        dropout=0.0,  # these models are trained without dropout (attention_dropout 0)
+        src_vocab_size=hf.vocab_size,
+        tgt_vocab_size=hf.vocab_size,
+        max_len=int(hf.max_position_embeddings),
+        share_embeddings=False,
+        tie_output=bool(getattr(hf, "tie_word_embeddings", False)),
+        pad_id=None,  # padded batches give their padding explicitly
+        bos_id=hf.bos_token_id,
+        eos_id=first_eos(hf),
+        name=name,
+        activation=HF_ACTIVATIONS[act],
+        positional="rotary",
+        scale_embedding=False,
+        final_layer_norm=True,
+        norm_first=True,
+        norm="rmsnorm",
+        layer_norm_eps=float(hf.rms_norm_eps),
+        linear_bias=attention_bias,  # W^O (and W^Q, W^K, W^V unless qkv_bias says otherwise)
+        qkv_bias=True if model_type == "qwen2" else None,
+        ffn_bias=bool(getattr(hf, "mlp_bias", False)),
+        ffn_gated=True,
+        qk_norm="head" if model_type == "qwen3" else "none",
+        **rope_options(hf, origin),
+        **sliding_options(hf, model_type),
+        extra={"architecture": model_type, "source": str(directory), "hf_name": str(hf.name_or_path or "")},
+    )  # fmt: skip
+
+
+def llama_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Our state_dict from the family's tensor names (the base model's, or the causal LM's under "model.")."""
+    d, dh, state = c.d_model, c.d_head, {}
+    q_width, kv_width = c.n_heads * dh, c.kv_heads * dh
+    qkv_bias = c.linear_bias if c.qkv_bias is None else c.qkv_bias
+    ffn_bias = c.linear_bias if c.ffn_bias is None else c.ffn_bias
+    tokens = w.take((c.tgt_vocab_size, d), "embed_tokens.weight")
+    state["tgt_embed.tokens.weight"] = tokens
+    state["generator.proj.weight"] = tokens if c.tie_output else w.take((c.tgt_vocab_size, d), "lm_head.weight")
+    for i in range(c.n_decoder_layers):
+        theirs, ours = f"layers.{i}", f"decoder.{i}"
+        attn = f"{theirs}.self_attn"
+        put(state, f"{ours}.add_norm1.norm", {"weight": w.take((d,), f"{theirs}.input_layernorm.weight")})
+        parts = [w.linear(width, d, f"{attn}.{p}_proj", qkv_bias)
+                 for p, width in (("q", q_width), ("k", kv_width), ("v", kv_width))]  # fmt: skip
+        put(state, f"{ours}.self_attn.qkv", {key: torch.cat([p[key] for p in parts]) for key in parts[0]})
+        put(state, f"{ours}.self_attn.out_proj", w.linear(d, q_width, f"{attn}.o_proj", c.linear_bias))
+        if c.qk_norm == "head":
+            state[f"{ours}.self_attn.q_norm.weight"] = w.take((dh,), f"{attn}.q_norm.weight")
+            state[f"{ours}.self_attn.k_norm.weight"] = w.take((dh,), f"{attn}.k_norm.weight")
+        put(state, f"{ours}.add_norm3.norm", {"weight": w.take((d,), f"{theirs}.post_attention_layernorm.weight")})
+        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.mlp.gate_proj", ffn_bias))
+        put(state, f"{ours}.ffn.w_v", w.linear(c.d_ff, d, f"{theirs}.mlp.up_proj", ffn_bias))
+        put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.mlp.down_proj", ffn_bias))
+    state["decoder_norm.weight"] = w.take((d,), "norm.weight")
+    return state
+
+
+def llama_tokenizer_from(directory: Path) -> TextTokenizer:
+    """The folder's tokenizer as AutoTokenizer reads it (tokenizer.json and tokenizer_config.json)."""
+    if not (directory / "tokenizer.json").is_file():
+        raise UserError(f"{directory} has no tokenizer.json; scratchformer reads these models' tokenizers from it.")
+    hf = fast_tokenizer(directory)
+    return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "sentencepiece"))
+
+
+def load_llama(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
+    """A Llama, Mistral, Qwen2 or Qwen3 folder → ModelBundle of a decoder-only scratchformer model in eval mode."""
+    import transformers
+
+    data = read_hf_config(directory)
+    model_type = data.get("model_type")
+    hf = hf_config(getattr(transformers, FAMILIES[model_type]), directory)
+    tokenizer = llama_tokenizer_from(directory)
+    config = config_from_llama(hf, model_type, directory, model_name(directory, data))
+    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
+    if config.bos_id is None:  # the decoder reads a start token first (Qwen's tokenizer adds none: its end token)
+        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
+    model = build_model(directory, config, llama_state, prefixes=("model.", ""))
+    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))

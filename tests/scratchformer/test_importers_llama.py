@@ -1,0 +1,194 @@
+"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3): a small random model of each family, saved with
+save_pretrained and opened through load_model(path), equals transformers' eager implementation on every hidden
+state, attention map and logit of a right-padded batch; greedy decoding with the KV cache equals generate(); a
+bfloat16, sharded folder opens; and what we do not implement is refused in one sentence."""
+
+import json
+
+import pytest
+import torch
+import transformers
+
+from scratchformer.bundle import load_model
+from scratchformer.decoding import greedy
+from scratchformer.departures import departures
+from scratchformer.errors import UserError
+from scratchformer.tokenizers import gpt2_tokenizer
+
+SENTENCES = ["machine learning using PyTorch is fun and quick", "Attention is all you need."]
+ATOL = 1e-5
+EOT = 50256
+BASE = dict(vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, bos_token_id=EOT, eos_token_id=EOT)  # fmt: skip
+# what each family is given on top of BASE, to exercise what it departs in
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "llama-llama3-rope": ("LlamaConfig", "LlamaForCausalLM", {"rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}, "tie_word_embeddings": True}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 4}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"num_hidden_layers": 3, "use_sliding_window": True,
+                                                  "sliding_window": 3, "max_window_layers": 1}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 24, "num_key_value_heads": 1}),
+}
+
+
+def _save(directory, family, seed=0, dtype=None, shard=None, **overrides):
+    config_name, model_name, extra = FAMILIES[family]
+    values = {**BASE, **extra, **overrides}
+    torch.manual_seed(seed)
+    ref = getattr(transformers, model_name)(getattr(transformers, config_name)(**values))
+    with torch.no_grad():  # sharpen attention: the default initialisation gives near-flat maps that hide mistakes
+        for name, p in ref.named_parameters():
+            if "q_norm" in name or "k_norm" in name:  # QK-norm fixes |q| and |k|: its γ sets how sharp maps are
+                p.normal_(4.0, 1.0)
+            elif "norm" in name:
+                p.normal_(1.0, 0.2)
+            elif "bias" in name:
+                p.normal_(0.0, 0.3)
+            elif any(k in name for k in ("q_proj", "k_proj")):
+                p.normal_(0.0, 0.5)
+            else:
+                p.normal_(0.0, 0.15)
+    if dtype is not None:
+        ref = ref.to(dtype)
+    ref.save_pretrained(str(directory), max_shard_size=shard or "5GB")
+    gpt2_tokenizer().hf.save_pretrained(str(directory))
+    ref = getattr(transformers, model_name).from_pretrained(str(directory), attn_implementation="eager",
+                                                            dtype=torch.float32)  # fmt: skip
+    return ref.eval()
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def folder(request, tmp_path_factory):
+    directory = tmp_path_factory.mktemp(request.param)
+    return request.param, directory, _save(directory, request.param)
+
+
+def _batch(bundle, sentences):
+    """Right-padded (B, T) ids [start, text…] and (B, T) bool padding, as the walkthrough starts them."""
+    rows = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(s) for s in sentences]
+    n = max(map(len, rows))
+    ids = torch.tensor([r + [EOT] * (n - len(r)) for r in rows])  # (B, T)
+    pad = torch.tensor([[False] * len(r) + [True] * (n - len(r)) for r in rows])  # (B, T)
+    return ids, pad
+
+
+def _pairs(bundle, ref, ids, pad):
+    with torch.no_grad():
+        expected = ref(input_ids=ids, attention_mask=(~pad).long(), output_hidden_states=True,
+                       output_attentions=True)  # fmt: skip
+    logits, trace = bundle.model.run_with_trace(None, ids, None, pad)
+    n = bundle.config.n_decoder_layers
+    # transformers' hidden_states: the embeddings, each layer's output but the last, then the final norm
+    ours = [trace["tgt_embed.sum"].tensor]
+    ours += [trace[f"decoder.{i}.add_norm3.residual"].tensor for i in range(n - 1)]
+    ours.append(trace["decoder.final_norm.out"].tensor)
+    pairs = {f"hidden {i}": (a, b) for i, (a, b) in enumerate(zip(ours, expected.hidden_states, strict=True))}
+    for i in range(n):
+        pairs[f"attention {i}"] = (trace[f"decoder.{i}.self_attn.weights"].tensor, expected.attentions[i])
+    pairs["logits"] = (logits, expected.logits)
+    return pairs, trace
+
+
+def _relative_diffs(pairs, pad):
+    """max |ours − theirs| / (1 + max |theirs|) per pair (attention maps are in [0, 1]; logits can be ~10), over
+    the real positions' rows: a padding query whose window holds only padding has no keys, a row of zeros here
+    and transformers' uniform row there, and nothing reads either."""
+    out = {}
+    for what, (a, b) in pairs.items():
+        assert a.shape == b.shape, what
+        rows = ~pad[:, None, :, None] if a.dim() == 4 else ~pad[:, :, None]  # (B, 1, T, 1) or (B, T, 1)
+        real = rows.expand_as(b) & ~torch.isinf(b)
+        out[what] = ((a - b).abs()[real].max() / (1 + b[real].abs().max())).item()
+    return out
+
+
+def test_every_family_matches_transformers_on_a_padded_batch(folder):
+    family, directory, ref = folder
+    bundle = load_model(str(directory))
+    ids, pad = _batch(bundle, SENTENCES)
+    assert pad.any()
+    pairs, trace = _pairs(bundle, ref, ids, pad)
+    diffs = _relative_diffs(pairs, pad)
+    assert max(diffs.values()) < ATOL, diffs
+    for i in range(bundle.config.n_decoder_layers):  # rows far from uniform, so a wrong map could not pass
+        peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 3:].max(-1).values.mean()
+        assert peak > 0.4, f"{family} layer {i}: attention too flat to tell implementations apart ({peak:.2f})"
+    with torch.no_grad():  # the untraced fast path (the fused kernel, sharing key/value heads itself) agrees too
+        fast = bundle.model(None, ids, tgt_pad=pad)
+    assert (fast - pairs["logits"][1]).abs()[~pad].max() < 1e-4
+
+
+def test_greedy_decoding_with_the_cache_equals_generate(folder):
+    """Longer than Mistral's and Qwen2's windows, so the cached keys outside the window must stay unseen."""
+    _, directory, ref = folder
+    bundle = load_model(str(directory))
+    prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
+    with torch.no_grad():
+        theirs = ref.generate(torch.tensor([[bundle.start_id()] + prompt]), max_new_tokens=12, do_sample=False,
+                              num_beams=1, use_cache=True, pad_token_id=EOT)[0, 1 + len(prompt):].tolist()
+    for cache in (True, False):
+        assert greedy(bundle, [], 12, cache=cache, stop_at_eos=False, prefix=prompt) == theirs, cache
+    assert len(set(theirs)) > 1  # a real continuation, not one token repeated
+
+
+def test_the_trace_names_rotation_grouped_heads_and_the_gate(folder):
+    family, directory, _ = folder
+    bundle = load_model(str(directory))
+    c = bundle.config
+    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch"))
+    names = trace.names()
+    n = "decoder.0.self_attn"
+    q, k = names.index(f"{n}.q"), names.index(f"{n}.k")
+    normed = c.qk_norm != "none"
+    assert names[q + 1 : q + 2 + normed] == ([f"{n}.q_normed"] if normed else []) + [f"{n}.q_rotated"]
+    assert names[k + 1 : k + 2 + normed] == ([f"{n}.k_normed"] if normed else []) + [f"{n}.k_rotated"]
+    rotated = trace[f"{n}.q_rotated"]
+    assert (rotated.kind, rotated.dims) == ("rotary", ("batch", "head", "tgt_pos", "d_head"))
+    assert trace[f"{n}.k_rotated"].dims == ("batch", "kv_head", "tgt_pos", "d_head")
+    assert trace[f"{n}.k"].tensor.shape[1] == c.kv_heads < c.n_heads == trace[f"{n}.weights"].tensor.shape[1]
+    assert trace["decoder.0.ffn.gate"].kind == "ffn_gate" and trace["decoder.0.ffn.linear"].kind == "ffn_gate"
+    listed = departures(c)
+    for phrase in ("rotary positions (RoPE)", "key/value head", "RMSNorm", "gated feed-forward"):
+        assert any(phrase in d for d in listed), (family, phrase, listed)
+    assert not trace["tgt_embed.positional_encoding"].tensor.any()  # nothing added at the bottom
+
+
+def test_family_options_are_read_from_the_config(tmp_path_factory):
+    """What each family departs in lands in its TransformerConfig option (the numbers above depend on them)."""
+    expected = {
+        "llama": dict(qkv_bias=None, qk_norm="none", sliding_window=0, rope_scaling="none", tie_output=False),
+        "llama-llama3-rope": dict(rope_scaling="llama3", rope_factor=8.0, rope_theta=500000.0, tie_output=True),
+        "mistral": dict(sliding_window=4, sliding_layers=None),
+        "qwen2": dict(qkv_bias=True, linear_bias=False, sliding_window=3, sliding_layers=[1, 2]),
+        "qwen3": dict(qk_norm="head", d_kv=24, n_kv_heads=1),
+    }
+    for family, options in expected.items():
+        directory = tmp_path_factory.mktemp(f"{family}-config")
+        _save(directory, family, num_hidden_layers=FAMILIES[family][2].get("num_hidden_layers", 1))
+        config = load_model(str(directory)).config
+        assert {k: getattr(config, k) for k in options} == options, family
+
+
+def test_a_bfloat16_sharded_folder_opens_and_matches(tmp_path):
+    ref = _save(tmp_path, "llama", seed=3, dtype=torch.bfloat16, shard="200KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    bundle = load_model(str(tmp_path))
+    ids, pad = _batch(bundle, SENTENCES)
+    pairs, _ = _pairs(bundle, ref, ids, pad)  # the same bfloat16 numbers, both computing in float32
+    assert max(_relative_diffs(pairs, pad).values()) < ATOL
+
+
+def test_what_is_not_implemented_is_refused_in_one_sentence(tmp_path):
+    _save(tmp_path, "llama", num_hidden_layers=1)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                 "original_max_position_embeddings": 16}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match="rope_type 'yarn', which scratchformer does not implement"):
+        load_model(str(tmp_path))
+    config["model_type"] = "mamba"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match=r"is a 'mamba' model; scratchformer can open .*llama.*qwen3"):
+        load_model(str(tmp_path))
