@@ -149,17 +149,84 @@ def qkv(c: Ctx) -> Facts:
 
 
 def heads(c: Ctx) -> Facts:
+    cfg = c.config
     which = c.suffix if c.suffix in ("q", "k", "v") else ""
     source = c.sibling("qkv") or c.sibling("q_proj" if which == "q" else "kv_proj")
-    values = {"last_from": Count((c.config.n_heads - 1) * c.config.d_head + 1)}
+    values = {"last_from": Count((cfg.n_heads - 1) * cfg.d_head + 1)}
+    if which in ("k", "v") and c.step.dims[1] == "kv_head":  # grouped-query attention: fewer key/value heads
+        h_kv, group = cfg.kv_heads, cfg.n_heads // cfg.kv_heads
+        per_token = 2 * cfg.n_decoder_layers * cfg.d_head * 4  # K and V, every layer, float32
+        values.update(h_kv=Count(h_kv), group=Count(group), d_kv_attn=Count(h_kv * cfg.d_head),
+                      kv_last_from=Count((h_kv - 1) * cfg.d_head + 1), last_group_from=Count(cfg.n_heads - group + 1),
+                      cache_token=_bytes(per_token * h_kv), cache_token_full=_bytes(per_token * cfg.n_heads),
+                      n_layers=Count(cfg.n_decoder_layers), heads_word="head" if h_kv == 1 else "heads",
+                      h=Count(cfg.n_heads), d_k=Count(cfg.d_head))  # fmt: skip
+        one = "one" if h_kv == 1 else "groups"
+        values["sharing"] = PHRASES[f"sharing.{one}"]
+        for part, what in (("k", "key"), ("v", "value")):
+            values[f"spread_{part}"] = PHRASES[f"spread.{one}"].format(what=what, **values)
+        return Facts(f"heads.{which}.shared", values, [(source, "qkv")])
     return Facts(f"heads.{which}" if which else "heads", values, [(source, "qkv")])
+
+
+def _bytes(n: int) -> str:
+    """A size for people: 1,536 bytes, 48 KB, 3.1 MB."""
+    for unit, size in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{Count(n)} bytes"
+
+
+def _lengths(c: Ctx, before: Step | None) -> dict:
+    """The last position's head-1 vector's length before (`before`, if any) and after this step."""
+    values: dict = {}
+    after = c.item()  # (h, T, d_head)
+    values["len_after"] = Num(after[0, -1].norm().item())
+    values["tok"] = c.label(c.pos_dims()[0], after.shape[1] - 1)
+    if before is not None:
+        values["len_before"] = Num(c.item(before)[0, -1].norm().item())
+    return values
+
+
+def rotary(c: Ctx) -> Facts:
+    """RoPE: q or k turned by position; how fast the pairs turn, and that lengths do not change."""
+    cfg = c.config
+    which = c.suffix.split("_")[0]  # "q" or "k"
+    before = c.sibling(f"{which}_normed") or c.sibling(which)
+    d_rot = cfg.d_rotary
+    from ..rotary import inverse_frequencies  # the model's own frequencies, scaling included
+
+    omega = inverse_frequencies(cfg).double()  # (d_rot/2,)
+    values = {"which": PHRASES[f"rotary.{which}"], "theta": Num(cfg.rope_theta), "d_rot": Count(d_rot),
+              "half": Count(d_rot // 2), "fast": Num(omega[0].item()), "slow": Num(omega[-1].item()),
+              "fast_period": Num(2 * math.pi / omega[0].item()), "slow_period": Num(2 * math.pi / omega[-1].item()),
+              "rot_clause": PHRASES["rotary.partial"].format(d_rot=Count(d_rot), d_k=Count(cfg.d_head))
+              if d_rot < cfg.d_head else ""}  # fmt: skip
+    values.update(_lengths(c, before))
+    return Facts("rotary", values, [(before, "unrotated")])
+
+
+def qk_norm(c: Ctx) -> Facts:
+    """QK-norm: RMSNorm of q or k before the scores; each vector's length before and after."""
+    cfg = c.config
+    which = c.suffix.split("_")[0]
+    before = c.sibling(which)
+    lengths = c.item().norm(dim=-1)  # (h, T)
+    values = {"which": PHRASES[f"rotary.{which}"], "over": PHRASES[f"qk_norm.{cfg.qk_norm}"],
+              "width": Count(cfg.d_head if cfg.qk_norm == "head" else c.step.shape[1] * cfg.d_head),
+              "min_len": Num(lengths.min().item()), "max_len": Num(lengths.max().item()),
+              "n_vectors": Count(lengths.numel())}  # fmt: skip
+    values.update(_lengths(c, before))
+    return Facts("qk_norm", values, [(before, "unnormed")])
 
 
 def scores(c: Ctx) -> Facts:
     values = _attention_values(c)
     head = c.item()[0]
     values.update(s00=Num(head[0, 0].item()), **{f"head_{k}": v for k, v in stats(head).items()})
-    return Facts("scores", values, [(c.sibling("q"), "q"), (c.sibling("k"), "k")])
+    q = c.sibling("q_rotated") or c.sibling("q_normed") or c.sibling("q")  # what the dot products read
+    k = c.sibling("k_rotated") or c.sibling("k_normed") or c.sibling("k")
+    return Facts("scores", values, [(q, "q"), (k, "k")])
 
 
 def scaled_scores(c: Ctx) -> Facts:
@@ -443,7 +510,8 @@ FACTS: dict[str, Callable[[Ctx], Facts]] = {
     "masked_scores": masked_scores, "attention_weights": attention_weights, "context": context, "concat": concat,
     "projection": projection, "dropout": dropout, "residual": residual, "layer_norm": layer_norm,
     "ffn_hidden": ffn_hidden, "ffn_out": ffn_out, "logits": logits, "probabilities": probabilities,
-    "position_bias": position_bias, "ffn_gate": ffn_gate, "output_scale": output_scale,
+    "position_bias": position_bias, "ffn_gate": ffn_gate, "output_scale": output_scale, "rotary": rotary,
+    "qk_norm": qk_norm,
 }  # fmt: skip
 
 

@@ -523,6 +523,43 @@ TEXTS: dict[str, dict[str, str]] = {
                "to choose a token when generating; every row sums to 1.",
         "numbers": "The last row ({tok}, position {n_pos}) predicts {top_tok} with p = {top_p}{first_clause}.",
     },
+    # ---------------------------------------------------------------- today's decoders
+    "heads.k.shared": {
+        "what": "The keys are cut into h_kv = {h_kv} {heads_word} of d_k = {d_k} numbers each ({side_positions} per "
+                "head): {shape}. Each key head serves {group} query heads ({sharing}).",
+        "why": "Query heads of one group compare themselves with the same keys but still make maps of their own. "
+               "W^K and W^V are {group}× narrower than W^Q, and the KV cache a generating model keeps holds "
+               "{cache_token} per token over its {n_layers} layers instead of {cache_token_full} with one key head "
+               "per query head.",
+        "numbers": "{d_kv_attn} = {h_kv} × {d_k}: {spread_k}.",
+    },
+    "heads.v.shared": {
+        "what": "The values are cut into h_kv = {h_kv} {heads_word} of d_v = {d_k} numbers each ({side_positions} per "
+                "head): {shape}. Each value head serves {group} query heads ({sharing}).",
+        "why": "Every query head of a group averages the same value vectors, each with its own weights; sharing is "
+               "what keeps the KV cache at {cache_token} per token instead of {cache_token_full}.",
+        "numbers": "{d_kv_attn} = {h_kv} × {d_k}: {spread_v}.",
+    },
+    "rotary": {
+        "what": "The {which} are turned by position (rotary positions, RoPE): in every head, dimension i and its "
+                "partner i + {half} are rotated together through the angle pos · θ^(−2i/{d_rot}), θ = {theta}."
+                "{rot_clause}",
+        "why": "This is where the model learns word order: the 2017 paper adds a position vector to the input once, "
+               "while RoPE (Su et al. 2021) turns queries and keys inside every attention. A rotation keeps a "
+               "vector's length, and turning q by position m and k by position n leaves q·k depending on m − n "
+               "only, so a score sees how far apart two tokens are, not where they stand.",
+        "numbers": "The fastest pair turns {fast} rad per position (a full turn every {fast_period} positions), "
+                   "the slowest {slow} (one turn in {slow_period} positions). At {tok}, head 1's vector is "
+                   "{len_before} long before and {len_after} after: turned, not stretched.",
+    },
+    "qk_norm": {
+        "what": "QK-norm: the {which} go through RMSNorm before the scores, {over}, divided by its root mean square "
+                "and multiplied by a learned γ of {width} numbers.",
+        "why": "With q and k of bounded length no dot product can grow without limit, so the softmax cannot "
+               "collapse onto one key while training (Qwen3, OLMo 2 and Gemma 3 do this; the 2017 paper does not).",
+        "numbers": "At {tok}, head 1's vector was {len_before} long and is {len_after} after the norm; the "
+                   "{n_vectors} normalised vectors range in length from {min_len} to {max_len}.",
+    },
     # ---------------------------------------------------------------- anything else
     "step": {
         "what": "This step computes {formula}, a tensor of shape {shape}.",
@@ -533,6 +570,16 @@ TEXTS: dict[str, dict[str, str]] = {
 
 # Pieces of sentences that numbers.py fills in and passes as placeholder values.
 PHRASES: dict[str, str] = {
+    "rotary.q": "queries",
+    "spread.one": "the one {what} head is read by all {h} query heads",
+    "spread.groups": "{what} head 1 takes columns 1–{d_k} and is read by query heads 1–{group}; {what} head {h_kv} "
+                     "takes columns {kv_last_from}–{d_kv_attn}, read by query heads {last_group_from}–{h}",
+    "sharing.one": "multi-query attention",
+    "sharing.groups": "grouped-query attention",
+    "rotary.k": "keys",
+    "rotary.partial": " Only the first {d_rot} of each head's {d_k} dimensions turn; the rest pass unchanged.",
+    "qk_norm.head": "each head's vector on its own",
+    "qk_norm.full": "all heads' numbers at a position together, as one vector",
     "side.src_pos": "source",
     "side.tgt_pos": "target",
     "count.token": "{n} token",
@@ -645,6 +692,8 @@ LINKS: dict[str, str] = {
     "bias": "the relative position bias added here",
     "unscaled": "the scores this bias is added to",
     "bias_first": "the first layer's relative position bias, shared by this layer",
+    "unrotated": "the vectors before the rotation",
+    "unnormed": "the vectors before QK-norm",
     "gate": "the gate branch",
     "linear": "the linear branch",
     "scaled_out": "the decoder output before scaling",

@@ -12,7 +12,7 @@ def test_the_cache_menu_lists_and_opens_a_cached_model(qtbot, make_window, hf_ho
     menu = w.findChild(QMenu, "hf_cache_menu")
     menu.aboutToShow.emit()
     texts = [a.text() for a in menu.actions()]
-    assert texts == ["someone/tiny-bert  (bert)"]  # the llama folder is not a family that opens
+    assert texts == ["someone/tiny-bert  (bert)"]  # the mamba folder is not a family that opens
     menu.actions()[0].trigger()
     qtbot.waitUntil(lambda: not w.is_busy(), timeout=60_000)
     assert w.current_result() is not None, w.message_text()
@@ -43,7 +43,7 @@ def test_the_open_dialog_lists_the_cached_models_and_opens_one_by_id(qtbot, make
     w = make_window(source="the cat sat", target="", model="en-hi")
     dialog = _open_dialog(qtbot, w)
     items = [dialog.cached.item(i).text() for i in range(dialog.cached.count())]
-    assert items == ["someone/tiny-bert  (bert)"]  # the llama folder is not a family that opens
+    assert items == ["someone/tiny-bert  (bert)"]  # the mamba folder is not a family that opens
     dialog.cached.setCurrentRow(0)
     assert dialog.spec() == "someone/tiny-bert"
     dialog.buttons.button(dialog.buttons.StandardButton.Open).click()

@@ -31,6 +31,12 @@ FAMILIES = {
                       activation="gelu", tie_output=False),
     "bert_like": dict(n_decoder_layers=0, embed_layer_norm=True, type_vocab_size=2, positional="learned",
                       position_offset=2, activation="gelu", scale_embedding=False),
+    "qwen_like": dict(n_encoder_layers=0, norm_first=True, final_layer_norm=True, norm="rmsnorm",
+                      positional="rotary", scale_embedding=False, n_kv_heads=2, ffn_gated=True, activation="silu",
+                      linear_bias=False, qkv_bias=True, qk_norm="head", sliding_window=3, tie_output=False),
+    "olmo_like": dict(n_encoder_layers=0, norm_first=True, final_layer_norm=True, norm="rmsnorm",
+                      positional="rotary", rotary_fraction=0.5, rope_theta=500.0, scale_embedding=False,
+                      n_kv_heads=1, qk_norm="full", ffn_gated=True, activation="silu", linear_bias=False),
 }  # fmt: skip
 
 
@@ -116,7 +122,7 @@ def check_every_step(bundle, trace, cells_per_step=3, seed=0):
 
 def test_every_step_of_en_hi_recomputes_from_the_inputs_it_names(en_hi):
     kinds = check_every_step(*en_hi)
-    assert kinds == set(KINDS) - {"dropout", "position_bias", "ffn_gate", "output_scale"}
+    assert kinds == set(KINDS) - {"dropout", "position_bias", "ffn_gate", "output_scale", "rotary", "qk_norm"}
 
 
 def test_every_family_recomputes(family):
@@ -142,10 +148,11 @@ def test_a_training_run_derives_through_every_dropout(en_hi, name):
     torch.manual_seed(0)
     _, trace = bundle.run(bundle.prepare(*SENTENCE))
     dropped = [s.name for s in trace if s.kind == "dropout"]
-    ffn = "decoder.0.ffn" if name == "gpt2_like" else "encoder.0.ffn"
+    decoder_only = FAMILIES.get(name, {}).get("n_encoder_layers") == 0
+    ffn = "decoder.0.ffn" if decoder_only else "encoder.0.ffn"
     assert f"{ffn}.dropout" in dropped and dropped[0].endswith("_embed.dropout")
     check_every_step(bundle, trace, cells_per_step=3)
-    residual = "decoder.0.add_norm1.residual" if name == "gpt2_like" else "encoder.0.add_norm1.residual"
+    residual = "decoder.0.add_norm1.residual" if decoder_only else "encoder.0.add_norm1.residual"
     d = derive.compute(bundle, trace, residual, (0, 1, 2))
     assert d.formula == "x + Dropout(Sublayer(x))" and d.terms[1].label.endswith(".add_norm1.dropout)")
     d = derive.compute(bundle, trace, f"{ffn}.out", (0, 1, 2))

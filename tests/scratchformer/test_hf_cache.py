@@ -37,9 +37,9 @@ def hf_home(tmp_path, monkeypatch):
         tiny_bert(folder, seed)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(NEW)
-    other = home / "hub" / "models--someone--llama-thing" / "snapshots" / OLD  # a family scratchformer cannot open
+    other = home / "hub" / "models--someone--mamba-thing" / "snapshots" / OLD  # a family scratchformer cannot open
     other.mkdir(parents=True)
-    (other / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (other / "config.json").write_text(json.dumps({"model_type": "mamba"}))
     return home
 
 

@@ -41,6 +41,8 @@ RULES = {
     "context": attn.context,
     "concat": attn.concat,
     "projection": attn.output_projection,
+    "rotary": attn.rotary,
+    "qk_norm": attn.qk_norm,
     "residual": stream.residual,
     "layer_norm": stream.norm,
     "ffn_hidden": stream.ffn_hidden,

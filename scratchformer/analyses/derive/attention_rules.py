@@ -28,11 +28,33 @@ def linear_unit(r: Reader, x_step: str, prefix: tuple[int, ...], weight: str, u:
     return summed(x * w, lambda d: f"{x_name}[{d}]·W[{u}, {d}]", x, w, extra)
 
 
+def _widths(mha, parts: tuple[str, ...]) -> list[int]:
+    """The columns each of Q, K, V takes in a projection (K and V are narrower under grouped-query attention)."""
+    return [mha.d_attn if p == "Q" else mha.d_kv_attn for p in parts]
+
+
 def _part(mha, u: int, parts: tuple[str, ...]) -> str:
     """Which of Q, K, V, which head and which of its dimensions unit u of a fused projection is."""
-    which, rest = divmod(u, mha.d_attn)
+    rest, which = u, 0
+    for which, width in enumerate(_widths(mha, parts)):  # noqa: B007
+        if rest < width:
+            break
+        rest -= width
     head, dim = divmod(rest, mha.d_head)
     return f"{parts[which]} of head {head + 1}, dimension {dim}"
+
+
+def _kv_head(mha, h: int) -> int:
+    """The key/value head query head h reads (itself unless heads are shared: h // (h_q / h_kv))."""
+    return h // (mha.n_heads // mha.n_kv_heads)
+
+
+def scored(r: Reader, sublayer: str, which: str) -> str:
+    """The q or k step the scores read: after the rotation and QK-norm when the model has them."""
+    for suffix in (f"{which}_rotated", f"{which}_normed", which):
+        if r.trace.find(f"{sublayer}.{suffix}") is not None:
+            return f"{sublayer}.{suffix}"
+    return f"{sublayer}.{which}"
 
 
 def projection_in(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
@@ -63,10 +85,10 @@ def head_split(r: Reader, step: Step, index: tuple[int, ...], value: float, bund
         offset = mha.d_attn if part == "v" else 0
     else:
         source = f"{step.sublayer}.qkv"
-        offset = "qkv".index(part) * mha.d_attn
+        offset = sum(_widths(mha, ("Q", "K", "V"))[: "qkv".index(part)])
     col = offset + h * mha.d_head + e
     out = r.cell(source, (b, p, col))
-    return dict(recomputed=out, formula=f"{part}[h, pos, e] = projection[pos, {'part·d_model + ' if offset else ''}"
+    return dict(recomputed=out, formula=f"{part}[h, pos, e] = projection[pos, {'offset + ' if offset else ''}"
                                        f"h·d_k + e]",
                 expression=f"{part}[{h}, {p}, {e}] = {source.rsplit('.', 1)[1]}[{p}, {offset} + {h}·{mha.d_head} + "
                            f"{e} = {col}] = {num(out)}",
@@ -77,13 +99,19 @@ def head_split(r: Reader, step: Step, index: tuple[int, ...], value: float, bund
 def score(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
     """S[i, j] = q_i · k_j = Σ_e q[i, e]·k[j, e]."""
     b, h, i, j = index
-    q = r.row(f"{step.sublayer}.q", (b, h, i))
-    k = r.row(f"{step.sublayer}.k", (b, h, j))
+    mha = _attention(r, step)
+    g = _kv_head(mha, h)
+    q = r.row(scored(r, step.sublayer, "q"), (b, h, i))
+    k = r.row(scored(r, step.sublayer, "k"), (b, g, j))
     total, expression, terms = summed(q * k, lambda e: f"q[{e}]·k[{e}]", q, k)
+    shared = f" Query head {h + 1} reads key head {g + 1}, which it shares with {mha.n_heads // mha.n_kv_heads - 1} " \
+             "other query heads (grouped-query attention)." if mha.n_kv_heads != mha.n_heads else ""
+    turned = " Both were turned by their positions first (RoPE), so the product depends on j − i, not on i and j." \
+        if mha.rotary else ""
     return dict(recomputed=total, formula="S[i, j] = q_i · k_j = Σ_e q_i[e]·k_j[e]",
                 expression=f"q_{i}·k_{j} = {expression}", terms=terms,
                 note=f"The query of position {i} against the key of position {j}, over d_k = {len(q)} dimensions: "
-                     "large when the two vectors point the same way.")  # fmt: skip
+                     f"large when the two vectors point the same way.{turned}{shared}")  # fmt: skip
 
 
 def scaled_score(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
@@ -107,6 +135,10 @@ def mask_reason(r: Reader, step: Step, b: int, i: int, j: int) -> str:
     if step.attention_type == "decoder.self_attn" and j > i:
         return (f"key position {j} comes after query position {i}: the decoder's causal mask hides the future, "
                 "so −∞ there makes its softmax weight exactly 0")
+    window = r.config.sliding_window
+    if step.attention_type == "decoder.self_attn" and window and r.config.windowed(step.layer) and i - j >= window:
+        return (f"key position {j} lies {i - j} positions before query position {i}, outside this layer's sliding "
+                f"window of {window}, so −∞ makes its softmax weight exactly 0")
     if pads is not None and bool(pads[min(b, len(pads) - 1), j]):
         return f"key position {j} is padding, which no query may read, so −∞ makes its softmax weight exactly 0"
     return ""
@@ -168,7 +200,7 @@ def context(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle)
     """head[i, e] = Σ_j A[i, j]·v_j[e]."""
     b, h, i, e = index
     a = r.row(f"{step.sublayer}.weights", (b, h, i))
-    v = r.column(f"{step.sublayer}.v", (b, h), (e,))
+    v = r.column(f"{step.sublayer}.v", (b, _kv_head(_attention(r, step), h)), (e,))  # its key/value head's values
     total, expression, terms = summed(a * v, lambda j: f"A[{i}, {j}]·v_{j}[{e}]", a, v)
     top = int(np.argmax(a))
     return dict(recomputed=total, formula="head[i, e] = Σ_j A[i, j]·v_j[e]", expression=expression, terms=terms,
@@ -210,3 +242,60 @@ def position_bias(r: Reader, step: Step, index: tuple[int, ...], value: float, b
                 expression=f"distance j − i = {j - i} → bucket {bucket} → b_{h + 1}[{bucket}] = {num(out)}",
                 note=f"A learned number per head for each distance bucket ({table.describe()}); every layer of the "
                      "stack adds the same map.")  # fmt: skip
+
+
+def rotary(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
+    """RoPE: x'[e] = x[e]·cos(pos·ω) − x[e + d/2]·sin(pos·ω) for the first half of the turning dimensions,
+    x'[e] = x[e]·cos(pos·ω) + x[e − d/2]·sin(pos·ω) for the second; dimensions past d_rot pass unchanged."""
+    from ...rotary import inverse_frequencies
+
+    b, h, p, e = index
+    which = step.name.rsplit(".", 1)[1].split("_")[0]  # q or k
+    before = f"{step.sublayer}.{which}_normed"
+    before = before if r.trace.find(before) is not None else f"{step.sublayer}.{which}"
+    d_rot, x = r.config.d_rotary, r.cell(before, index)
+    if e >= d_rot:
+        return dict(recomputed=x, formula="x'[e] = x[e] (past the rotating dimensions)",
+                    expression=f"{which}'[{e}] = {num(x)}", note=f"Only the first {d_rot} dimensions of each head "
+                    "turn (a rotary fraction below 1, as in Pythia); this one passes unchanged.")  # fmt: skip
+    half = d_rot // 2
+    i = e % half  # the pair's frequency index
+    partner = e + half if e < half else e - half
+    y = r.cell(before, (b, h, p, partner))
+    omega = float(inverse_frequencies(r.config)[i])
+    angle = float(np.float32(p) * np.float32(omega))  # pos · ω in float32, as the model computes it
+    c, s_ = math.cos(angle), math.sin(angle)
+    sign = -1.0 if e < half else 1.0
+    out = x * c + sign * y * s_
+    op = "−" if sign < 0 else "+"
+    return dict(recomputed=out, formula=f"x'[e] = x[e]·cos(pos·ω_i) {op} x[{'e + d/2' if e < half else 'e − d/2'}]·"
+                                        "sin(pos·ω_i),  ω_i = θ^(−2i/d_rot)",
+                expression=f"{paren(x)}·cos({p}·{num(omega)}) {op} {paren(y)}·sin({p}·{num(omega)}) = "
+                           f"{paren(x)}·{paren(c)} {op} {paren(y)}·{paren(s_)} = {num(out)}",
+                terms=[Term(f"{which}[{e}]", x), Term(f"{which}[{partner}] (its partner)", y),
+                       Term("pos·ω_i (radians)", angle)],
+                note=f"Dimensions {min(e, partner)} and {max(e, partner)} form pair {i}, turned together by position "
+                     f"{p} times ω_{i} = {num(omega)}: a rotation in their plane, which keeps the pair's length.")
+
+
+def qk_norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
+    """QK-norm: RMSNorm of one head's q (or k) vector, or of all heads' at the position (OLMo 2's "full")."""
+    b, h, p, e = index
+    mha = _attention(r, step)
+    which = step.name.rsplit(".", 1)[1].split("_")[0]
+    source = f"{step.sublayer}.{which}"
+    norm = mha.q_norm if which == "q" else mha.k_norm
+    if mha.qk_norm == "head":
+        z = r.row(source, (b, h, p))  # (d_head,)
+        at, over = e, "this head's"
+    else:  # every head of this position, side by side
+        n = r.step(source).shape[1]
+        z = np.concatenate([r.row(source, (b, g, p)) for g in range(n)])  # (h·d_head,)
+        at, over = h * mha.d_head + e, "all heads'"
+    gamma = r.param_cell(f"{step.sublayer}.{which}_norm.weight", (at,))
+    ms = float(np.mean(z * z))
+    out = gamma * float(z[at]) / math.sqrt(ms + norm.eps)
+    return dict(recomputed=out, formula="RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)",
+                expression=f"{paren(gamma)}·{paren(float(z[at]))}/√({num(ms)} + {num(norm.eps)}) = {num(out)}",
+                terms=[Term("z[d]", float(z[at])), Term("mean(z²)", ms), Term("γ[d]", gamma)],
+                note=f"The mean square runs over {over} {len(z)} numbers at position {p}; γ is learned.")

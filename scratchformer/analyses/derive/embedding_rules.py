@@ -80,9 +80,10 @@ def positional_encoding(r: Reader, step: Step, index: tuple[int, ...], value: fl
                     expression=f"P[{pos}, {d}] = {num(entry)}",
                     note="This model learned one vector per position instead of the paper's sinusoids"
                          + (f"; its position ids start at {emb.position_offset}." if emb.position_offset else "."))
-    if r.config.positional == "none":
+    if r.config.positional in ("none", "rotary"):
         why = "positions enter each attention as a relative position bias" if r.config.relative_buckets else \
-            "this model adds no positional encoding"
+            "positions enter each attention by turning its queries and keys (RoPE)" \
+            if r.config.positional == "rotary" else "this model adds no positional encoding"
         return dict(recomputed=0.0, formula="PE = 0", expression="0", note=f"Zero: {why}.")
     layout = "halves" if r.config.positional == "sinusoidal_halves" else "interleaved"
     out, text, wavelength = sinusoid(pos, d, r.config.d_model, layout)
