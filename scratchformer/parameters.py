@@ -146,6 +146,9 @@ def _embeddings(c: _Counter, stack: str) -> None:
         notes.append(f"a learned vector per position (up to {n_pos})")
     elif cfg.positional == "none":
         notes.append("this model adds no positional encoding")
+    elif cfg.positional == "rotary":
+        notes.append("nothing is added here: rotary positions turn the queries and keys inside each attention, by "
+                     "angles computed from the formula, nothing learned")
     else:
         notes.append("the sinusoids are computed from the formula: a fixed table (buffer), nothing learned")
     if emb.layer_norm is not None:
@@ -165,8 +168,13 @@ def _embeddings(c: _Counter, stack: str) -> None:
 def _attention(c: _Counter, key: str, cross: bool) -> None:
     cfg = c.config
     d, inner, h = cfg.d_model, cfg.d_attn, cfg.n_heads
-    table = getattr(c.model.get_submodule(key), "relative_bias", None)
-    if inner == d and cfg.linear_bias and table is None:  # the paper's attention
+    mha = c.model.get_submodule(key)
+    table = getattr(mha, "relative_bias", None)
+    kv, h_kv = mha.d_kv_attn, mha.n_kv_heads  # K and V widths: narrower under grouped-query attention
+    in_bias = (mha.q_proj if cross else mha.qkv).bias is not None
+    out_bias = mha.out_proj.bias is not None
+    paper = inner == d and in_bias and out_bias and table is None and kv == inner and mha.qk_norm == "none"
+    if paper:
         count = 4 * (d * d + d)
         formula = f"4·(d_model² + d_model) = 4·({d}² + {d}) = {_n(count)}"
         if cross:
@@ -177,16 +185,34 @@ def _attention(c: _Counter, key: str, cross: bool) -> None:
         note += f"; the {h} heads split these matrices, they add nothing"
         c.block(key, [key], count, formula, note)
         return
-    # h·d_k ≠ d_model, no biases, or T5's relative position bias table
-    parts, values, count = ["4·d_model·h·d_k"], [f"4·{d}·{inner}"], 4 * d * inner
-    notes = [f"W^Q, W^K, W^V (d_model × h·d_k, h·d_k = {h}·{cfg.d_head} = {inner}) and W^O (h·d_k × d_model)"]
-    if cfg.linear_bias:
-        parts.append("3·h·d_k + d_model")
-        values.append(f"3·{inner} + {d}")
-        count += 3 * inner + d
-        notes[0] += ", with their biases"
+    # h·d_k ≠ d_model, shared key/value heads, biases on some matrices only, QK-norm, or T5's relative bias table
+    if kv == inner:
+        parts, values, count = ["4·d_model·h·d_k"], [f"4·{d}·{inner}"], 4 * d * inner
+        notes = [f"W^Q, W^K, W^V (d_model × h·d_k, h·d_k = {h}·{cfg.d_head} = {inner}) and W^O (h·d_k × d_model)"]
+    else:
+        parts, values = ["2·d_model·h·d_k + 2·d_model·h_kv·d_k"], [f"2·{d}·{inner} + 2·{d}·{kv}"]
+        count = 2 * d * inner + 2 * d * kv
+        notes = [f"W^Q and W^O (d_model × h·d_k, h·d_k = {h}·{cfg.d_head} = {inner}); W^K and W^V are only d_model × "
+                 f"h_kv·d_k = {h_kv}·{cfg.d_head} = {kv}, as {h_kv} key/value heads serve the {h} query heads "
+                 f"(grouped-query attention), {_n(2 * d * (inner - kv))} numbers fewer than one per query head"]
+    if in_bias or out_bias:
+        bias_parts = ([("h·d_k + 2·h_kv·d_k" if kv != inner else "3·h·d_k"), ] if in_bias else []) + (
+            ["d_model"] if out_bias else [])
+        bias_values = ([f"{inner} + 2·{kv}" if kv != inner else f"3·{inner}"] if in_bias else []) + (
+            [f"{d}"] if out_bias else [])
+        parts += bias_parts
+        values += bias_values
+        count += (inner + 2 * kv if in_bias else 0) + (d if out_bias else 0)
+        notes[0] += ", with their biases" if in_bias and out_bias else (
+            ", biases on W^Q, W^K and W^V only" if in_bias else ", a bias on W^O only")
     else:
         notes[0] += ", no biases"
+    if mha.qk_norm != "none":
+        widths = (mha.q_norm.weight.numel(), mha.k_norm.weight.numel())
+        parts.append("2·d_k" if mha.qk_norm == "head" else "h·d_k + h_kv·d_k")
+        values.append(f"2·{cfg.d_head}" if mha.qk_norm == "head" else f"{inner} + {kv}")
+        count += sum(widths)
+        notes.append("plus QK-norm's γ for the queries and the keys")
     if table is not None:
         buckets = table.weight.shape[0]
         parts.append("buckets·h")
@@ -216,7 +242,8 @@ def _norm(c: _Counter, key: str, path: str, what: str) -> None:
 def _ffn(c: _Counter, key: str) -> None:
     cfg = c.config
     d, f = cfg.d_model, cfg.d_ff
-    if not cfg.ffn_gated and cfg.linear_bias:  # the paper's
+    bias = cfg.linear_bias if cfg.ffn_bias is None else cfg.ffn_bias
+    if not cfg.ffn_gated and bias:  # the paper's
         count = 2 * d * f + f + d
         formula = f"2·d_model·d_ff + d_ff + d_model = 2·{d}·{_n(f)} + {_n(f)} + {d} = {_n(count)}"
         c.block(key, [key], count, formula, "W_1 (d_model × d_ff) + b_1, W_2 (d_ff × d_model) + b_2")
@@ -226,7 +253,7 @@ def _ffn(c: _Counter, key: str) -> None:
     formula = f"{k}·d_model·d_ff = {k}·{d}·{_n(f)}"
     note = "W_1 (d_model × d_ff), " + ("V (d_model × d_ff, the gated unit's linear branch), " if cfg.ffn_gated else "")
     note += "W_2 (d_ff × d_model)"
-    if cfg.linear_bias:
+    if bias:
         count += (k - 1) * f + d
         formula += f" + {k - 1}·d_ff + d_model = {k}·{d}·{_n(f)} + {k - 1}·{_n(f)} + {d}"
         note += ", with their biases"

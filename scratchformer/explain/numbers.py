@@ -64,7 +64,7 @@ def embedding(c: Ctx) -> Facts:
 
 def positional_encoding(c: Ctx) -> Facts:
     cfg = c.config
-    kind = {"sinusoidal_halves": "halves", "learned": "learned", "none": "none"}.get(cfg.positional)
+    kind = {"sinusoidal_halves": "halves", "learned": "learned", "none": "none", "rotary": "rotary"}.get(cfg.positional)
     key = f"positional_encoding.{kind}" if kind else "positional_encoding"
     if kind == "none" and cfg.relative_buckets:
         key = "positional_encoding.relative"
@@ -76,7 +76,7 @@ def positional_encoding(c: Ctx) -> Facts:
             cos = torch.nn.functional.cosine_similarity(pe[:-1], pe[1:], dim=-1)
             values["neighbour_cos"] = Num(cos.mean().item())
         return Facts(key, values)
-    if kind == "none" or n_pos == 0 or d < 2:
+    if kind in ("none", "rotary") or n_pos == 0 or d < 2:
         return Facts(key, values)
     last = pe[-1]
     n_cos = d // 2
@@ -105,8 +105,8 @@ def input_sum(c: Ctx) -> Facts:
     emb = c.sibling("scaled") or c.sibling("lookup")
     pe = c.sibling("positional_encoding")
     key = "input.types" if c.config.type_vocab_size else "input"
-    if c.config.positional == "none" and not c.config.type_vocab_size:
-        key = "input.none"
+    if c.config.positional in ("none", "rotary") and not c.config.type_vocab_size:
+        key = f"input.{c.config.positional}"
     links = [(emb, "embedded"), (pe, "positions")]
     if emb is None or pe is None:
         return Facts(key, {}, links)
@@ -145,6 +145,12 @@ def qkv(c: Ctx) -> Facts:
         return Facts("qkv.cross_q", values, [(c.sublayer_input(c.step.sublayer), "x")])
     if c.suffix == "kv_proj":
         return Facts("qkv.cross_kv", values, [(c.memory(), "memory")])
+    cfg = c.config
+    if cfg.kv_heads != cfg.n_heads:  # narrower K and V
+        kv = cfg.kv_heads * cfg.d_head
+        values.update(d_kv_attn=Count(kv), k_from=Count(d + 1), k_to=Count(d + kv), h_kv=Count(cfg.kv_heads),
+                      heads_word="head" if cfg.kv_heads == 1 else "heads")  # fmt: skip
+        return Facts("qkv.grouped", values, [(c.sublayer_input(c.step.sublayer), "x")])
     return Facts("qkv", values, [(c.sublayer_input(c.step.sublayer), "x")])
 
 
@@ -448,18 +454,22 @@ def ffn_gate(c: Ctx) -> Facts:
 def ffn_out(c: Ctx) -> Facts:
     cfg = c.config
     d, f, inner, bias = cfg.d_model, cfg.d_ff, cfg.d_attn, cfg.linear_bias
+    ffn_bias = bias if cfg.ffn_bias is None else cfg.ffn_bias
     k = 3 if cfg.ffn_gated else 2  # W_1, (V,) W_2
-    ffn = k * d * f + ((k - 1) * f + d if bias else 0)
-    if bias:
+    ffn = k * d * f + ((k - 1) * f + d if ffn_bias else 0)
+    if ffn_bias:
         formula = f"{k} · {Count(d)} · {Count(f)} + {'' if k == 2 else f'{k - 1} · '}{Count(f)} + {Count(d)}"
     else:
         formula = f"{k} · {Count(d)} · {Count(f)}"
     if cfg.ffn_gated:
-        parts = PHRASES["ffn_parts.gated_bias" if bias else "ffn_parts.gated"]
+        parts = PHRASES["ffn_parts.gated_bias" if ffn_bias else "ffn_parts.gated"]
     else:
-        parts = PHRASES["ffn_parts.bias" if bias else "ffn_parts.plain"]
+        parts = PHRASES["ffn_parts.bias" if ffn_bias else "ffn_parts.plain"]
     n_attn = 2 if c.step.stack == "decoder" and cfg.has_encoder else 1
-    attn = 4 * d * inner + (3 * inner + d if bias else 0)
+    kv = cfg.kv_heads * cfg.d_head  # K and V widths (narrower under grouped-query attention)
+    qkv_bias = bias if cfg.qkv_bias is None else cfg.qkv_bias
+    attn = 2 * d * inner + 2 * d * kv + (inner + 2 * kv if qkv_bias else 0) + (d if bias else 0)
+    attn += {"head": 2 * cfg.d_head, "full": inner + kv}.get(cfg.qk_norm, 0)
     norm = d if cfg.norm == "rmsnorm" else 2 * d
     layer = ffn + n_attn * attn + (n_attn + 1) * norm  # attention, FFN, one norm per sublayer
     if cfg.relative_buckets and c.step.layer == 0:

@@ -98,6 +98,17 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "All {n_pos} × {d_model} values are 0; the bias comes in the first self-attention layer of each "
                    "stack.",
     },
+    "positional_encoding.rotary": {
+        "what": "This model adds no position vector to its inputs: the table is all zeros. Position enters inside "
+                "every self-attention instead, by rotating the queries and keys (rotary positions, RoPE), a "
+                "departure from the paper's added sinusoids.",
+        "why": "The paper writes each token's position into its vector once, at the bottom, where it must survive "
+               "every layer. RoPE (Su et al. 2021) uses the same sines and cosines as rotation angles in each "
+               "attention, so that a score depends on how far apart two tokens are — what attention needs — and "
+               "the input itself carries only what each token is.",
+        "numbers": "All {n_pos} × {d_model} values are 0; the rotations come in each layer's self-attention, right "
+                   "after the queries and keys are split into heads.",
+    },
     "positional_encoding.plain": {"numbers": "Its values range from {min} to {max} (std {std})."},
     "input": {
         "what": "Each token's vector and its position's vector are added element by element: {n_pos} × {d_model} "
@@ -119,6 +130,13 @@ TEXTS: dict[str, dict[str, str]] = {
                "input carries only what each token is, not where it stands.",
         "numbers": "{formula}: for {tok} (position {pos_no}), dimension 0 is {emb}, unchanged.",
     },
+    "input.rotary": {
+        "what": "Nothing is added to the token vectors here (rotary positions, a departure from the paper): the "
+                "{n_pos} × {d_model} embeddings go into the first layer as they are.",
+        "why": "This model brings in position inside every attention instead, by turning each query and key through "
+               "an angle that grows with its position (RoPE), so the input carries only what each token is.",
+        "numbers": "{formula}: for {tok} (position {pos_no}), dimension 0 is {emb}, unchanged.",
+    },
     "input.plain": {"numbers": "{formula}: the sum has std {std} and ranges from {min} to {max}."},
     # ---------------------------------------------------------------- attention
     "qkv": {
@@ -129,6 +147,10 @@ TEXTS: dict[str, dict[str, str]] = {
                "faster, not different.",
         "numbers": "{d_out} = 3 × {d_attn}: columns 1–{d_attn} are Q, {d_model_1}–{d_model_2} are K and the last "
                    "{d_attn} are V.",
+    },
+    "qkv.grouped": {
+        "numbers": "{d_out} = {d_attn} + 2 × {d_kv_attn}: columns 1–{d_attn} are Q ({h} heads), {k_from}–{k_to} are "
+                   "K and the last {d_kv_attn} are V ({h_kv} {heads_word} each: grouped-query attention).",
     },
     "qkv.cross_q": {
         "what": "Queries come from the decoder: W^Q ({d_model} × {d_attn}) turns the vector of each target position "

@@ -192,3 +192,25 @@ def test_what_is_not_implemented_is_refused_in_one_sentence(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(UserError, match=r"is a 'mamba' model; scratchformer can open .*llama.*qwen3"):
         load_model(str(tmp_path))
+
+
+def test_every_step_explains_and_derives(folder):
+    """Each step of an imported model has a complete explanation in this run's numbers, and random cells of every
+    step recompute from the cells and parameters they name (rotations, shared heads and windows included)."""
+    import random
+    import re
+
+    from scratchformer.analyses import derive
+    from scratchformer.explain import explain_step
+
+    family, directory, _ = folder
+    bundle = load_model(str(directory))
+    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch is fun"))
+    rng = random.Random(0)
+    for step in trace:
+        ex = explain_step(trace, step, bundle.config)
+        assert ex.complete and not re.search(r"\{\w+\}", ex.what + ex.why + ex.numbers), (family, step.name)
+        for _ in range(2):
+            index = tuple(rng.randrange(n) for n in step.shape)
+            d = derive.compute(bundle, trace, step.name, index)
+            assert d.agrees(), (family, step.name, index, d.expression)

@@ -31,8 +31,13 @@ def modules_of(model, key):
         return [model.generator.proj]
     if key == "generator.softmax":
         return []
-    stack, i, sub = key.split(".")
-    return [getattr(getattr(model, stack)[int(i)], sub)]
+    stack, i, *path = key.split(".")  # a layer's block, or a pre-LN norm inside one: decoder.0.add_norm1.norm
+    if model.config.norm_first and path[-1].startswith("add_norm"):
+        return []  # pre-LN: this block is the residual Add alone; its norm is the block `….norm`
+    module = getattr(model, stack)[int(i)]
+    for part in path:
+        module = getattr(module, part)
+    return [module]
 
 
 def size(modules):
@@ -169,3 +174,24 @@ def test_pre_ln_counts_each_layernorm_in_its_own_block():
     assert counts["encoder.0"].count == sum(p.numel() for p in model.encoder[0].parameters())
     assert counts["total"].count == sum(p.numel() for p in model.parameters())
     assert all(b.key in counts for b in architecture(config))  # every block the diagram draws has a count
+
+
+@pytest.mark.parametrize("options", [
+    dict(n_kv_heads=2, qkv_bias=True, linear_bias=False, qk_norm="head"),  # Qwen2-like biases, Qwen3-like norm
+    dict(n_kv_heads=1, qk_norm="full", linear_bias=False, d_kv=6),  # OLMo 2-like, multi-query, h·d_k ≠ d_model
+    dict(n_kv_heads=4, linear_bias=False, ffn_bias=True),  # no sharing, biases only in the feed-forward
+])
+def test_modern_decoders_count_their_narrower_keys_norms_and_biases(options):
+    cfg = TransformerConfig(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=0, n_decoder_layers=2,
+                            src_vocab_size=11, tgt_vocab_size=11, max_len=7, positional="rotary", norm="rmsnorm",
+                            norm_first=True, final_layer_norm=True, ffn_gated=True, activation="silu",
+                            **options)  # fmt: skip
+    counts = check_model(Transformer(cfg))
+    attn = counts["decoder.0.self_attn"]
+    kv = cfg.kv_heads * cfg.d_head
+    assert f"2·{cfg.d_model}·{cfg.d_attn} + 2·{cfg.d_model}·{kv}" in attn.formula or kv == cfg.d_attn
+    if cfg.kv_heads < cfg.n_heads:
+        assert "grouped-query attention" in attn.note and f"{2 * cfg.d_model * (cfg.d_attn - kv):,} numbers fewer" \
+            in attn.note
+    assert ("QK-norm" in attn.note) == (cfg.qk_norm != "none")
+    assert "rotary positions" in counts["tgt_embed.positional"].note and counts["tgt_embed.positional"].count == 0
