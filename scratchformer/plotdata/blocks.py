@@ -48,8 +48,12 @@ def _norm_label(config) -> str:
 
 
 def _positional_label(config) -> str:
-    """T5 adds no positional encoding (positions enter its attention as a relative bias): the box says so."""
-    return "⊕ No positional encoding" if getattr(config, "positional", "") == "none" else "⊕ Positional encoding"
+    """T5 adds no positional encoding (positions enter its attention as a relative bias), nor does a rotary model
+    (they turn its queries and keys): the box says so."""
+    positional = getattr(config, "positional", "")
+    if positional == "rotary":
+        return "⊕ No positional encoding (RoPE: in attention)"
+    return "⊕ No positional encoding" if positional == "none" else "⊕ Positional encoding"
 
 
 def architecture(config) -> list[Block]:

@@ -214,3 +214,15 @@ def test_every_step_explains_and_derives(folder):
             index = tuple(rng.randrange(n) for n in step.shape)
             d = derive.compute(bundle, trace, step.name, index)
             assert d.agrees(), (family, step.name, index, d.expression)
+
+
+def test_the_diagram_says_positions_are_in_attention(folder):
+    from scratchformer.plotdata.blocks import architecture, block_key
+
+    _, directory, _ = folder
+    bundle = load_model(str(directory))
+    blocks = architecture(bundle.config)
+    assert blocks[1].label == "⊕ No positional encoding (RoPE: in attention)"
+    _, trace = bundle.run(bundle.prepare("machine learning"))
+    firsts = list(dict.fromkeys(block_key(s) for s in trace))
+    assert firsts == [b.key for b in blocks], "the trace must walk the diagram's blocks in the diagram's order"
