@@ -92,6 +92,8 @@ class NeuronPair:
     weights: np.ndarray  # (keys,) the query's softmax weights a_i·
     query_label: str
     key_labels: list[str]  # one per key position
+    kv_head: int | None = None  # the key/value head this query head reads, when heads are shared (GQA)
+    rotated: bool = False  # q and k are the rotated ones (RoPE): the score reads those
 
     @property
     def product(self) -> np.ndarray:
@@ -118,8 +120,10 @@ def neuron_pair(trace: Trace, pick: AttentionPick, key: int) -> NeuronPair:
     """The neuron view's numbers for one query and one key of one head (UserError for a pick outside the run)."""
     q_dim, k_dim = _checked(trace, pick, key)
     name, b, h, i, j = pick.sublayer, pick.batch, pick.head, pick.query, key
-    q = _item(trace, f"{name}.q", b)[h, i]  # (d_k,)
-    k = _item(trace, f"{name}.k", b)[h, j]  # (d_k,)
+    q_name, k_name = _scored(trace, name, "q"), _scored(trace, name, "k")
+    q_all, k_all = _item(trace, q_name, b), _item(trace, k_name, b)  # (h, Tq, d_k), (h_kv, Tk, d_k)
+    g = h // (q_all.shape[0] // k_all.shape[0])  # grouped-query attention: the key head this query head reads
+    q, k = q_all[h, i], k_all[g, j]  # (d_k,) each
     score = float(q @ k)
     raw, scaled = _item(trace, f"{name}.scores", b), _item(trace, f"{name}.scaled_scores", b)
     root = float(np.sqrt(len(q)))  # the model divided by √d_k when the trace's scaled scores are its scores / √d_k
@@ -133,7 +137,16 @@ def neuron_pair(trace: Trace, pick: AttentionPick, key: int) -> NeuronPair:
     row = _item(trace, f"{name}.masked_scores", b)[h, i]  # (keys,)
     weights = _item(trace, f"{name}.weights", b)[h, i]  # (keys,)
     return NeuronPair(pick, j, q, k, score, score / root if root else score, root, bias, mask, row, weights,
-                      _label(trace, q_dim, i, b), _labels(trace, k_dim, len(row), b))  # fmt: skip
+                      _label(trace, q_dim, i, b), _labels(trace, k_dim, len(row), b),
+                      g if k_all.shape[0] != q_all.shape[0] else None, q_name.endswith("_rotated"))  # fmt: skip
+
+
+def _scored(trace: Trace, sublayer: str, which: str) -> str:
+    """The q or k step the scores read: rotated (RoPE) or normalised (QK-norm) when the model does either."""
+    for suffix in (f"{which}_rotated", f"{which}_normed", which):
+        if trace.find(f"{sublayer}.{suffix}") is not None:
+            return f"{sublayer}.{suffix}"
+    return f"{sublayer}.{which}"
 
 
 def _symmetric(*arrays: np.ndarray) -> tuple[float, float]:
@@ -162,8 +175,10 @@ def neuron_heatmaps(pair: NeuronPair) -> list[Heatmap]:
     q_row = f"q{i} {abbreviate(pair.query_label, 10)}"
     k_row = f"k{j} {abbreviate(pair.key_labels[j], 10)}"
     qk = Heatmap(np.ascontiguousarray(np.stack([pair.q, pair.k]), dtype=np.float32), [q_row, k_row], dims,
-                 "", "d_head", _symmetric(pair.q, pair.k), DIVERGING, "Query and key vectors", _where(p),
-                 "q_i = x_i W^Q,  k_j = x_j W^K")  # fmt: skip
+                 "", "d_head", _symmetric(pair.q, pair.k), DIVERGING,
+                 "Query and key vectors" + (" (rotated)" if pair.rotated else "")
+                 + (f", key head {pair.kv_head + 1}" if pair.kv_head is not None else ""), _where(p),
+                 "q_i = RoPE(x_i W^Q),  k_j = RoPE(x_j W^K)" if pair.rotated else "q_i = x_i W^Q,  k_j = x_j W^K")
     prod = pair.product
     product = _row_map(prod[None, :], dims, "q⊙k", "d_head", _symmetric(prod), DIVERGING,
                        f"q{i} ⊙ k{j}: the products, summing to {pair.score:.4g}", p)
@@ -185,6 +200,12 @@ def neuron_summary(pair: NeuronPair, top: int = 3) -> str:
     share = float(np.abs(prod[order]).sum() / max(np.abs(prod).sum(), 1e-30))
     lines = [f"q{i}·k{j} = Σ over {d} dimensions of q[e]·k[e] = {pair.score:.4f} (largest terms {largest}; "
              f"they carry {share:.0%} of the products' total size)"]
+    if pair.rotated:
+        lines.insert(0, f"q{i} and k{j} as rotated by their positions (RoPE): the score depends on {i} − {j}, "
+                        "not on where the two stand")
+    if pair.kv_head is not None:
+        lines.insert(0, f"query head {pair.pick.head + 1} reads key/value head {pair.kv_head + 1} (grouped-query "
+                        "attention: it shares those keys with the other heads of its group)")
     if pair.root:
         lines.append(f"÷ √d_k = ÷ √{d} = ÷ {pair.root:.4f} → {pair.scaled:.4f}")
     else:
@@ -235,7 +256,8 @@ def weighted_sum(trace: Trace, pick: AttentionPick) -> WeightedSum:
     q_dim, k_dim = _checked(trace, pick)
     name, b, h, i = pick.sublayer, pick.batch, pick.head, pick.query
     weights = _item(trace, f"{name}.weights", b)[h, i]  # (keys,)
-    values = _item(trace, f"{name}.v", b)[h]  # (keys, d_v)
+    all_values = _item(trace, f"{name}.v", b)  # (h_kv, keys, d_v)
+    values = all_values[h // (trace[f"{name}.weights"].shape[1] // all_values.shape[0])]  # this head's value head
     context = _item(trace, f"{name}.context", b)[h, i]  # (d_v,)
     return WeightedSum(pick, weights, values, context, _label(trace, q_dim, i, b), _labels(trace, k_dim,
                                                                                           len(weights), b))

@@ -31,6 +31,20 @@ def widget(qtbot):
     return w
 
 
+def settle(qtbot, widget):
+    """Drawn, at the plot's final size: the title line takes its height a turn or more after the first draw (more
+    on a loaded machine), and the display block follows the size, so wait until the plot's size has held still
+    over several turns and the map is drawn for it."""
+    seen = []
+
+    def still():
+        seen.append(widget.plot.getViewBox().sceneBoundingRect().size().toTuple())
+        return len(seen) >= 4 and len(set(seen[-4:])) == 1 and widget.is_drawn()
+
+    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
+    qtbot.waitUntil(still, timeout=5000)
+
+
 def pixel_and_cell(widget, row, col):
     """The viewport pixel nearest to cell (row, col) and the cell that pixel really lies on (a pixel spans
     several cells of a reduced map)."""
@@ -49,8 +63,7 @@ def test_a_reduced_map_keeps_the_maximum_of_each_block(qtbot, widget):
     values = rng.uniform(0.0, 0.5, (512, 2048)).astype(np.float32)
     values[300, 1234] = 0.97  # one bright cell
     widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
-    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
-    qtbot.wait(20)
+    settle(qtbot, widget)
     br, bc = widget.display_block
     assert bc > 1  # reduced: fewer image columns than cells
     assert f"a pixel shows the maximum of {br} × {bc} cells" in widget.readout.text()
@@ -70,8 +83,7 @@ def test_hover_on_a_reduced_map_reports_the_exact_cell_and_labels(qtbot, widget)
     rng = np.random.default_rng(1)
     values = rng.uniform(0.0, 1.0, (512, 2048)).astype(np.float32)
     widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
-    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
-    qtbot.wait(20)
+    settle(qtbot, widget)
     br, bc = widget.display_block
     assert bc > 1
     pos, (row, col) = pixel_and_cell(widget, 257, 1200)
@@ -96,13 +108,11 @@ def test_zooming_in_draws_full_resolution_and_revisits_come_from_the_cache(qtbot
     values = np.random.default_rng(2).uniform(0, 1, (512, 2048)).astype(np.float32)
     hm = ffn_hidden_map(values)
     widget.set_heatmap(hm, key=("ffn", 0, 0))
-    qtbot.waitUntil(widget.is_drawn, timeout=5000)
-    qtbot.wait(20)  # the title line takes its height: the plot gets its final size
+    settle(qtbot, widget)
     reduced = widget.display_block
     assert reduced != (1, 1)
     widget.plot.getViewBox().setRange(xRange=(99.5, 199.5), yRange=(9.5, 59.5), padding=0.0)
-    qtbot.wait(20)
-    assert widget.display_block == (1, 1)
+    qtbot.waitUntil(lambda: widget.display_block == (1, 1), timeout=2000)
     np.testing.assert_array_equal(widget.image.image, rgba_image(values, (0, 1), SEQUENTIAL))
     widget.reset_zoom()
     assert widget.display_block == reduced
@@ -138,12 +148,11 @@ def test_a_small_map_is_drawn_cell_for_cell(qtbot, widget):
 def test_a_reduced_map_writes_no_values_and_a_zoomed_in_one_does(qtbot, widget):
     values = np.random.default_rng(3).uniform(0, 1, (512, 2048)).astype(np.float32)
     widget.set_heatmap(ffn_hidden_map(values), key=("ffn", 0, 0))
-    qtbot.waitUntil(widget.is_drawn, timeout=5000)  # a map this large draws on a coming turn (draw_queue.py)
-    qtbot.wait(20)
+    settle(qtbot, widget)
     assert widget.display_block != (1, 1)
     assert widget.cell_texts_shown() == 0 and not widget.values_item.isVisible()
     widget.plot.getViewBox().setRange(xRange=(99.5, 107.5), yRange=(9.5, 15.5), padding=0.0)
-    qtbot.wait(20)
+    qtbot.waitUntil(lambda: widget.cell_texts_shown() > 0, timeout=2000)
     texts = {(r, c): text for r, c, text, _ in widget.cell_texts()}
     assert texts[(10, 100)] == cell_label(values[10, 100]) and len(texts) <= 8 * 6 + 8 + 6 + 1
 

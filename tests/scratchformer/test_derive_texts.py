@@ -60,6 +60,7 @@ FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notati
     "projection": "W^O", "residual": "Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
     "ffn_out": "W_2", "logits": "W_vocab", "probabilities": "exp(logit_v)", "ffn_gate": "[f]",
     "position_bias": "bucket(j − i)", "output_scale": "d_model^-0.5", "dropout": "1 − p",
+    "rotary": "x[e]", "qk_norm": "γ[d]",
 }  # fmt: skip
 
 
@@ -380,9 +381,15 @@ FORMULAS = {
     "qkv": {"Q[i, u] = Σ_d x[i, d]·W[u, d] + b[u]", "[K V][j, u] = Σ_d x_enc[j, d]·W[u, d] + b[u]",
             "[Q K V][i, u] = Σ_d x[i, d]·W[u, d] + b[u]"},
     # q's columns come first in a fused projection; k's too in cross-attention's [K V]; v's never
+    # under grouped-query attention K and V are narrower than Q: their columns start at an offset
     "heads": {f"{p}[h, pos, e] = projection[pos, {o}h·d_k + e]" for p, o in (("q", ""), ("k", ""),
                                                                             ("k", "part·d_model + "),
-                                                                            ("v", "part·d_model + "))},
+                                                                            ("v", "part·d_model + "),
+                                                                            ("k", "offset + "), ("v", "offset + "))},
+    "rotary": {"x'[e] = x[e]·cos(pos·ω_i) − x[e + d/2]·sin(pos·ω_i),  ω_i = θ^(−2i/d_rot)",
+               "x'[e] = x[e]·cos(pos·ω_i) + x[e − d/2]·sin(pos·ω_i),  ω_i = θ^(−2i/d_rot)",
+               "x'[e] = x[e] (past the rotating dimensions)"},
+    "qk_norm": {"RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)"},
     "scores": {"S[i, j] = q_i · k_j = Σ_e q_i[e]·k_j[e]"},
     "scaled_scores": {"S[i, j] / √d_k", "S (no ÷ √d_k)"},
     "position_bias": {"B[h, i, j] = b_h[bucket(j − i)]"},
@@ -437,6 +444,11 @@ def test_each_formula_is_its_kinds_in_the_papers_notation_exactly(en_hi):
                     d.formula[0]], (step.name, labels)  # fmt: skip
             if step.kind == "probabilities":
                 assert labels == [f"exp(logit_{index[-1]} − max)", "Σ exp(logit − max)"], step.name
+            if step.kind == "rotary":  # the second half of each pair, and a dimension that does not turn
+                for e in (bundle.config.d_rotary // 2 + 1, step.shape[-1] - 1):
+                    other = derive.compute(bundle, trace, step.name, (*index[:-1], e))
+                    assert other.formula in FORMULAS["rotary"], (step.name, other.formula)
+                    shown.add(other.formula)
     unseen = set().union(*FORMULAS.values()) - shown
     assert unseen == set(), unseen  # every formula of the table is one some model shows
 

@@ -88,8 +88,8 @@ def head_split(r: Reader, step: Step, index: tuple[int, ...], value: float, bund
         offset = sum(_widths(mha, ("Q", "K", "V"))[: "qkv".index(part)])
     col = offset + h * mha.d_head + e
     out = r.cell(source, (b, p, col))
-    return dict(recomputed=out, formula=f"{part}[h, pos, e] = projection[pos, {'offset + ' if offset else ''}"
-                                       f"h·d_k + e]",
+    start = ("part·d_model + " if mha.d_kv_attn == mha.d_attn else "offset + ") if offset else ""
+    return dict(recomputed=out, formula=f"{part}[h, pos, e] = projection[pos, {start}h·d_k + e]",
                 expression=f"{part}[{h}, {p}, {e}] = {source.rsplit('.', 1)[1]}[{p}, {offset} + {h}·{mha.d_head} + "
                            f"{e} = {col}] = {num(out)}",
                 note=f"No arithmetic: head {h + 1} owns columns {offset + h * mha.d_head}–"
