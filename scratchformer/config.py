@@ -118,6 +118,10 @@ class TransformerConfig:
     # The layers (0-based) that use the window when only some do (Qwen's upper layers, Gemma 2's every other
     # layer); None: every layer.
     sliding_layers: list[int] | None = None
+    # Parallel attention and feed-forward (GPT-J, GPT-NeoX/Pythia): both sublayers read the layer's input, each
+    # through its own norm, and their outputs are added to it at once: x + Attention(LN₁(x)) + FFN(LN₂(x)).
+    # Pre-norm decoder-only models only.
+    parallel_residual: bool = False
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -241,6 +245,10 @@ class TransformerConfig:
         if not isinstance(self.sliding_window, int) or isinstance(self.sliding_window, bool) or self.sliding_window < 0:
             raise UserError(f"sliding_window must be 0 (no window) or a positive whole number, not "
                             f"{self.sliding_window!r}.")  # fmt: skip
+        if self.parallel_residual is not False and (self.parallel_residual is not True or self.has_encoder
+                                                    or not self.norm_first):
+            raise UserError("parallel_residual (attention and feed-forward side by side) must be true or false, and "
+                            "applies to pre-norm decoder-only models only.")  # fmt: skip
         if self.sliding_layers is not None and (
             not isinstance(self.sliding_layers, list)
             or not all(isinstance(i, int) and 0 <= i < self.n_decoder_layers for i in self.sliding_layers)

@@ -63,6 +63,9 @@ def departures(config: TransformerConfig) -> list[str]:
         out.append("no 1/√d_k scaling of the attention scores (T5 folds it into the initialisation)")
     if c.d_attn != c.d_model:
         out.append(f"heads of d_k = {c.d_head}: h·d_k = {c.d_attn} ≠ d_model = {c.d_model}")
+    if c.parallel_residual:
+        out.append("attention and feed-forward side by side: x + Attention(LN₁(x)) + FFN(LN₂(x)), each reading the "
+                   "layer's input through its own norm")
     if c.kv_heads != c.n_heads:
         what = "multi-query attention: one key/value head" if c.kv_heads == 1 else (
             f"grouped-query attention: {c.kv_heads} key/value heads")

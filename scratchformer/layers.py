@@ -156,14 +156,21 @@ class AddNorm(nn.Module):
             tracer.add(f"{n}.out", "layer_norm", out, dims, self.norm_name, formula, n, major=True)
         return out
 
-    def _pre_norm(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """x + Dropout(Sublayer(LayerNorm(x))): the norm is traced first, as its own diagram block `<name>.norm`."""
-        n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
+    def normed(self, x: torch.Tensor) -> torch.Tensor:
+        """The pre-norm's output, traced as its own diagram block `<name>.norm`."""
         normed = self.norm(x)  # (B, T, d_model)
         tracer = active_tracer()
         if tracer is not None:
-            tracer.add(f"{n}.norm", "layer_norm", normed, dims, f"{self.norm_name} (pre-norm, before the sublayer)",
-                       norm_formula(self.norm_kind, "x"), f"{n}.norm", major=True)
+            tracer.add(f"{self.trace_name}.norm", "layer_norm", normed, ("batch", self.pos_dim, "d_model"),
+                       f"{self.norm_name} (pre-norm, before the sublayer)", norm_formula(self.norm_kind, "x"),
+                       f"{self.trace_name}.norm", major=True)  # fmt: skip
+        return normed
+
+    def _pre_norm(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """x + Dropout(Sublayer(LayerNorm(x))): the norm is traced first, as its own diagram block `<name>.norm`."""
+        n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
+        normed = self.normed(x)  # (B, T, d_model)
+        tracer = active_tracer()
         dropped = self.dropout(sublayer(normed))
         out = patched(f"{n}.residual", x + dropped)  # (B, T, d_model)
         if tracer is not None:
@@ -227,6 +234,7 @@ class DecoderLayer(nn.Module):
             self.cross_attn = self.add_norm2 = None
         self.ffn = PositionwiseFeedForward(config, "tgt_pos", f"{n}.ffn")
         self.add_norm3 = AddNorm(config, "tgt_pos", f"{n}.add_norm3")
+        self.parallel = config.parallel_residual
 
     def forward(
         self,
@@ -242,9 +250,27 @@ class DecoderLayer(nn.Module):
         """position_bias: (h, T, T_past + T), T5's relative position bias for the self-attention (else None);
         rope: (cos, sin), each (T, d_rot), the rotary angles of these positions (else None)."""
         self_cache = cache.setdefault("self", {}) if cache is not None else None
-        x = self.add_norm1(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=is_causal,
-                                                       position_bias=position_bias, rope=rope))  # fmt: skip
+        attend = lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=is_causal,  # noqa: E731
+                                          position_bias=position_bias, rope=rope)  # fmt: skip
+        if self.parallel:
+            return self._parallel(x, attend)
+        x = self.add_norm1(x, attend)
         if self.cross_attn is not None:
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
             x = self.add_norm2(x, lambda h: self.cross_attn(h, memory, mask=cross_mask, cache=cross_cache))
         return self.add_norm3(x, self.ffn)  # (B, T, d_model)
+
+    def _parallel(self, x: torch.Tensor, attend: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """GPT-NeoX's parallel layer, x + Attention(LN₁(x)) + FFN(LN₂(x)): both sublayers read the same x, each
+        through its own norm (add_norm1.norm, add_norm3.norm), and one residual add joins them
+        (add_norm3.residual)."""
+        a = self.add_norm1.dropout(attend(self.add_norm1.normed(x)))  # (B, T, d_model)
+        f = self.add_norm3.dropout(self.ffn(self.add_norm3.normed(x)))  # (B, T, d_model)
+        out = patched(f"{self.add_norm3.trace_name}.residual", x + a + f)  # (B, T, d_model)
+        tracer = active_tracer()
+        if tracer is not None:
+            name = NORM_NAMES[self.add_norm3.norm_kind]
+            tracer.add(f"{self.add_norm3.trace_name}.residual", "residual", out, ("batch", "tgt_pos", "d_model"),
+                       "Residual add of both sublayers (parallel attention and feed-forward)",
+                       f"x + Attention({name}₁(x)) + FFN({name}₂(x))", self.add_norm3.trace_name, major=True)
+        return out

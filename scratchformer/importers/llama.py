@@ -1,5 +1,5 @@
 """Llama-style decoders from a local Hugging Face folder → a decoder-only scratchformer: Llama 2/3 (and SmolLM,
-TinyLlama), Mistral, Qwen2 (Qwen2.5) and Qwen3.
+TinyLlama), Mistral, Qwen2 (Qwen2.5), Qwen3 and Phi-3.
 
 How they depart from the 2017 paper, and the option that covers each (all off for the paper model):
 decoder-only (n_encoder_layers=0); pre-norm residual connections x + Sublayer(RMSNorm(x)) (norm_first,
@@ -10,8 +10,8 @@ are not scaled by √d_model — instead rotary positions turn each head's queri
 (linear_bias=False), except on W^Q, W^K, W^V in Qwen2 (qkv_bias); RMSNorm on each head's queries and keys in
 Qwen3 (qk_norm="head"); a sliding window in Mistral and in the upper layers of a Qwen model that asks for one
 (sliding_window, sliding_layers); an output layer of its own unless tie_word_embeddings. Their W^Q, W^K, W^V are
-stored apart and are stacked here into our fused [W^Q W^K W^V]; gate_proj is our W_1, up_proj our V, down_proj
-our W_2. Nothing is run from the folder, and weights are read from safetensors (or a weights-only pickle).
+stored apart and are stacked here into our fused [W^Q W^K W^V] (Phi-3 stores them fused, and its gate and up
+matrices as one gate_up_proj); gate_proj is our W_1, up_proj our V, down_proj our W_2. Nothing is run from the folder, and weights are read from safetensors (or a weights-only pickle).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ FAMILIES = {
     "mistral": "MistralConfig",
     "qwen2": "Qwen2Config",
     "qwen3": "Qwen3Config",
+    "phi3": "Phi3Config",
 }
 
 
@@ -68,7 +69,7 @@ def sliding_options(hf, model_type: str) -> dict:
     window = getattr(hf, "sliding_window", None)
     if not window:
         return {}
-    if model_type == "mistral":
+    if model_type in ("mistral", "phi3"):
         return {"sliding_window": int(window)}
     if model_type in ("qwen2", "qwen3") and getattr(hf, "use_sliding_window", False):
         types = list(getattr(hf, "layer_types", None) or [])
@@ -135,16 +136,24 @@ def llama_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
         theirs, ours = f"layers.{i}", f"decoder.{i}"
         attn = f"{theirs}.self_attn"
         put(state, f"{ours}.add_norm1.norm", {"weight": w.take((d,), f"{theirs}.input_layernorm.weight")})
-        parts = [w.linear(width, d, f"{attn}.{p}_proj", qkv_bias)
-                 for p, width in (("q", q_width), ("k", kv_width), ("v", kv_width))]  # fmt: skip
-        put(state, f"{ours}.self_attn.qkv", {key: torch.cat([p[key] for p in parts]) for key in parts[0]})
+        if w.has(f"{attn}.qkv_proj.weight"):  # Phi-3 stores [W^Q W^K W^V] fused already, in our order
+            put(state, f"{ours}.self_attn.qkv", w.linear(q_width + 2 * kv_width, d, f"{attn}.qkv_proj", qkv_bias))
+        else:
+            parts = [w.linear(width, d, f"{attn}.{p}_proj", qkv_bias)
+                     for p, width in (("q", q_width), ("k", kv_width), ("v", kv_width))]  # fmt: skip
+            put(state, f"{ours}.self_attn.qkv", {key: torch.cat([p[key] for p in parts]) for key in parts[0]})
         put(state, f"{ours}.self_attn.out_proj", w.linear(d, q_width, f"{attn}.o_proj", c.linear_bias))
         if c.qk_norm == "head":
             state[f"{ours}.self_attn.q_norm.weight"] = w.take((dh,), f"{attn}.q_norm.weight")
             state[f"{ours}.self_attn.k_norm.weight"] = w.take((dh,), f"{attn}.k_norm.weight")
         put(state, f"{ours}.add_norm3.norm", {"weight": w.take((d,), f"{theirs}.post_attention_layernorm.weight")})
-        put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.mlp.gate_proj", ffn_bias))
-        put(state, f"{ours}.ffn.w_v", w.linear(c.d_ff, d, f"{theirs}.mlp.up_proj", ffn_bias))
+        if w.has(f"{theirs}.mlp.gate_up_proj.weight"):  # Phi-3: [W_gate W_up] in one matrix, gate first
+            fused = w.linear(2 * c.d_ff, d, f"{theirs}.mlp.gate_up_proj", ffn_bias)
+            put(state, f"{ours}.ffn.w_1", {k: v[: c.d_ff] for k, v in fused.items()})
+            put(state, f"{ours}.ffn.w_v", {k: v[c.d_ff :] for k, v in fused.items()})
+        else:
+            put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.mlp.gate_proj", ffn_bias))
+            put(state, f"{ours}.ffn.w_v", w.linear(c.d_ff, d, f"{theirs}.mlp.up_proj", ffn_bias))
         put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.mlp.down_proj", ffn_bias))
     state["decoder_norm.weight"] = w.take((d,), "norm.weight")
     return state

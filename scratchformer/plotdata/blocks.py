@@ -56,6 +56,16 @@ def _positional_label(config) -> str:
     return "⊕ No positional encoding" if positional == "none" else "⊕ Positional encoding"
 
 
+def _parallel_blocks(config, n: str, i: int) -> list[Block]:
+    """A parallel layer's blocks (GPT-NeoX, Pythia): each sublayer after its own norm, then one Add for both."""
+    norm = _norm_label(config)
+    return [Block(f"{n}.add_norm1.norm", norm, "decoder", "norm", i),
+            Block(f"{n}.self_attn", "Masked self-attention", "decoder", "attention", i),
+            Block(f"{n}.add_norm3.norm", norm, "decoder", "norm", i),
+            Block(f"{n}.ffn", "Feed-forward", "decoder", "ffn", i),
+            Block(f"{n}.add_norm3", "Add (attention + feed-forward)", "decoder", "add_norm", i)]  # fmt: skip
+
+
 def architecture(config) -> list[Block]:
     """The blocks of a model in reading order, from its config (any layer count; only the stacks it has)."""
     blocks: list[Block] = []
@@ -79,6 +89,9 @@ def architecture(config) -> list[Block]:
         ]
         for i in range(config.n_decoder_layers):
             n = f"decoder.{i}"
+            if config.parallel_residual:  # GPT-NeoX: both sublayers read x, one Add joins them
+                blocks += _parallel_blocks(config, n, i)
+                continue
             attn = Block(f"{n}.self_attn", "Masked self-attention", "decoder", "attention", i)
             blocks += _residual_blocks(config, attn, f"{n}.add_norm1", "decoder", i)
             if config.has_encoder:  # a decoder-only model (GPT-2) has no cross-attention

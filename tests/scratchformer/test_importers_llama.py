@@ -1,4 +1,5 @@
-"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3): a small random model of each family, saved with
+"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3, Phi-3) and GPT-NeoX (Pythia): a small random model of each
+family, saved with
 save_pretrained and opened through load_model(path), equals transformers' eager implementation on every hidden
 state, attention map and logit of a right-padded batch; greedy decoding with the KV cache equals generate(); a
 bfloat16, sharded folder opens; and what we do not implement is refused in one sentence."""
@@ -30,6 +31,9 @@ FAMILIES = {
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"num_hidden_layers": 3, "use_sliding_window": True,
                                                   "sliding_window": 3, "max_window_layers": 1}),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 24, "num_key_value_heads": 1}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"sliding_window": 5, "pad_token_id": EOT}),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"rope_parameters": {
+        "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}}),
 }
 
 
@@ -42,11 +46,11 @@ def _save(directory, family, seed=0, dtype=None, shard=None, **overrides):
         for name, p in ref.named_parameters():
             if "q_norm" in name or "k_norm" in name:  # QK-norm fixes |q| and |k|: its γ sets how sharp maps are
                 p.normal_(4.0, 1.0)
-            elif "norm" in name:
+            elif "norm" in name and name.endswith("weight"):
                 p.normal_(1.0, 0.2)
             elif "bias" in name:
                 p.normal_(0.0, 0.3)
-            elif any(k in name for k in ("q_proj", "k_proj")):
+            elif any(k in name for k in ("q_proj", "k_proj", "qkv_proj", "query_key_value")):
                 p.normal_(0.0, 0.5)
             else:
                 p.normal_(0.0, 0.15)
@@ -146,11 +150,21 @@ def test_the_trace_names_rotation_grouped_heads_and_the_gate(folder):
     assert names[k + 1 : k + 2 + normed] == ([f"{n}.k_normed"] if normed else []) + [f"{n}.k_rotated"]
     rotated = trace[f"{n}.q_rotated"]
     assert (rotated.kind, rotated.dims) == ("rotary", ("batch", "head", "tgt_pos", "d_head"))
-    assert trace[f"{n}.k_rotated"].dims == ("batch", "kv_head", "tgt_pos", "d_head")
-    assert trace[f"{n}.k"].tensor.shape[1] == c.kv_heads < c.n_heads == trace[f"{n}.weights"].tensor.shape[1]
-    assert trace["decoder.0.ffn.gate"].kind == "ffn_gate" and trace["decoder.0.ffn.linear"].kind == "ffn_gate"
+    shared = c.kv_heads < c.n_heads
+    assert trace[f"{n}.k_rotated"].dims == ("batch", "kv_head" if shared else "head", "tgt_pos", "d_head")
+    assert trace[f"{n}.k"].tensor.shape[1] == c.kv_heads and c.n_heads == trace[f"{n}.weights"].tensor.shape[1]
     listed = departures(c)
-    for phrase in ("rotary positions (RoPE)", "key/value head", "RMSNorm", "gated feed-forward"):
+    phrases = ["rotary positions (RoPE)"]
+    if family == "gpt_neox":  # Pythia: LayerNorm, GELU, parallel sublayers, a quarter of each head turning
+        order = [names.index(f"decoder.1.{s}") for s in ("add_norm1.norm", "self_attn.out", "add_norm3.norm",
+                                                           "ffn.out", "add_norm3.residual")]  # fmt: skip
+        assert order == sorted(order) and "decoder.1.add_norm1.residual" not in names
+        phrases += ["on 4 of each head's 16 dimensions", "attention and feed-forward side by side"]
+    else:
+        assert trace["decoder.0.ffn.gate"].kind == "ffn_gate" and trace["decoder.0.ffn.linear"].kind == "ffn_gate"
+        assert shared
+        phrases += ["key/value head", "RMSNorm", "gated feed-forward"]
+    for phrase in phrases:
         assert any(phrase in d for d in listed), (family, phrase, listed)
     assert not trace["tgt_embed.positional_encoding"].tensor.any()  # nothing added at the bottom
 
@@ -163,6 +177,9 @@ def test_family_options_are_read_from_the_config(tmp_path_factory):
         "mistral": dict(sliding_window=4, sliding_layers=None),
         "qwen2": dict(qkv_bias=True, linear_bias=False, sliding_window=3, sliding_layers=[1, 2]),
         "qwen3": dict(qk_norm="head", d_kv=24, n_kv_heads=1),
+        "phi3": dict(sliding_window=5, sliding_layers=None, ffn_gated=True, qk_norm="none"),
+        "gpt_neox": dict(parallel_residual=True, rotary_fraction=0.25, norm="layernorm", linear_bias=True,
+                         ffn_gated=False, activation="gelu", tie_output=False),
     }
     for family, options in expected.items():
         directory = tmp_path_factory.mktemp(f"{family}-config")

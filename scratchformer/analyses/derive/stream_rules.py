@@ -25,7 +25,9 @@ ACTIVATIONS = {
 
 
 def residual(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
-    """x + Sublayer(x)."""
+    """x + Sublayer(x); a parallel layer's (GPT-NeoX) x + Attention(LN₁(x)) + FFN(LN₂(x))."""
+    if r.config.parallel_residual:
+        return _parallel_residual(r, step, index)
     x_step, sub_step = graph.residual_parts(r.trace, step, r.config.norm_first)
     x, sub = r.cell(x_step.name, index), r.cell(sub_step.name, index)
     out = x + sub
@@ -33,6 +35,20 @@ def residual(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle
     return dict(recomputed=out, formula=f"x + {added}", expression=f"{paren(x)} + {paren(sub)} = {num(out)}",
                 terms=[Term(f"x ({x_step.name})", x), Term(f"{added} ({sub_step.name})", sub)],
                 note="The residual connection: the sublayer only adds a correction to what flows past it.")
+
+
+def _parallel_residual(r: Reader, step: Step, index: tuple[int, ...]) -> dict:
+    layer = step.name.split(".add_norm")[0]  # decoder.N
+    attn, ffn = f"{layer}.self_attn.out", f"{layer}.ffn.out"
+    x_step = graph.stream_before(r.trace, r.trace[f"{layer}.add_norm1.norm"].index, "tgt", True)
+    x, a, f = r.cell(x_step.name, index), r.cell(attn, index), r.cell(ffn, index)
+    out = x + a + f
+    return dict(recomputed=out, formula="x + Attention(LN₁(x)) + FFN(LN₂(x))",
+                expression=f"{paren(x)} + {paren(a)} + {paren(f)} = {num(out)}",
+                terms=[Term(f"x ({x_step.name})", x), Term(f"Attention(LN₁(x)) ({attn})", a),
+                       Term(f"FFN(LN₂(x)) ({ffn})", f)],
+                note="A parallel layer (GPT-NeoX, Pythia): attention and the feed-forward both read the layer's "
+                     "input x, and one residual add joins their outputs to it.")  # fmt: skip
 
 
 def norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
