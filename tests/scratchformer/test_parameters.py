@@ -180,7 +180,7 @@ def test_pre_ln_counts_each_layernorm_in_its_own_block():
     dict(n_kv_heads=2, qkv_bias=True, linear_bias=False, qk_norm="head"),  # Qwen2-like biases, Qwen3-like norm
     dict(n_kv_heads=1, qk_norm="full", linear_bias=False, d_kv=6),  # OLMo 2-like, multi-query, h·d_k ≠ d_model
     dict(n_kv_heads=4, linear_bias=False, ffn_bias=True),  # no sharing, biases only in the feed-forward
-    dict(n_kv_heads=4, parallel_residual=True, rotary_fraction=0.25),  # GPT-NeoX-like: one Add per layer
+    dict(n_kv_heads=4, parallel_residual=True, rotary_fraction=0.5),  # GPT-NeoX-like: one Add per layer
 ])
 def test_modern_decoders_count_their_narrower_keys_norms_and_biases(options):
     cfg = TransformerConfig(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=0, n_decoder_layers=2,
