@@ -39,6 +39,15 @@ from .layers import AddNorm, PositionwiseFeedForward
 
 HEAD_HOWS = ("zero", "mean", "keep", "scale")
 ATTENTION_PARTS = ("q", "k", "v", "weights", "context")  # patched inside the attention's written-out path
+# where a model turns or normalises its queries and keys, the heads the scores read are patched there instead
+TURNED_PARTS = ("q_rotated", "k_rotated", "q_normed", "k_normed")
+
+
+def attention_parts(module: MultiHeadAttention) -> tuple[str, ...]:
+    """The patchable points inside one attention: q and k as the scores read them (after RoPE or QK-norm), v, the
+    weights and the context."""
+    q = "q_rotated" if module.rotary else "q_normed" if module.qk_norm != "none" else "q"
+    return (q, q.replace("q", "k", 1), "v", "weights", "context")
 
 
 def head_name(attention: str, layer: int, head: int) -> str:
@@ -166,7 +175,7 @@ def patchable_steps(model) -> dict[str, torch.nn.Module]:
     for module in model.modules():
         n = getattr(module, "trace_name", None)
         if isinstance(module, MultiHeadAttention):
-            steps.update({f"{n}.{p}": module for p in ATTENTION_PARTS})
+            steps.update({f"{n}.{p}": module for p in attention_parts(module)})
             steps[f"{n}.out"] = module
         elif isinstance(module, Embeddings):
             steps[f"{n}.layer_norm" if module.layer_norm is not None else f"{n}.sum"] = module
@@ -195,7 +204,7 @@ class Interventions:
                 self.notes.setdefault(step, []).append(item.note())
             if isinstance(item, Patch):
                 att, _, part = item.step.rpartition(".")
-                if part in (*ATTENTION_PARTS, "out"):  # the fused kernel's path has no point to patch
+                if part in (*ATTENTION_PARTS, *TURNED_PARTS, "out"):  # the fused kernel's path has no point to patch
                     self._touched.add(att)
             else:
                 self._touched.add(item.attention)
@@ -230,6 +239,8 @@ class Interventions:
         for p in ("q", "k", "v"):  # the heads the scores read: after QK-norm and the rotation, if the model has them
             step = next(s for s in (f"{p}_rotated", f"{p}_normed", p) if s == p or s in parts)
             parts[f"{p}_heads"] = self.patched(f"{n}.{step}", parts[f"{p}_heads"])  # (B, h, T, d_k)
+            if step in parts:  # the trace shows the patched heads at their own step
+                parts[step] = parts[f"{p}_heads"]
         q, k, v = parts["q_heads"], parts["k_heads"], parts["v_heads"]
         mask = self._knock_out(module, mask, q.shape[0], q.shape[2], k.shape[2])  # (B, Tq, Tk) or None
         context, maps = attention(q, k, v, mask, module.scale, position_bias)  # (B, h, Tq, d_k)
@@ -299,7 +310,8 @@ def intervene(model, items: Sequence[Intervention] | None) -> Iterator[Intervent
     for item in items:
         if isinstance(item, Patch):
             if item.step not in steps:
-                raise UserError(f"{item.step} cannot be patched; patchable steps are each attention's q, k, v, "
+                raise UserError(f"{item.step} cannot be patched; patchable steps are each attention's q, k (as the "
+                                "scores read them: q_rotated and k_rotated in a model with rotary positions), v, "
                                 "weights, context and out, and the output of each embedding, feed-forward, "
                                 "Add & Norm and final norm (e.g. encoder.0.add_norm2.out).")
         elif item.attention not in names or (isinstance(item, HeadChange) and not

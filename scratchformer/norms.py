@@ -9,8 +9,8 @@ from torch import nn
 class RMSNorm(nn.Module):
     """γ · x / √(mean(x²) + ε) — no mean subtracted, no β (T5's "LayerNorm", Llama's RMSNorm).
 
-    The mean square is taken in float32 whatever the input's precision, as the published implementations do, so
-    a bfloat16 model's norms match theirs; a float32 input is unchanged by the casts."""
+    The mean square is taken in at least float32 whatever the input's precision, as the published
+    implementations do, so a bfloat16 model's norms match theirs; float32 and float64 inputs are unchanged."""
 
     def __init__(self, d_model: int, eps: float) -> None:
         super().__init__()
@@ -18,6 +18,6 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        wide = x.float()  # (…, d)
+        wide = x.to(torch.promote_types(x.dtype, torch.float32))  # (…, d): bfloat16 widened, float64 kept
         mean_square = wide.pow(2).mean(-1, keepdim=True)  # (…, 1)
         return self.weight * (wide * torch.rsqrt(mean_square + self.eps)).to(x.dtype)  # (…, d)

@@ -23,7 +23,7 @@ def test_a_linear_path_gets_evenly_spread_points():
 
 
 def test_a_jump_gets_half_the_pieces():
-    """f jumps from 0 to 1 at α = 0.3. The grid cell holding the jump is cut until it is 1/16/8⁴ wide, and it
+    """f jumps from 0 to 1 at α = 0.3. The grid cell holding the jump is cut until it is 1/16/8⁸ wide, and it
     carries half of the share (0.5·Δf/ΣΔf); the rest is 0.5·dα. With 4 pieces the cumulative share reaches 0.25
     and 0.5 inside the jump (0.5·0.3 = 0.15 before it, 0.65 after), and 0.75 at 0.3 + 0.1/0.5 = 0.5: breaks
     0, 0.3, 0.3, 0.5, 1."""
@@ -36,13 +36,13 @@ def test_a_jump_gets_half_the_pieces():
     alphas, weights = attribute.path_points(f_at, 4)
     np.testing.assert_allclose(alphas, [0.15, 0.3, 0.4, 0.75], atol=1e-4)
     np.testing.assert_allclose(weights, [0.3, 0.0, 0.2, 0.5], atol=1e-4)
-    assert calls == [17, 7, 7, 7, 7]  # an even grid of 4·4 + 1, then 4 rounds cutting one cell in 8
+    assert calls == [17] + [7] * 8  # an even grid of 4·4 + 1, then 8 rounds cutting one cell in 8
 
 
 def test_a_cell_is_cut_only_when_it_holds_more_than_one_piece_of_the_change():
     """The rule is "more than 1/steps of f's total change": with one piece, a cell holding the whole jump holds
     exactly 1/1 of it and is left alone; with two pieces the same cell holds more than 1/2 and is cut."""
-    for steps, want_calls in ((1, [5]), (2, [9, 7, 7, 7, 7])):
+    for steps, want_calls in ((1, [5]), (2, [9] + [7] * 8)):
         calls = []
 
         def f_at(a, calls=calls):
