@@ -11,7 +11,8 @@ are not scaled by √d_model — instead rotary positions turn each head's queri
 Qwen3 (qk_norm="head"); a sliding window in Mistral and in the upper layers of a Qwen model that asks for one
 (sliding_window, sliding_layers); an output layer of its own unless tie_word_embeddings. Their W^Q, W^K, W^V are
 stored apart and are stacked here into our fused [W^Q W^K W^V] (Phi-3 stores them fused, and its gate and up
-matrices as one gate_up_proj); gate_proj is our W_1, up_proj our V, down_proj our W_2. Nothing is run from the folder, and weights are read from safetensors (or a weights-only pickle).
+matrices as one gate_up_proj); gate_proj is our W_1, up_proj our V, down_proj our W_2. Nothing is run from the
+folder, and weights are read from safetensors (or a weights-only pickle).
 """
 
 from __future__ import annotations
