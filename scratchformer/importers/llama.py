@@ -25,8 +25,16 @@ from ..errors import UserError
 from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import HF_ACTIVATIONS
-from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, token_kind
-from .hf import tokenizer_label
+from .hf import (
+    check_vocab_size,
+    fast_tokenizer,
+    first_eos,
+    hf_config,
+    model_name,
+    read_hf_config,
+    token_kind,
+    tokenizer_label,
+)
 from .weights import Weights, build_model, put
 
 # model_type → (transformers config class, what the family adds to Llama's recipe)
@@ -143,6 +151,8 @@ def llama_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
             state[f"{ours}.self_attn.q_norm.weight"] = w.take((dh,), f"{attn}.q_norm.weight")
             state[f"{ours}.self_attn.k_norm.weight"] = w.take((dh,), f"{attn}.k_norm.weight")
         put(state, f"{ours}.add_norm3.norm", {"weight": w.take((d,), f"{theirs}.post_attention_layernorm.weight")})
+        if c.has_experts(i):  # a mixture of experts: importers/moe.py reads it
+            continue
         put(state, f"{ours}.ffn.w_1", w.linear(c.d_ff, d, f"{theirs}.mlp.gate_proj", ffn_bias))
         put(state, f"{ours}.ffn.w_v", w.linear(c.d_ff, d, f"{theirs}.mlp.up_proj", ffn_bias))
         put(state, f"{ours}.ffn.w_2", w.linear(d, c.d_ff, f"{theirs}.mlp.down_proj", ffn_bias))
