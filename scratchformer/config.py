@@ -122,6 +122,18 @@ class TransformerConfig:
     # through its own norm, and their outputs are added to it at once: x + Attention(LN₁(x)) + FFN(LN₂(x)).
     # Pre-norm decoder-only models only.
     parallel_residual: bool = False
+    # Mixture of experts (Mixtral, Qwen3-MoE): the decoder's feed-forward becomes n_experts feed-forwards of their
+    # own ("experts", each as ffn_gated and activation say, d_expert wide) and a router, a linear map d_model →
+    # n_experts without bias. Each token goes to the experts_per_token experts its router softmax ranks highest,
+    # and the sublayer's output is their outputs weighted by those probabilities — renormalised to add up to 1
+    # over the chosen experts when moe_renormalize (Mixtral; Qwen3-MoE's norm_topk_prob). 0: the paper's one
+    # feed-forward. moe_layers: the decoder layers (0-based) with experts (None: all; Qwen3-MoE can keep some
+    # layers dense, and their feed-forward is d_ff wide).
+    n_experts: int = 0
+    experts_per_token: int = 2
+    moe_renormalize: bool = True
+    d_expert: int | None = None  # None: d_ff
+    moe_layers: list[int] | None = None
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -143,6 +155,10 @@ class TransformerConfig:
         if self.positional != "rotary":
             return 0
         return int(self.d_head * self.rotary_fraction) // 2 * 2
+
+    def has_experts(self, layer: int) -> bool:
+        """Whether decoder layer `layer` has a mixture of experts in place of its feed-forward."""
+        return self.n_experts > 0 and (self.moe_layers is None or layer in self.moe_layers)
 
     def windowed(self, layer: int) -> bool:
         """Whether decoder layer `layer` attends through the sliding window."""
@@ -258,6 +274,31 @@ class TransformerConfig:
         if not isinstance(self.rope_original_max_len, int) or self.rope_original_max_len < 1:
             raise UserError(f"rope_original_max_len must be a positive whole number, not "
                             f"{self.rope_original_max_len!r}.")  # fmt: skip
+        self._validate_experts()
+
+    def _validate_experts(self) -> None:
+        """The mixture-of-experts options (n_experts 0, the paper's dense feed-forward, checks only that)."""
+        whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+        if not whole(self.n_experts) or self.n_experts < 0:
+            raise UserError(f"n_experts must be 0 (one dense feed-forward) or a positive whole number, not "
+                            f"{self.n_experts!r}.")  # fmt: skip
+        if not self.n_experts:
+            return
+        if not self.has_decoder:
+            raise UserError("n_experts gives the decoder's feed-forwards experts, and this model has no decoder.")
+        if not whole(self.experts_per_token) or not 1 <= self.experts_per_token <= self.n_experts:
+            raise UserError(f"experts_per_token must be a whole number from 1 to n_experts = {self.n_experts}, not "
+                            f"{self.experts_per_token!r}.")  # fmt: skip
+        if not isinstance(self.moe_renormalize, bool):
+            raise UserError(f"moe_renormalize must be true or false, not {self.moe_renormalize!r}.")
+        if self.d_expert is not None and (not whole(self.d_expert) or self.d_expert < 1):
+            raise UserError(f"d_expert must be a positive whole number (or null for d_ff), not {self.d_expert!r}.")
+        if self.moe_layers is not None and (
+            not isinstance(self.moe_layers, list)
+            or not all(whole(i) and 0 <= i < self.n_decoder_layers for i in self.moe_layers)
+        ):
+            raise UserError(f"moe_layers must list decoder layers 0 to {self.n_decoder_layers - 1}, not "
+                            f"{self.moe_layers!r}.")  # fmt: skip
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

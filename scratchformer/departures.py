@@ -90,6 +90,15 @@ def departures(config: TransformerConfig) -> list[str]:
         act = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "silu": "SiLU"}[c.activation]
         v11 = " (gated GELU, as in T5 v1.1 and Flan-T5)" if act == "GELU" else ""
         out.append(f"gated feed-forward: ({act}(x W_1) ⊙ x V) W_2, a third matrix V{v11}")
+    if c.n_experts:
+        numbers = [str(i + 1) for i in c.moe_layers or []]
+        listed = numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}" if numbers else ""
+        where = "" if c.moe_layers is None else (
+            f" in layer{'s' if len(numbers) != 1 else ''} {listed} (the others keep one feed-forward)")
+        weights = "renormalised over the chosen" if c.moe_renormalize else "not renormalised"
+        out.append(f"mixture of experts{where}: a router (d_model → {c.n_experts}, softmax) sends each token to "
+                   f"{c.experts_per_token} of {c.n_experts} expert feed-forwards ({c.d_expert or c.d_ff} wide), "
+                   f"whose outputs are added weighted by the router's probabilities ({weights})")  # fmt: skip
     if c.activation in ACTIVATION_PHRASES:
         out.append(ACTIVATION_PHRASES[c.activation])
     if c.final_layer_norm:

@@ -232,7 +232,12 @@ class DecoderLayer(nn.Module):
             self.add_norm2 = AddNorm(config, "tgt_pos", f"{n}.add_norm2")
         else:
             self.cross_attn = self.add_norm2 = None
-        self.ffn = PositionwiseFeedForward(config, "tgt_pos", f"{n}.ffn")
+        if config.has_experts(index):  # a mixture of experts in place of the feed-forward (Mixtral, Qwen3-MoE)
+            from .moe import MixtureOfExperts
+
+            self.ffn, self.moe = None, MixtureOfExperts(config, "tgt_pos", f"{n}.moe")
+        else:
+            self.ffn, self.moe = PositionwiseFeedForward(config, "tgt_pos", f"{n}.ffn"), None
         self.add_norm3 = AddNorm(config, "tgt_pos", f"{n}.add_norm3")
         self.parallel = config.parallel_residual
 
@@ -258,7 +263,7 @@ class DecoderLayer(nn.Module):
         if self.cross_attn is not None:
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
             x = self.add_norm2(x, lambda h: self.cross_attn(h, memory, mask=cross_mask, cache=cross_cache))
-        return self.add_norm3(x, self.ffn)  # (B, T, d_model)
+        return self.add_norm3(x, self.ffn if self.ffn is not None else self.moe)  # (B, T, d_model)
 
     def _parallel(self, x: torch.Tensor, attend: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """GPT-NeoX's parallel layer, x + Attention(LN₁(x)) + FFN(LN₂(x)): both sublayers read the same x, each

@@ -263,6 +263,23 @@ def _ffn(c: _Counter, key: str) -> None:
     c.block(key, [key], count, f"{formula} = {_n(count)}", note)
 
 
+def _moe(c: _Counter, key: str) -> None:
+    """A mixture of experts (scratchformer.moe): the router, then n_experts feed-forwards; a token uses k of them."""
+    cfg = c.config
+    d, f, n, top = cfg.d_model, cfg.d_expert or cfg.d_ff, cfg.n_experts, cfg.experts_per_token
+    bias = cfg.linear_bias if cfg.ffn_bias is None else cfg.ffn_bias
+    k = 3 if cfg.ffn_gated else 2  # W_1, (V,) W_2
+    one = k * d * f + ((k - 1) * f + d if bias else 0)  # one expert
+    count = d * n + n * one
+    plus = f" + {k - 1}·d_expert + d_model" if bias else ""
+    formula = (f"d_model·E + E·({k}·d_model·d_expert{plus}) = {d}·{n} + {n}·{_n(one)} = {_n(count)}")
+    matrices = "W_1, V and W_2" if cfg.ffn_gated else "W_1 and W_2"
+    note = (f"the router W_router (d_model × E, no bias) and E = {n} experts, each with its own {matrices} "
+            f"(d_model × d_expert, d_expert = {f}{', with biases' if bias else ''}); each token runs {top} of them, "
+            f"so {_n(d * n + top * one)} of these {_n(count)} numbers work for any one token")
+    c.block(key, [key], count, formula, note)
+
+
 _ADD_NORM_NOTE = "LayerNorm's γ (scale) and β (shift), one each per feature; the residual add has none"
 
 
@@ -270,7 +287,7 @@ def _layer(c: _Counter, stack: str, i: int, layer: nn.Module) -> None:
     n = f"{stack}.{i}"
     parts: list[str] = []
     order = ("self_attn", "add_norm1", "ffn", "add_norm2") if stack == "encoder" else (
-        "self_attn", "add_norm1", "cross_attn", "add_norm2", "ffn", "add_norm3")
+        "self_attn", "add_norm1", "cross_attn", "add_norm2", "ffn", "moe", "add_norm3")
     for name in order:
         if getattr(layer, name, None) is None:
             continue
@@ -279,6 +296,8 @@ def _layer(c: _Counter, stack: str, i: int, layer: nn.Module) -> None:
             _attention(c, key, name == "cross_attn")
         elif name == "ffn":
             _ffn(c, key)
+        elif name == "moe":
+            _moe(c, key)
         elif c.config.norm_first:  # pre-LN: the diagram's "LayerNorm" block before the sublayer, then "Add"
             _norm(c, f"{key}.norm", f"{key}.norm", "LayerNorm's γ (scale) and β (shift), one each per feature")
             parts.append(f"{key}.norm")

@@ -34,6 +34,8 @@ KINDS = (
     # added for imported models (T5): the relative position bias map (head × q_pos × k_pos, no batch axis), the
     # two branches of a gated feed-forward unit (act(x W_1) and x V), and the decoder output × d_model^-0.5
     "position_bias", "ffn_gate", "output_scale", "rotary", "qk_norm",
+    # a mixture of experts' router: one number per token and expert (scratchformer.moe)
+    "router",
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")
@@ -340,6 +342,7 @@ BLOCK_NAMES = {
     "self_attn": "Self-attention",
     "cross_attn": "Cross-attention",
     "ffn": "Feed-forward",
+    "moe": "Mixture of experts",
     "add_norm1": "Add & Norm 1",
     "add_norm2": "Add & Norm 2",
     "add_norm3": "Add & Norm 3",

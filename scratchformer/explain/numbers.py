@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..moe import ordinal
 from ..trace import Step
 from .context import Ctx, counted, finite_std, row_std, sqrt, stats
 from .format import Count, Num, pct, term
@@ -452,6 +453,8 @@ def ffn_gate(c: Ctx) -> Facts:
 
 
 def ffn_out(c: Ctx) -> Facts:
+    if c.step.sublayer.endswith(".moe"):  # an expert's output or the mixture's weighted sum
+        return moe_out(c)
     cfg = c.config
     d, f, inner, bias = cfg.d_model, cfg.d_ff, cfg.d_attn, cfg.linear_bias
     ffn_bias = bias if cfg.ffn_bias is None else cfg.ffn_bias
@@ -476,6 +479,99 @@ def ffn_out(c: Ctx) -> Facts:
         layer += cfg.relative_buckets * cfg.n_heads  # the relative position bias table of the first layer
     values = {"ffn_params": Count(ffn), "ffn_share": pct(ffn / layer), "ffn_formula": formula, "ffn_parts": parts}
     return Facts("ffn_out", values, [(c.sibling("hidden"), "hidden")])
+
+
+# ---------------------------------------------------------------- mixture of experts (scratchformer.moe)
+
+
+def _routing(c: Ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This batch item's router probabilities p (T, E), each token's chosen experts, most probable first (T, k),
+    and their weights (T, k), read from the sublayer's router steps."""
+    moe = c.step.sublayer
+    probs = c.item(c.trace[f"{moe}.router_weights"])  # (T, E)
+    chosen = probs.topk(c.config.experts_per_token, dim=-1).indices  # (T, k), the order the model chose in
+    weights = c.item(c.trace[f"{moe}.chosen_weights"]).gather(-1, chosen)  # (T, k)
+    return probs, chosen, weights
+
+
+def _and(items: list[str]) -> str:
+    """'3', '3 and 1', '3, 1 and 4'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _busiest(counts: torch.Tensor, shown: int = 4) -> str:
+    """'expert 3: 5 tokens, expert 1: 4 tokens, expert 2: 0 tokens': how many tokens each expert got, the busiest
+    first."""
+    order = sorted(range(len(counts)), key=lambda e: (-int(counts[e]), e))
+    parts = [PHRASES["expert_load"].format(e=e + 1, n=counted("token", int(counts[e]))) for e in order[:shown]]
+    more = PHRASES["experts_more"].format(n=len(order) - shown) if len(order) > shown else ""
+    return ", ".join(parts) + more
+
+
+def _expert_params(cfg) -> int:
+    """The weights of one expert: W_1, (V,) W_2, d_model × d_expert each (and their biases)."""
+    d, f, k = cfg.d_model, cfg.d_expert or cfg.d_ff, 3 if cfg.ffn_gated else 2
+    bias = cfg.linear_bias if cfg.ffn_bias is None else cfg.ffn_bias
+    return k * d * f + ((k - 1) * f + d if bias else 0)
+
+
+def _moe_values(c: Ctx) -> dict:
+    cfg = c.config
+    one = _expert_params(cfg)
+    return {"n_experts": Count(cfg.n_experts), "top_k": Count(cfg.experts_per_token),
+            "d_expert": Count(cfg.d_expert or cfg.d_ff), "expert_params": Count(one),
+            "active_params": Count(one * cfg.experts_per_token), "all_params": Count(one * cfg.n_experts)}  # fmt: skip
+
+
+def router(c: Ctx) -> Facts:
+    """The router's logits, probabilities and chosen weights: who sends which token where."""
+    values = _moe_values(c)
+    last = c.step.shape[1] - 1
+    values["tok"] = c.label("tgt_pos", last)
+    if c.suffix == "router_logits":
+        row = c.item()[last]  # (E,)
+        values.update(top_e=Count(int(row.argmax()) + 1), top_logit=Num(row.max().item()),
+                      low_e=Count(int(row.argmin()) + 1), low_logit=Num(row.min().item()))  # fmt: skip
+        return Facts("router", values, [(c.sublayer_input(c.step.sublayer), "x")])
+    probs, chosen, weights = _routing(c)
+    if c.suffix == "router_weights":
+        firsts = torch.bincount(chosen[:, 0], minlength=probs.shape[1])  # (E,): how often each is first choice
+        busy = int(firsts.argmax())
+        values.update(top_e=Count(int(chosen[last, 0]) + 1), top_p=Num(probs[last].max().item()),
+                      busy_e=Count(busy + 1), busy_n=counted("token", int(firsts[busy])))  # fmt: skip
+        return Facts("router.weights", values, [(c.sibling("router_logits"), "router_logits")])
+    loads = torch.bincount(chosen.reshape(-1), minlength=probs.shape[1])  # (E,): tokens each expert got
+    values.update(experts=_and([str(int(e) + 1) for e in chosen[last]]),
+                  weights=_and([str(Num(w)) for w in weights[last].tolist()]), loads=_busiest(loads),
+                  weight_sum=Num(weights[last].sum().item()),
+                  renorm=PHRASES["moe.renormalised" if c.config.moe_renormalize else "moe.kept"])  # fmt: skip
+    return Facts("router.chosen", values, [(c.sibling("router_weights"), "router_probs")])
+
+
+def moe_out(c: Ctx) -> Facts:
+    """One choice of expert's output (`choice_j`), or the weighted sum of them all (`out`)."""
+    values = _moe_values(c)
+    _, chosen, weights = _routing(c)
+    last = c.step.shape[1] - 1
+    values["tok"] = c.label("tgt_pos", last)
+    moe = c.step.sublayer
+    routing = c.earlier(f"{moe}.chosen_weights")
+    if c.suffix.startswith("choice_"):
+        j = int(c.suffix.split("_")[1]) - 1
+        counts = torch.bincount(chosen[:, j], minlength=c.config.n_experts)  # (E,)
+        values.update(nth=PHRASES["moe.nth"].format(n=ordinal(j + 1)), e=Count(int(chosen[last, j]) + 1),
+                      w=Num(weights[last, j].item()), len_out=Num(c.item()[last].norm().item()),
+                      counts=_busiest(counts))  # fmt: skip
+        return Facts("ffn_out.expert", values, [(routing, "chosen"), (c.sublayer_input(moe), "x")])
+    k = c.config.experts_per_token
+    outs = [c.item(c.trace[f"{moe}.choice_{j + 1}"])[last, 0].item() for j in range(k)]
+    w = weights[last].tolist()
+    values.update(
+        sum_expr=" + ".join(PHRASES["moe.weighted"].format(w=Num(w[j]), e=int(chosen[last, j]) + 1) for j in range(k)),
+        first_expr=" + ".join(f"{Num(w[j])} × {term(outs[j])}" for j in range(k)), out0=Num(c.item()[last, 0].item()),
+    )  # fmt: skip
+    links = [(routing, "chosen")] + [(c.earlier(f"{moe}.choice_{j + 1}"), "choice") for j in range(k)]
+    return Facts("ffn_out.moe", values, links)
 
 
 def output_scale(c: Ctx) -> Facts:
@@ -521,7 +617,7 @@ FACTS: dict[str, Callable[[Ctx], Facts]] = {
     "projection": projection, "dropout": dropout, "residual": residual, "layer_norm": layer_norm,
     "ffn_hidden": ffn_hidden, "ffn_out": ffn_out, "logits": logits, "probabilities": probabilities,
     "position_bias": position_bias, "ffn_gate": ffn_gate, "output_scale": output_scale, "rotary": rotary,
-    "qk_norm": qk_norm,
+    "qk_norm": qk_norm, "router": router,
 }  # fmt: skip
 
 

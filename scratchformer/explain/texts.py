@@ -582,6 +582,48 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "At {tok}, head 1's vector was {len_before} long and is {len_after} after the norm; the "
                    "{n_vectors} normalised vectors range in length from {min_len} to {max_len}.",
     },
+    # ---------------------------------------------------------------- mixture of experts
+    "router": {
+        "what": "The router scores every expert for each token: the token's vector times W_router ({d_model} × "
+                "{n_experts}, no bias), one number per expert.",
+        "why": "This layer has {n_experts} feed-forward networks (experts) instead of the paper's one, and each token "
+               "runs through only {top_k} of them; these scores are how the router, learned with the rest, decides "
+               "which.",
+        "numbers": "For {tok}, expert {top_e} scores highest ({top_logit}) and expert {low_e} lowest ({low_logit}); "
+                   "all scores lie between {min} and {max}{b_note}.",
+    },
+    "router.weights": {
+        "what": "Softmax turns each token's {n_experts} router scores into probabilities over the experts, "
+                "p = softmax(x W_router): one row per token, adding up to 1.",
+        "why": "Only the {top_k} most probable experts will run for a token, and their probabilities say how much "
+               "each one's output counts in the sum.",
+        "numbers": "{tok} gives its highest probability, {top_p}, to expert {top_e}; expert {busy_e} is the "
+                   "first choice of the most tokens ({busy_n}).",
+    },
+    "router.chosen": {
+        "what": "Each token keeps its {top_k} most probable experts and their probabilities, {renorm}; the other "
+                "experts get 0 and do not run for it. Row by row, this is the map of where each token went.",
+        "why": "Running {top_k} of {n_experts} experts gives the layer {all_params} expert weights while each token "
+               "uses only {active_params} of them ({top_k} × {expert_params}): more knowledge for the same work "
+               "per token, which is why today's largest models are mixtures of experts.",
+        "numbers": "{tok} goes to experts {experts} with weights {weights} (sum {weight_sum}). Over this text the "
+                   "experts got: {loads}.",
+    },
+    "ffn_out.expert": {
+        "what": "The output of each token's {nth} expert, {formula}: a feed-forward of its own, {d_expert} wide, "
+                "run only on the tokens that chose it — which expert that is differs from token to token.",
+        "why": "Each expert has its own W_1, V and W_2 ({expert_params} weights); which tokens go where is learned, "
+               "so experts come to handle different kinds of tokens and text.",
+        "numbers": "For {tok} this is expert {e}, with weight {w}; its output vector is {len_out} long. Counting each "
+                   "token's {nth} expert: {counts}.",
+    },
+    "ffn_out.moe": {
+        "what": "The sublayer's output is the weighted sum of each token's {top_k} chosen experts' outputs, "
+                "MoE(x) = Σ_j w_j · FFN_(e_j)(x), with the weights of the router's chosen map.",
+        "why": "In place of the paper's one feed-forward: each position is still transformed on its own, but by the "
+               "few experts the router picked for it, mixed by how much the router trusts each.",
+        "numbers": "For {tok}: {sum_expr}; its first number is {first_expr} = {out0}.",
+    },
     # ---------------------------------------------------------------- anything else
     "step": {
         "what": "This step computes {formula}, a tensor of shape {shape}.",
@@ -668,6 +710,12 @@ PHRASES: dict[str, str] = {
     "ffn_parts.plain": "W_1 and W_2",
     "ffn_parts.gated": "W_1, V and W_2",
     "ffn_parts.gated_bias": "W_1, V, W_2 and their biases",
+    "expert_load": "expert {e}: {n}",
+    "experts_more": " and {n} more",
+    "moe.renormalised": "divided by their sum so they add up to 1",
+    "moe.kept": "as they are, so they add up to less than 1",
+    "moe.nth": "{n}-choice",
+    "moe.weighted": "{w} × expert {e}'s output",
 }
 
 # One sentence each for the paper departures that have no step of their own; appended to "what".
@@ -719,6 +767,10 @@ LINKS: dict[str, str] = {
     "gate": "the gate branch",
     "linear": "the linear branch",
     "scaled_out": "the decoder output before scaling",
+    "router_logits": "the router's scores",
+    "router_probs": "the router's probabilities",
+    "chosen": "which experts each token went to, and their weights",
+    "choice": "a chosen expert's output, weighted here",
 }
 
 # Headings of the plain-text form, Explanation.text().

@@ -27,9 +27,11 @@ LOADERS = {
     "marian": ("marian", "load_marian"),
     "mbart": ("bart", "load_mbart"),
     "mistral": ("llama", "load_llama"),
+    "mixtral": ("moe", "load_moe"),
     "phi3": ("llama", "load_llama"),
     "qwen2": ("llama", "load_llama"),
     "qwen3": ("llama", "load_llama"),
+    "qwen3_moe": ("moe", "load_moe"),
     "roberta": ("roberta", "load_roberta"),
     "t5": ("t5", "load_t5"),
 }

@@ -156,6 +156,8 @@ def llama_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
             state[f"{ours}.self_attn.q_norm.weight"] = w.take((dh,), f"{attn}.q_norm.weight")
             state[f"{ours}.self_attn.k_norm.weight"] = w.take((dh,), f"{attn}.k_norm.weight")
         put(state, f"{ours}.add_norm3.norm", {"weight": w.take((d,), f"{theirs}.post_attention_layernorm.weight")})
+        if c.has_experts(i):  # a mixture of experts: importers/moe.py reads it
+            continue
         if w.has(f"{theirs}.mlp.gate_up_proj.weight"):  # Phi-3: [W_gate W_up] in one matrix, gate first
             fused = w.linear(2 * c.d_ff, d, f"{theirs}.mlp.gate_up_proj", ffn_bias)
             put(state, f"{ours}.ffn.w_1", {k: v[: c.d_ff] for k, v in fused.items()})

@@ -99,6 +99,8 @@ def architecture(config) -> list[Block]:
                 blocks += _residual_blocks(config, cross, f"{n}.add_norm2", "decoder", i)
             # add_norm3 even without cross-attention: the module and its trace steps keep that name
             ffn = Block(f"{n}.ffn", "Feed-forward", "decoder", "ffn", i)
+            if getattr(config, "n_experts", 0) and config.has_experts(i):  # Mixtral, Qwen3-MoE: router + experts
+                ffn = Block(f"{n}.moe", "Mixture of experts", "decoder", "ffn", i)
             blocks += _residual_blocks(config, ffn, f"{n}.add_norm3", "decoder", i)
         if config.final_layer_norm:
             blocks.append(Block("decoder.final_norm", f"Final {_norm_label(config)}", "decoder", "norm"))

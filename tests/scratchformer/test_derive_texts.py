@@ -60,7 +60,7 @@ FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notati
     "projection": "W^O", "residual": "Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
     "ffn_out": "W_2", "logits": "W_vocab", "probabilities": "exp(logit_v)", "ffn_gate": "[f]",
     "position_bias": "bucket(j − i)", "output_scale": "d_model^-0.5", "dropout": "1 − p",
-    "rotary": "x[e]", "qk_norm": "γ[d]",
+    "rotary": "x[e]", "qk_norm": "γ[d]", "router": "[e]",
 }  # fmt: skip
 
 
@@ -407,7 +407,14 @@ FORMULAS = {
                   | {"hidden[f] = act(x W_1)[f] · (x V)[f]"},
     "ffn_gate": {"gate[f] = act(Σ_d x[d]·W_1[f, d] + b_1[f]),  act(z) = z·σ(z) = z/(1 + e^−z)",
                  "linear[f] = Σ_d x[d]·V[f, d]"},
-    "ffn_out": {"FFN(x)[u] = Σ_f hidden[f]·W_2[u, f] + b_2[u]"},
+    "ffn_out": {"FFN(x)[u] = Σ_f hidden[f]·W_2[u, f] + b_2[u]",
+                # a mixture of experts: one chosen expert's output, and their weighted sum
+                "FFN_e(x)[u] = Σ_f hidden_e[f]·W_2^e[u, f],  hidden_e = act(x W_1^e) ⊙ x V^e,  e = the token's j-th "
+                "chosen expert,  act(z) = z·σ(z) = z/(1 + e^−z)",
+                "MoE(x)[u] = Σ_j w_(e_j) · FFN_(e_j)(x)[u] over the chosen experts, FFN_e(x)[u] = Σ_f "
+                "hidden_e[f]·W_2^e[u, f],  hidden_e = act(x W_1^e) ⊙ x V^e"},
+    "router": {"logit[e] = Σ_d x[d]·W_router[e, d]", "p[e] = exp(logit[e]) / Σ_e' exp(logit[e'])",
+               "w[e] = p[e] if e is among the token's k most probable experts, else 0"},  # moe_like: no renormalising
     "output_scale": {"x · d_model^-0.5"},
     "logits": {"logit[v] = Σ_d x[d]·W_vocab[v, d]"},
     "probabilities": {"P(v) = exp(logit_v) / Σ_w exp(logit_w)"},

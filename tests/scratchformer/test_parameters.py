@@ -196,3 +196,24 @@ def test_modern_decoders_count_their_narrower_keys_norms_and_biases(options):
             in attn.note
     assert ("QK-norm" in attn.note) == (cfg.qk_norm != "none")
     assert "rotary positions" in counts["tgt_embed.positional"].note and counts["tgt_embed.positional"].count == 0
+
+
+@pytest.mark.parametrize("options", [
+    dict(n_experts=4, experts_per_token=2),  # Mixtral-like: every layer, experts d_ff wide
+    dict(n_experts=8, experts_per_token=3, d_expert=10, moe_layers=[1], ffn_bias=True),  # Qwen3-MoE-like
+])
+def test_a_mixture_of_experts_counts_the_router_and_every_expert_and_says_what_a_token_uses(options):
+    cfg = TransformerConfig(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=0, n_decoder_layers=2,
+                            src_vocab_size=11, tgt_vocab_size=11, max_len=7, positional="rotary", norm="rmsnorm",
+                            norm_first=True, final_layer_norm=True, ffn_gated=True, activation="silu",
+                            linear_bias=False, **options)  # fmt: skip
+    model = Transformer(cfg)
+    counts = check_model(model)
+    i = (options.get("moe_layers") or [0])[0]
+    moe = counts[f"decoder.{i}.moe"]
+    d, f, n, k = 16, cfg.d_expert or cfg.d_ff, cfg.n_experts, cfg.experts_per_token
+    one = 3 * d * f + (2 * f + d if cfg.ffn_bias else 0)
+    assert moe.count == d * n + n * one == size([model.decoder[i].moe])
+    assert f"so {d * n + k * one:,} of these {moe.count:,} numbers work for any one token" in moe.note
+    if cfg.moe_layers is not None:  # the other layer keeps one feed-forward, d_ff wide
+        assert counts["decoder.0.ffn"].count == 3 * d * 24 + 2 * 24 + d and "decoder.0.moe" not in counts

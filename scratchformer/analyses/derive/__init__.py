@@ -17,6 +17,7 @@ from ...errors import UserError
 from ...trace import Trace, step_path
 from . import attention_rules as attn
 from . import embedding_rules as embed
+from . import moe_rules as moe
 from . import stream_rules as stream
 from .reader import Reader, check_index, split_batch
 from .result import Derivation, Term, num
@@ -47,7 +48,8 @@ RULES = {
     "layer_norm": stream.norm,
     "ffn_hidden": stream.ffn_hidden,
     "ffn_gate": stream.ffn_gate,
-    "ffn_out": stream.ffn_out,
+    "ffn_out": lambda r, s, *a: (moe.ffn_out if s.sublayer.endswith(".moe") else stream.ffn_out)(r, s, *a),
+    "router": moe.router,
     "dropout": stream.dropout,
     "logits": stream.logits,
     "probabilities": stream.probabilities,
