@@ -34,6 +34,8 @@ KINDS = (
     # added for imported models (T5): the relative position bias map (head × q_pos × k_pos, no batch axis), the
     # two branches of a gated feed-forward unit (act(x W_1) and x V), and the decoder output × d_model^-0.5
     "position_bias", "ffn_gate", "output_scale", "rotary", "qk_norm",
+    # Gemma 2's soft-capping c·tanh(x / c), of the attention scores before the mask and of the final logits
+    "softcap",
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")
