@@ -49,7 +49,8 @@ def test_unsupported_model_type(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet", "d_model": 8}))
     with pytest.raises(UserError) as exc:
         load_model(str(tmp_path))
-    supported = ("bart, bert, distilbert, gpt2, llama, marian, mbart, mistral, qwen2, qwen3, roberta, t5 and "
+    supported = ("bart, bert, distilbert, gemma, gemma2, gemma3_text, gpt2, llama, marian, mbart, mistral, qwen2, "
+                 "qwen3, roberta, t5 and "
                  "scratchformer checkpoints")
     assert f"is a 'xlnet' model; scratchformer can open {supported}" in _one_sentence(exc)
 
