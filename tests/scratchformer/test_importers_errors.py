@@ -50,8 +50,7 @@ def test_unsupported_model_type(tmp_path):
     with pytest.raises(UserError) as exc:
         load_model(str(tmp_path))
     supported = ("bart, bert, distilbert, gemma, gemma2, gemma3_text, gpt2, llama, marian, mbart, mistral, qwen2, "
-                 "qwen3, roberta, t5 and "
-                 "scratchformer checkpoints")
+                 "qwen3, roberta, t5 and scratchformer checkpoints")
     assert f"is a 'xlnet' model; scratchformer can open {supported}" in _one_sentence(exc)
 
 

@@ -286,3 +286,29 @@ def test_options_without_what_they_need_are_refused():
                        (dict(attn_scale_dim=8.0, scale_attention=False), "scale_attention")):
         with pytest.raises(UserError, match=needs):
             TransformerConfig(**base, **bad)
+
+
+def test_a_lazy_trace_recomputes_the_same_bits(folder):
+    """Soft-capped maps and the capped logits, rerun when shown, are the pass's own numbers."""
+    _, directory, _ = folder
+    bundle = load_model(str(directory))
+    ids, pad = _batch(bundle, SENTENCES)
+    _, eager = bundle.model.run_with_trace(None, ids, None, pad, lazy=False)
+    _, lazy = bundle.model.run_with_trace(None, ids, None, pad, lazy=True, keep_bytes=0)
+    assert eager.names() == lazy.names()
+    assert [s.name for s in eager if not torch.equal(s.tensor, lazy[s.name].tensor)] == []
+
+
+def test_the_neuron_view_names_gemmas_divisor_and_cap(folder):
+    from scratchformer.plotdata.neuron import AttentionPick, neuron_pair, neuron_summary
+
+    _, directory, _ = folder
+    bundle = load_model(str(directory))
+    c = bundle.config
+    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch"))
+    pair = neuron_pair(trace, AttentionPick("decoder.1.self_attn", 0, 1, 3), 2)
+    text = neuron_summary(pair)
+    scaled = trace["decoder.1.self_attn.scaled_scores"].tensor[0, 1, 3, 2].item()
+    assert pair.scaled == pytest.approx(scaled, rel=1e-5)
+    assert ("÷ √s" in text) == (c.attn_scale_dim is not None) and ("÷ √d_k" in text) == (c.attn_scale_dim is None)
+    assert ("soft-capped" in text) == bool(c.attn_softcap)
