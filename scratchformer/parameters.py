@@ -193,8 +193,8 @@ def _attention(c: _Counter, key: str, cross: bool) -> None:
         parts, values = ["2·d_model·h·d_k + 2·d_model·h_kv·d_k"], [f"2·{d}·{inner} + 2·{d}·{kv}"]
         count = 2 * d * inner + 2 * d * kv
         notes = [f"W^Q and W^O (d_model × h·d_k, h·d_k = {h}·{cfg.d_head} = {inner}); W^K and W^V are only d_model × "
-                 f"h_kv·d_k = {h_kv}·{cfg.d_head} = {kv}, as {h_kv} key/value head{'s serve' if h_kv > 1 else ' serves'} "
-                 f"the {h} query heads "
+                 f"h_kv·d_k = {h_kv}·{cfg.d_head} = {kv}, as {h_kv} key/value "
+                 f"head{'s serve' if h_kv > 1 else ' serves'} the {h} query heads "
                  f"(grouped-query attention), {_n(2 * d * (inner - kv))} numbers fewer than one per query head"]
     if in_bias or out_bias:
         bias_parts = ([("h·d_k + 2·h_kv·d_k" if kv != inner else "3·h·d_k"), ] if in_bias else []) + (

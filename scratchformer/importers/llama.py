@@ -25,8 +25,16 @@ from ..errors import UserError
 from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import HF_ACTIVATIONS
-from .hf import check_vocab_size, fast_tokenizer, first_eos, hf_config, model_name, read_hf_config, token_kind
-from .hf import tokenizer_label
+from .hf import (
+    check_vocab_size,
+    fast_tokenizer,
+    first_eos,
+    hf_config,
+    model_name,
+    read_hf_config,
+    token_kind,
+    tokenizer_label,
+)
 from .weights import Weights, build_model, put
 
 # model_type → (transformers config class, what the family adds to Llama's recipe)
