@@ -17,9 +17,17 @@ from .rotary import rotate
 from .trace import Tracer, active_tracer
 
 
+def score_divisor(scale: bool | float, d_k: int) -> float:
+    """What the scores are divided by: √d_k (scale True, the paper's), √s for a number s (Gemma 2 and 3's
+    query_pre_attn_scalar), 1 (False: T5)."""
+    if isinstance(scale, bool):
+        return math.sqrt(d_k) if scale else 1.0
+    return math.sqrt(scale)
+
+
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: bool = True,
-    bias: torch.Tensor | None = None,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: bool | float = True,
+    bias: torch.Tensor | None = None, softcap: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Attention(Q, K, V) = softmax(QKᵀ / √d_k + M) V, returning every intermediate.
 
@@ -27,13 +35,16 @@ def attention(
     A query row whose keys are all masked gets weights 0 (not NaN) and a zero context.
     T5 departs twice: no division by √d_k (`scale` False) and a relative position bias (h, Tq, Tk) added to the
     scores before the mask: softmax(QKᵀ + B + M). Under grouped-query attention k and v have fewer heads
-    (B, h_kv, Tk, d_k), and each serves h / h_kv query heads in turn (expand_kv).
+    (B, h_kv, Tk, d_k), and each serves h / h_kv query heads in turn (expand_kv). Gemma 2 divides by √s, a number
+    of its own (`scale` a float), and soft-caps the scaled scores before the mask (`softcap` c > 0):
+    softmax(c·tanh(QKᵀ/(√s·c)) + M), returned as the map "capped_scores".
     """
     d_k = q.shape[-1]
     k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])  # (B, h, Tk, d_k)
     scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
-    scaled = scores / math.sqrt(d_k) if scale else scores  # (B, h, Tq, Tk)
-    biased = scaled + bias if bias is not None else scaled  # (B, h, Tq, Tk)
+    scaled = scores / score_divisor(scale, d_k) if scale else scores  # (B, h, Tq, Tk)
+    capped = torch.tanh(scaled / softcap) * softcap if softcap else scaled  # (B, h, Tq, Tk), each in (−c, c)
+    biased = capped + bias if bias is not None else capped  # (B, h, Tq, Tk)
     if mask is not None:
         masked = biased.masked_fill(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk)
         weights = masked.softmax(dim=-1)
@@ -44,7 +55,10 @@ def attention(
         masked = biased
         weights = biased.softmax(dim=-1)
     context = weights @ v  # (B, h, Tq, d_v)
-    return context, {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
+    maps = {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
+    if softcap:
+        maps["capped_scores"] = capped
+    return context, maps
 
 
 def expand_kv(t: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -61,8 +75,8 @@ def expand_kv(t: torch.Tensor, n_heads: int) -> torch.Tensor:
 MAPS = ("scores", "scaled_scores", "masked_scores", "weights")  # attention()'s (B, h, Tq, Tk) intermediates
 
 
-def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: bool = True
-                     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:  # fmt: skip
+def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                     scale: bool | float = True) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:  # fmt: skip
     """attention() for a traced pass that keeps none of its maps (a lazy trace reruns attention() when one is
     shown): the same context, bit for bit — the same operations, done in place on one map instead of four — and
     each map's non-finite flag (scratchformer.nonfinite.step_flag), taken as the map goes by. No position bias.
@@ -75,7 +89,7 @@ def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     s = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk): the scores
     flags: dict[str, torch.Tensor | None] = {"scores": step_flag(s, "scores")}
     if scale:
-        s.div_(math.sqrt(d_k))  # (B, h, Tq, Tk): the scaled scores, as attention()'s s / √d_k
+        s.div_(score_divisor(scale, d_k))  # (B, h, Tq, Tk): the scaled scores, as attention()'s s / √d_k
     flags["scaled_scores"] = _unless_finite(flags["scores"], s, "scaled_scores")
     if mask is not None:
         s.masked_fill_(~mask[:, None], float("-inf"))  # (B, h, Tq, Tk): the masked scores
@@ -103,7 +117,7 @@ def _unless_finite(before: torch.Tensor | None, t: torch.Tensor, kind: str, bloc
 
 def fast_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool = False,
-    scale: bool = True, bias: torch.Tensor | None = None,
+    scale: bool | float = True, bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The same numbers as `attention` through PyTorch's fused kernel: used only when nothing is traced.
 
@@ -111,7 +125,7 @@ def fast_attention(
     skip the blocked upper triangle instead of reading a mask. T5's position bias becomes the kernel's additive
     mask (with −∞ where `mask` blocks), and `scale` False asks the kernel for no 1/√d_k.
     """
-    kw = {} if scale else {"scale": 1.0}
+    kw = {} if scale is True else {"scale": 1.0 / score_divisor(scale, q.shape[-1])}
     if k.shape[1] != q.shape[1]:  # grouped-query attention: the kernel shares each key/value head itself
         kw["enable_gqa"] = True
     if bias is not None:
@@ -199,14 +213,15 @@ class MultiHeadAttention(nn.Module):
                  d_head: int | None = None, bias: bool = True, scale: bool = True,
                  relative_bias: RelativePositionBias | None = None, n_kv_heads: int | None = None,
                  qkv_bias: bool | None = None, qk_norm: str = "none", norm_eps: float = 1e-6,
-                 rotary: bool = False) -> None:  # fmt: skip
+                 rotary: bool = False, norm_plus_one: bool = False, softcap: float = 0.0) -> None:  # fmt: skip
         super().__init__()
         self.d_model, self.n_heads = d_model, n_heads
         self.n_kv_heads = n_kv_heads if n_kv_heads is not None and not cross else n_heads
         self.d_head = d_head if d_head is not None else d_model // n_heads
         self.d_attn = n_heads * self.d_head  # d_model in the paper
         self.d_kv_attn = self.n_kv_heads * self.d_head  # width of K (and of V): d_attn unless heads are shared
-        self.cross, self.scale, self.rotary = cross, scale, rotary
+        self.cross, self.scale, self.rotary = cross, scale, rotary  # scale: True (√d_k), a number s (√s) or False
+        self.softcap = softcap  # Gemma 2: c·tanh(s / c) on the scaled scores before the mask; 0: none
         self.q_dim, self.k_dim = q_dim, k_dim  # position-axis names: which token labels each axis takes
         self.trace_name = trace_name
         d, inner = d_model, self.d_attn
@@ -221,7 +236,8 @@ class MultiHeadAttention(nn.Module):
         self.qk_norm = qk_norm  # "head": RMSNorm of each head's q and k (Qwen3); "full": of all heads' (OLMo 2)
         if qk_norm != "none":
             q_width, k_width = (self.d_head, self.d_head) if qk_norm == "head" else (inner, self.d_kv_attn)
-            self.q_norm, self.k_norm = RMSNorm(q_width, norm_eps), RMSNorm(k_width, norm_eps)
+            self.q_norm = RMSNorm(q_width, norm_eps, norm_plus_one)  # Gemma 3's (1 + γ) with norm_plus_one
+            self.k_norm = RMSNorm(k_width, norm_eps, norm_plus_one)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, width = x.shape
@@ -300,7 +316,7 @@ class MultiHeadAttention(nn.Module):
             maps = {m: torch.empty(shape, device="meta") for m in MAPS}
         else:
             context, maps = attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, self.scale,
-                                      position_bias)  # fmt: skip
+                                      position_bias, self.softcap)  # fmt: skip
         q_heads, k_heads = parts["q_heads"], parts["k_heads"]
         concat, out = self.combine(context)
         out = patched(f"{self.trace_name}.out", out)  # (B, Tq, d_model)
@@ -313,6 +329,7 @@ class MultiHeadAttention(nn.Module):
         named.update(q=parts.get("q_split", q_heads), k=parts.get("k_split", k_heads), v=parts["v_heads"],
                      scores=maps["scores"],
                      scaled_scores=maps["scaled_scores"], mask=additive_mask,
+                     **({"capped_scores": maps["capped_scores"]} if "capped_scores" in maps else {}),
                      masked_scores=maps["masked_scores"], weights=maps["weights"], context=context, concat=concat,
                      out=out)  # fmt: skip
         if position_bias is not None:
@@ -335,6 +352,14 @@ class MultiHeadAttention(nn.Module):
         position_bias: (h, Tq, Tk), T5's relative position bias, added to the scores before the mask;
         rope: (cos, sin) of the queries' positions for rotary models (see project()). `cache`: see project()."""
         tracer, changes = active_tracer(), active_interventions()
+        if tracer is None and (changes is None or not changes.touches(self.trace_name)) and self.softcap:
+            parts = self.project(x, memory, cache, rope)  # the fused kernel cannot soft-cap: written out
+            if mask is None and is_causal:
+                n_q, n_k = parts["q_heads"].shape[2], parts["k_heads"].shape[2]
+                mask = causal_mask(n_q, n_k, n_k - n_q, x.device)[None]  # (1, Tq, Tk)
+            context, _ = attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, self.scale,
+                                   position_bias, self.softcap)  # (B, h, Tq, d_k)
+            return self.combine(context)[1]  # (B, Tq, d_model)
         if tracer is None and (changes is None or not changes.touches(self.trace_name)):
             parts = self.project(x, memory, cache, rope)
             context = fast_attention(parts["q_heads"], parts["k_heads"], parts["v_heads"], mask, is_causal,
@@ -342,7 +367,7 @@ class MultiHeadAttention(nn.Module):
             return self.combine(context)[1]  # (B, Tq, d_model)
         # a lazy trace that will rerun the maps when they are shown need not build them now (attention_unkept)
         b, tq, tk = x.shape[0], x.shape[1], (memory if self.cross else x).shape[1]
-        unkept = (tracer is not None and tracer.lazy and cache is None and position_bias is None
+        unkept = (tracer is not None and tracer.lazy and cache is None and position_bias is None and not self.softcap
                   and (changes is None or not changes.touches(self.trace_name))
                   and b * self.n_heads * tq * tk * x.element_size() > tracer.keep_bytes)  # fmt: skip
         named = self.interior(x, memory, mask, position_bias, cache, unkept, rope)
@@ -411,7 +436,13 @@ class MultiHeadAttention(nn.Module):
         flags = named.get("flags", {})  # the unbuilt maps' flags (attention_unkept); else each map is checked
         tracer.add(f"{n}.scores", "scores", named["scores"], att, "Dot products QKᵀ", "S = Q Kᵀ", sub,
                    nonfinite=flags.get("scores"))
-        if self.scale:
+        if self.scale is not True and self.scale:  # Gemma 2 and 3: a number of the model's own instead of d_k
+            root = score_divisor(self.scale, self.d_head)
+            tracer.add(f"{n}.scaled_scores", "scaled_scores", named["scaled_scores"], att, "Scaled by √s (not √d_k)",
+                       f"S / √s  (s = {self.scale:g}, the model's query_pre_attn_scalar: √s = {root:.3f})", sub,
+                       nonfinite=flags.get("scaled_scores"))
+            s_term, qk_term = "S / √s", "QKᵀ/√s"
+        elif self.scale:
             tracer.add(f"{n}.scaled_scores", "scaled_scores", named["scaled_scores"], att, "Scaled by √d_k",
                        f"S / √d_k  (√{self.d_head} = {math.sqrt(self.d_head):.3f})", sub,
                        nonfinite=flags.get("scaled_scores"))
@@ -432,6 +463,11 @@ class MultiHeadAttention(nn.Module):
                 tracer.add(f"{n}.position_bias", "position_bias", position_bias, ("head", qd, kd), title,
                            f"B[h, i, j] = b_h[bucket(j − i)]  ({how})", sub)
             s_term, qk_term = f"{s_term} + B", f"{qk_term} + B"
+        if "capped_scores" in named:  # Gemma 2: soft-capped before the mask
+            c = self.softcap
+            tracer.add(f"{n}.capped_scores", "softcap", named["capped_scores"], att, f"Soft-capped at ±{c:g}",
+                       f"{c:g}·tanh(({s_term}) / {c:g})", sub)
+            s_term, qk_term = f"{c:g}·tanh(({s_term})/{c:g})", f"{c:g}·tanh(({qk_term})/{c:g})"
         tracer.add(f"{n}.mask", "mask", named["mask"], ("batch", qd, kd), "Mask (0 = allowed, −∞ = blocked)", "M",
                    sub)
         masked_title = "Relative position bias and mask added" if position_bias is not None else "Mask added"

@@ -134,6 +134,26 @@ class TransformerConfig:
     moe_renormalize: bool = True
     d_expert: int | None = None  # None: d_ff
     moe_layers: list[int] | None = None
+    # --- Gemma's departures (Gemma 1, 2 and 3; all off for the paper's model) ---
+    # RMSNorm multiplies by (1 + γ) instead of γ: the stored γ is an offset from 1 (initialised at 0), and the
+    # product is taken in float32 before rounding to the input's precision. Every RMSNorm of the model, QK-norm's too.
+    rmsnorm_plus_one: bool = False
+    # The √d_model of the embeddings is rounded to the weights' precision before it multiplies them (bfloat16 turns
+    # √3072 = 55.43 into 55.5); no change in float32. Needs scale_embedding.
+    round_embed_scale: bool = False
+    # "Sandwich" norms (Gemma 2, 3): a second norm after each sublayer, x + PostNorm(Sublayer(Norm(x))); traced as
+    # `<layer>.add_normK.post_norm` (kind layer_norm). Needs norm_first.
+    post_norm: bool = False
+    # Divide the attention scores by √attn_scale_dim instead of √d_k (Gemma 2, 3: query_pre_attn_scalar); None: √d_k.
+    attn_scale_dim: float | None = None
+    # Soft-capping (Gemma 2): s → cap·tanh(s / cap) squashes every number into (−cap, cap). attn_softcap acts on the
+    # scaled attention scores before the mask (traced as `…self_attn.capped_scores`), final_softcap on the logits
+    # (`generator.capped`); 0: off.
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    # The rotary base θ of the sliding-window layers when it differs from the others' (Gemma 3: 10 000 in the local
+    # layers, 1 000 000 in the global ones; rope_scaling applies to the global layers only). None: rope_theta.
+    rope_local_theta: float | None = None
     extra: dict = field(default_factory=dict)  # free-form facts for people (source model, tokenizer)
 
     def __post_init__(self) -> None:
@@ -163,6 +183,10 @@ class TransformerConfig:
     def windowed(self, layer: int) -> bool:
         """Whether decoder layer `layer` attends through the sliding window."""
         return bool(self.sliding_window) and (self.sliding_layers is None or layer in self.sliding_layers)
+
+    def local_rope(self, layer: int | None) -> bool:
+        """Whether decoder layer `layer` turns q and k by the local layers' rotary table (rope_local_theta)."""
+        return self.rope_local_theta is not None and layer is not None and self.windowed(layer)
 
     @property
     def d_attn(self) -> int:
@@ -275,6 +299,7 @@ class TransformerConfig:
             raise UserError(f"rope_original_max_len must be a positive whole number, not "
                             f"{self.rope_original_max_len!r}.")  # fmt: skip
         self._validate_experts()
+        self._validate_gemma()
 
     def _validate_experts(self) -> None:
         """The mixture-of-experts options (n_experts 0, the paper's dense feed-forward, checks only that)."""
@@ -299,6 +324,32 @@ class TransformerConfig:
         ):
             raise UserError(f"moe_layers must list decoder layers 0 to {self.n_decoder_layers - 1}, not "
                             f"{self.moe_layers!r}.")  # fmt: skip
+
+    def _validate_gemma(self) -> None:
+        """Gemma's options: (1 + γ) norms, the rounded embedding scale, sandwich norms, soft-capping, the score
+        scale and the local layers' rotary base."""
+        for name in ("rmsnorm_plus_one", "round_embed_scale", "post_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} must be true or false, not {getattr(self, name)!r}.")
+        if self.rmsnorm_plus_one and self.norm != "rmsnorm":
+            raise UserError("rmsnorm_plus_one changes RMSNorm's γ into (1 + γ), so it needs norm = rmsnorm.")
+        if self.round_embed_scale and not self.scale_embedding:
+            raise UserError("round_embed_scale rounds the embeddings' √d_model, so it needs scale_embedding.")
+        if self.post_norm and not self.norm_first:
+            raise UserError("post_norm adds a norm after each sublayer to the one before it, so it needs norm_first.")
+        for name in ("attn_softcap", "final_softcap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise UserError(f"{name} must be 0 (off) or a positive number, not {value!r}.")
+        for name in ("attn_scale_dim", "rope_local_theta"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise UserError(f"{name} must be a positive number (or null), not {value!r}.")
+        if self.attn_scale_dim is not None and not self.scale_attention:
+            raise UserError("attn_scale_dim sets what the scores are divided by, so it needs scale_attention.")
+        if self.rope_local_theta is not None and (self.positional != "rotary" or not self.sliding_window):
+            raise UserError("rope_local_theta is the rotary base of the sliding-window layers, so it needs "
+                            "positional = rotary and a sliding_window.")  # fmt: skip
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

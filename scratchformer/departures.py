@@ -40,20 +40,29 @@ def departures(config: TransformerConfig) -> list[str]:
         scaled = {"linear": f", positions slowed {c.rope_factor:g}× (linear scaling)",
                   "llama3": f", low frequencies slowed up to {c.rope_factor:g}× (Llama 3 scaling)"}.get(
                       c.rope_scaling, "")  # fmt: skip
-        out.append(f"rotary positions (RoPE), base θ = {c.rope_theta:g}{share}{scaled}: queries and keys turned by "
-                   "position inside each attention, nothing added to the embeddings")  # fmt: skip
+        local = f" (θ = {c.rope_local_theta:g} in the sliding-window layers)" if c.rope_local_theta is not None else ""
+        out.append(f"rotary positions (RoPE), base θ = {c.rope_theta:g}{local}{share}{scaled}: queries and keys "
+                   "turned by position inside each attention, nothing added to the embeddings")  # fmt: skip
     elif c.positional == "none":
         out.append("no positional encoding")
     if not c.scale_embedding:
         out.append("embeddings not scaled by √d_model")
+    elif c.round_embed_scale:
+        out.append("√d_model rounded to the weights' precision before it scales the embeddings")
     if c.type_vocab_size:
         out.append("token-type (segment) embeddings added to the input")
     if c.embed_layer_norm:
         out.append("LayerNorm on the embeddings")
     norm = "RMSNorm" if c.norm == "rmsnorm" else "LayerNorm"
-    if c.norm_first:
+    if c.norm_first and c.post_norm:
+        out.append(f"sandwich norms: a {norm} before and another after each sublayer, "
+                   f"x + {norm}(Sublayer({norm}(x)))")
+    elif c.norm_first:
         out.append(f"pre-LN: {norm} before each sublayer, x + Sublayer({norm}(x))")
-    if c.norm == "rmsnorm":
+    if c.norm == "rmsnorm" and c.rmsnorm_plus_one:
+        out.append("RMSNorm instead of LayerNorm, scaling by (1 + γ): (1 + γ)·x/√(mean(x²) + ε), no mean "
+                   "subtracted and no β")  # fmt: skip
+    elif c.norm == "rmsnorm":
         out.append("RMSNorm instead of LayerNorm: γ·x/√(mean(x²) + ε), no mean subtracted and no β")
     if c.relative_buckets:
         out.append(f"relative position bias added to the attention scores ({c.relative_buckets} buckets of the "
@@ -61,6 +70,11 @@ def departures(config: TransformerConfig) -> list[str]:
                    "stack and shared by the others")  # fmt: skip
     if not c.scale_attention:
         out.append("no 1/√d_k scaling of the attention scores (T5 folds it into the initialisation)")
+    elif c.attn_scale_dim is not None:
+        out.append(f"attention scores divided by √{c.attn_scale_dim:g} (query_pre_attn_scalar) instead of "
+                   f"√d_k = √{c.d_head}")  # fmt: skip
+    if c.attn_softcap:
+        out.append(f"attention scores soft-capped before the mask: {c.attn_softcap:g}·tanh(s / {c.attn_softcap:g})")
     if c.d_attn != c.d_model:
         out.append(f"heads of d_k = {c.d_head}: h·d_k = {c.d_attn} ≠ d_model = {c.d_model}")
     if c.parallel_residual:
@@ -110,4 +124,6 @@ def departures(config: TransformerConfig) -> list[str]:
         out.append("the decoder output scaled by d_model^-0.5 before the output layer")
     if c.has_decoder and c.final_logits_bias:
         out.append("a bias added to the output logits")
+    if c.has_decoder and c.final_softcap:
+        out.append(f"the output logits soft-capped: {c.final_softcap:g}·tanh(logits / {c.final_softcap:g})")
     return out

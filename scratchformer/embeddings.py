@@ -63,6 +63,13 @@ class Embeddings(nn.Module):
         self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps) if config.embed_layer_norm else None
         self.dropout = nn.Dropout(config.dropout)
 
+    def scale_factor(self, dtype: torch.dtype) -> float | torch.Tensor:
+        """√d_model as the embeddings are multiplied by it: a Python number, or (config.round_embed_scale, Gemma)
+        rounded to the weights' precision first (bfloat16: √3072 = 55.43 → 55.5; float32: the same product)."""
+        if self.config.round_embed_scale:
+            return torch.tensor(self.scale, dtype=dtype, device=self.tokens.weight.device)
+        return self.scale
+
     def encoding(self, length: int, offset: int = 0) -> torch.Tensor:
         """(length, d_model) positional vectors for positions offset … offset+length-1 (plus position_offset)."""
         start = offset + self.position_offset
@@ -93,7 +100,7 @@ class Embeddings(nn.Module):
         tracer = active_tracer()
         name, pos = self.trace_name, self.pos_dim
         looked_up = self.tokens(ids)  # (B, T, d)
-        x = looked_up * self.scale if self.scale != 1.0 else looked_up
+        x = looked_up * self.scale_factor(looked_up.dtype) if self.scale != 1.0 else looked_up
         pe = self.encoding(ids.shape[1], offset)  # (T, d)
         summed = x + pe  # (B, T, d)
         if self.token_types is not None:

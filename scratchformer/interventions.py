@@ -243,7 +243,7 @@ class Interventions:
                 parts[step] = parts[f"{p}_heads"]
         q, k, v = parts["q_heads"], parts["k_heads"], parts["v_heads"]
         mask = self._knock_out(module, mask, q.shape[0], q.shape[2], k.shape[2])  # (B, Tq, Tk) or None
-        context, maps = attention(q, k, v, mask, module.scale, position_bias)  # (B, h, Tq, d_k)
+        context, maps = attention(q, k, v, mask, module.scale, position_bias, module.softcap)  # (B, h, Tq, d_k)
         weights = self.patched(f"{n}.weights", maps["weights"])
         if weights is not maps["weights"]:
             maps["weights"], context = weights, weights @ expand_kv(v, q.shape[1])  # (B, h, Tq, d_k)

@@ -25,20 +25,27 @@ ACTIVATIONS = {
 
 
 def make_norm(config: TransformerConfig) -> nn.Module:
-    """The model's norm: the paper's LayerNorm, or RMSNorm (config.norm)."""
+    """The model's norm: the paper's LayerNorm, or RMSNorm (config.norm; Gemma's (1 + γ) form with
+    config.rmsnorm_plus_one)."""
     if config.norm == "rmsnorm":
-        return RMSNorm(config.d_model, config.layer_norm_eps)
+        return RMSNorm(config.d_model, config.layer_norm_eps, config.rmsnorm_plus_one)
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
 
-# What a norm is called in titles, and its formula applied to an expression.
-NORM_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
-NORM_FORMULAS = {"layernorm": "γ·({z} − μ)/√(σ² + ε) + β", "rmsnorm": "γ·{z}/√(mean({z}²) + ε)"}
+# What a norm is called in titles, and its formula applied to an expression ("rmsnorm+1": Gemma's (1 + γ)).
+NORM_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "rmsnorm+1": "RMSNorm"}
+NORM_FORMULAS = {"layernorm": "γ·({z} − μ)/√(σ² + ε) + β", "rmsnorm": "γ·{z}/√(mean({z}²) + ε)",
+                 "rmsnorm+1": "(1 + γ)·{z}/√(mean({z}²) + ε)"}  # fmt: skip
+
+
+def norm_kind(config: TransformerConfig) -> str:
+    """The key of NORM_NAMES and NORM_FORMULAS for the model's norm: config.norm, or "rmsnorm+1" for Gemma's."""
+    return "rmsnorm+1" if config.rmsnorm_plus_one else config.norm
 
 
 def norm_formula(norm: str, z: str) -> str:
     """'LayerNorm(x) = γ·(x − μ)/√(σ² + ε) + β' or 'RMSNorm(x) = γ·x/√(mean(x²) + ε)' for the expression z;
-    `norm` is config.norm."""
+    `norm` is norm_kind(config)."""
     return f"{NORM_NAMES[norm]}({z}) = {NORM_FORMULAS[norm].format(z=z)}"
 
 
@@ -123,6 +130,8 @@ class AddNorm(nn.Module):
     Post-LN, the paper's (§3.1, §5.4):  LayerNorm(x + Dropout(Sublayer(x))).
     Pre-LN (config.norm_first, GPT-2, T5):   x + Dropout(Sublayer(LayerNorm(x))) — the residual stream itself is
     never normalised inside the layers, so such models end each stack with a final LayerNorm.
+    Sandwich (config.post_norm, Gemma 2 and 3): x + Dropout(PostNorm(Sublayer(Norm(x)))) — a second norm of its
+    own (`post_norm`) on what the sublayer adds, traced as `<name>.post_norm`.
     The sublayer is passed in as a function of its input, so the norm can run before it when it must.
     The norm is RMSNorm instead of LayerNorm when config.norm says so (T5); titles and formulas name it.
     """
@@ -131,8 +140,9 @@ class AddNorm(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(config.dropout)
         self.norm = make_norm(config)
+        self.post_norm = make_norm(config) if config.post_norm else None
         self.norm_first = config.norm_first
-        self.norm_kind, self.norm_name = config.norm, NORM_NAMES[config.norm]
+        self.norm_kind, self.norm_name = norm_kind(config), NORM_NAMES[config.norm]
         self.pos_dim, self.trace_name = pos_dim, trace_name
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -171,13 +181,23 @@ class AddNorm(nn.Module):
         n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
         normed = self.normed(x)  # (B, T, d_model)
         tracer = active_tracer()
-        dropped = self.dropout(sublayer(normed))
+        added = sublayer(normed)  # (B, T, d_model)
+        if self.post_norm is not None:  # Gemma 2's sandwich: the sublayer's output normalised before it is added
+            added = self.post_norm(added)  # (B, T, d_model)
+            if tracer is not None:
+                tracer.add(f"{n}.post_norm", "layer_norm", added, dims,
+                           f"{self.norm_name} (post-norm, after the sublayer)",
+                           norm_formula(self.norm_kind, "Sublayer(x')"), f"{n}.post_norm", major=True)
+        dropped = self.dropout(added)
         out = patched(f"{n}.residual", x + dropped)  # (B, T, d_model)
         if tracer is not None:
             add_dropout(tracer, self.dropout, n, dropped, dims)
+            inner = f"Sublayer({self.norm_name}(x))"
+            sandwich = self.post_norm is not None
             tracer.add(f"{n}.residual", "residual", out, dims,
-                       f"Residual add (pre-norm: no {self.norm_name} after it)",
-                       f"x + Sublayer({self.norm_name}(x))", n, major=True)
+                       "Residual add (sandwich: the sublayer's output normalised before it)" if sandwich
+                       else f"Residual add (pre-norm: no {self.norm_name} after it)",
+                       f"x + {self.norm_name}({inner})" if sandwich else f"x + {inner}", n, major=True)
         return out
 
 
@@ -190,9 +210,12 @@ def _attention(config: TransformerConfig, cross: bool, q_dim: str, k_dim: str, t
         table = RelativePositionBias(config.n_heads, config.relative_buckets, config.relative_max_distance,
                                      bidirectional=relative == "bidirectional")  # fmt: skip
     modern = {} if cross else dict(n_kv_heads=config.n_kv_heads, qk_norm=config.qk_norm,
-                                   norm_eps=config.layer_norm_eps, rotary=config.positional == "rotary")
+                                   norm_eps=config.layer_norm_eps, rotary=config.positional == "rotary",
+                                   norm_plus_one=config.rmsnorm_plus_one, softcap=float(config.attn_softcap))
+    # scale: True divides the scores by √d_k, a number s by √s (Gemma's query_pre_attn_scalar), False not at all
+    scale = float(config.attn_scale_dim) if config.attn_scale_dim is not None else config.scale_attention
     return MultiHeadAttention(config.d_model, config.n_heads, cross, q_dim, k_dim, trace_name, d_head=config.d_head,
-                              bias=config.linear_bias, scale=config.scale_attention, relative_bias=table,
+                              bias=config.linear_bias, scale=scale, relative_bias=table,
                               qkv_bias=config.qkv_bias, **modern)  # fmt: skip
 
 

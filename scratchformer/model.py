@@ -10,7 +10,7 @@ from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
 from .intervention_context import active_interventions, patched
-from .layers import ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
+from .layers import ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula, norm_kind
 from .lazy import OutputSummary, RecomputeCache
 from .rotary import RotaryEmbedding
 from .trace import Trace, active_tracer, merge_chunks, tracing
@@ -36,7 +36,8 @@ class Generator(nn.Module):
 
     T5 v1.0 (config.scale_decoder_output) first multiplies the decoder output by d_model^-0.5: its output layer is
     the embedding table, whose rows are large (initialised with std 1), so the logits would otherwise be √d_model
-    times too big.
+    times too big. Gemma 2 (config.final_softcap c > 0) soft-caps the logits before the softmax:
+    c·tanh(logits / c), traced as `generator.capped`; that is what forward() returns.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -44,6 +45,7 @@ class Generator(nn.Module):
         self.proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
         self.scale = config.d_model**-0.5 if config.scale_decoder_output else None
         self.d_model = config.d_model
+        self.softcap = float(config.final_softcap)  # 0: no soft-capping
         if config.final_logits_bias:
             self.register_buffer("final_logits_bias", torch.zeros(config.tgt_vocab_size))
         else:
@@ -64,11 +66,18 @@ class Generator(nn.Module):
                            "Decoder output × d_model^-0.5", f"x · d_model^-0.5  (1/√{self.d_model} = {self.scale:.4f})",
                            "generator")
         logits = self.logits(x)  # (B, T, vocab)
+        capped = self.cap(logits)  # (B, T, vocab), the logits themselves unless the model soft-caps them
         if tracer is not None:
-            self._record(tracer, x, logits)
-        return logits
+            self._record(tracer, x, logits, capped)
+        return capped
 
-    def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor) -> None:
+    def cap(self, logits: torch.Tensor) -> torch.Tensor:
+        """Gemma 2's final soft-capping c·tanh(logits / c): every logit squashed into (−c, c); unchanged when off."""
+        if not self.softcap:
+            return logits
+        return torch.tanh(logits / self.softcap) * self.softcap  # (B, T, vocab)
+
+    def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor, capped: torch.Tensor) -> None:
         """Logits and probabilities, plus the trace's output summary (each position's top tokens and the
         probability of the token that follows it in the decoder input). A lazy trace that would not keep the
         (B, T, vocab) probabilities never builds them whole: it takes the summary one batch item at a time."""
@@ -77,17 +86,23 @@ class Generator(nn.Module):
         def rerun() -> dict[str, torch.Tensor]:
             with torch.inference_mode():  # the softmax on the model's device, as the pass took it: the same bits
                 again = self.logits(xs.to(self.proj.weight.device))  # (b, T, vocab)
-                return {"generator.logits": again.cpu(), "generator.probs": again.softmax(-1).cpu()}
+                final = self.cap(again)  # (b, T, vocab)
+                out = {"generator.logits": again.cpu(), "generator.probs": final.softmax(-1).cpu()}
+                return {**out, "generator.capped": final.cpu()} if self.softcap else out
 
         whole = not tracer.lazy or logits.numel() * logits.element_size() <= tracer.keep_bytes
-        probs = logits.softmax(-1) if whole else torch.empty(logits.shape, device="meta")
+        probs = capped.softmax(-1) if whole else torch.empty(logits.shape, device="meta")
         dims = ("batch", "tgt_pos", "vocab")
         with tracer.recompute_from("generator", rerun, (xs,)):
             tracer.add("generator.logits", "logits", logits, dims, "Logits", "logits = x W_vocab", "generator",
-                       major=True)
+                       major=not self.softcap)
+            if self.softcap:
+                c = self.softcap
+                tracer.add("generator.capped", "softcap", capped, dims, f"Logits soft-capped at ±{c:g}",
+                           f"{c:g}·tanh(logits / {c:g})", "generator", major=True)
             tracer.add("generator.probs", "probabilities", probs, dims, "Output probabilities",
                        "P(next token) = softmax(logits)", "generator", major=True)
-        items = [probs] if whole else (logits[b : b + 1].softmax(-1) for b in range(logits.shape[0]))
+        items = [probs] if whole else (capped[b : b + 1].softmax(-1) for b in range(logits.shape[0]))
         tracer.output_summary = OutputSummary.of(items, tracer.target_ids)
 
 
@@ -155,6 +170,8 @@ class Transformer(nn.Module):
         self.mlm_head = MaskedLMHead(c) if c.mlm_head else None  # read by the logit lens only, not by forward()
         # RoPE's angles, computed once per pass and handed to every decoder layer (no weights: a buffer)
         self.rotary = RotaryEmbedding(c) if c.positional == "rotary" else None
+        # Gemma 3: the sliding-window layers turn q and k by a table of their own (rope_local_theta)
+        self.rotary_local = RotaryEmbedding(c, local=True) if c.rope_local_theta is not None else None
         if self.mlm_head is not None and c.tie_output:
             self.mlm_head.proj.weight = self.src_embed.tokens.weight
         self.reset_parameters()
@@ -201,7 +218,7 @@ class Transformer(nn.Module):
         bias = self._position_bias(self.encoder, s, s)  # (h, S, S) or None
         for layer in self.encoder:
             x = layer(x, mask, bias)
-        return _final_norm(self.encoder_norm, x, "encoder", "src_pos", self.config.norm)
+        return _final_norm(self.encoder_norm, x, "encoder", "src_pos", norm_kind(self.config))
 
     def decode(
         self,
@@ -238,11 +255,13 @@ class Transformer(nn.Module):
         pure_causal = causal and tgt_pad is None and offset == 0 and t > 1  # exactly the causal triangle
         bias = self._position_bias(self.decoder, t, offset + t, offset)  # (h, T, T_past + T) or None
         rope = self.rotary(t, offset) if self.rotary is not None else None  # (cos, sin), each (T, d_rot)
+        rope_local = self.rotary_local(t, offset) if self.rotary_local is not None else None  # Gemma 3's local θ
         for i, layer in enumerate(self.decoder):
             local = cut and self.config.windowed(i)  # this layer's queries see the last `window` keys only
+            angles = rope_local if self.config.local_rope(i) else rope
             x = layer(x, memory, window_mask if local else self_mask, cross, cache[i] if cache is not None else None,
-                      pure_causal and not local, bias, rope)  # fmt: skip
-        return _final_norm(self.decoder_norm, x, "decoder", "tgt_pos", self.config.norm)
+                      pure_causal and not local, bias, angles)  # fmt: skip
+        return _final_norm(self.decoder_norm, x, "decoder", "tgt_pos", norm_kind(self.config))
 
     def forward(
         self,

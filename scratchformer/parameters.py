@@ -233,8 +233,12 @@ def _norm(c: _Counter, key: str, path: str, what: str) -> None:
             note = "γ of the RMSNorm after the whole stack (not in the paper); RMSNorm has no β"
         else:
             note = "RMSNorm's γ (scale), one per feature; RMSNorm has no β"
-            if not key.endswith(".norm"):
+            if key.endswith(".post_norm"):
+                note = "the γ of the RMSNorm after the sublayer (a sandwich's second norm), one per feature"
+            elif not key.endswith(".norm"):
                 note += "; the residual add has none"
+        if c.config.rmsnorm_plus_one:
+            note += "; it scales by (1 + γ)"
         c.block(key, [path], d, f"d_model = {d}", note)
         return
     c.block(key, [path], 2 * d, f"2·d_model = 2·{d} = {_n(2 * d)}", what)
@@ -301,6 +305,9 @@ def _layer(c: _Counter, stack: str, i: int, layer: nn.Module) -> None:
         elif c.config.norm_first:  # pre-LN: the diagram's "LayerNorm" block before the sublayer, then "Add"
             _norm(c, f"{key}.norm", f"{key}.norm", "LayerNorm's γ (scale) and β (shift), one each per feature")
             parts.append(f"{key}.norm")
+            if c.config.post_norm:  # Gemma 2 and 3: the norm after the sublayer, a block of its own
+                _norm(c, f"{key}.post_norm", f"{key}.post_norm", "LayerNorm's γ and β after the sublayer")
+                parts.append(f"{key}.post_norm")
             c.block(key, [], 0, "0", "the residual add has no parameters")
         else:
             _norm(c, key, f"{key}.norm", _ADD_NORM_NOTE)

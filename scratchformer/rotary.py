@@ -24,10 +24,15 @@ from torch import nn
 from .config import TransformerConfig
 
 
-def inverse_frequencies(config: TransformerConfig) -> torch.Tensor:
-    """(d_rot / 2,) float32: ω_i = θ^(−2i/d_rot), stretched as config.rope_scaling says."""
+def inverse_frequencies(config: TransformerConfig, local: bool = False) -> torch.Tensor:
+    """(d_rot / 2,) float32: ω_i = θ^(−2i/d_rot), stretched as config.rope_scaling says. `local`: the table of
+    the sliding-window layers of a model that gives them a base of their own (Gemma 3's rope_local_theta), which
+    is never stretched."""
     d_rot = config.d_rotary
-    omega = 1.0 / (config.rope_theta ** (torch.arange(0, d_rot, 2, dtype=torch.float32) / d_rot))  # (d_rot/2,)
+    theta = config.rope_local_theta if local else config.rope_theta
+    omega = 1.0 / (theta ** (torch.arange(0, d_rot, 2, dtype=torch.float32) / d_rot))  # (d_rot/2,)
+    if local:
+        return omega
     if config.rope_scaling == "linear":  # every position divided by the factor: every angle slower alike
         return omega / config.rope_factor
     if config.rope_scaling == "llama3":
@@ -55,10 +60,10 @@ class RotaryEmbedding(nn.Module):
     """The angles of every position: cos and sin of pos · ω_i, each (T, d_rot) with the d_rot/2 frequencies
     written twice (for dimension i and its partner i + d_rot/2)."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, local: bool = False) -> None:
         super().__init__()
         self.d_rot = config.d_rotary
-        self.register_buffer("inv_freq", inverse_frequencies(config), persistent=False)  # (d_rot/2,)
+        self.register_buffer("inv_freq", inverse_frequencies(config, local), persistent=False)  # (d_rot/2,)
 
     def forward(self, n: int, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, sin), each (n, d_rot), for positions offset … offset + n − 1."""

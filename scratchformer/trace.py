@@ -36,6 +36,8 @@ KINDS = (
     "position_bias", "ffn_gate", "output_scale", "rotary", "qk_norm",
     # a mixture of experts' router: one number per token and expert (scratchformer.moe)
     "router",
+    # Gemma 2's soft-capping c·tanh(x / c), of the attention scores before the mask and of the final logits
+    "softcap",
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")

@@ -203,8 +203,10 @@ def rotary(c: Ctx) -> Facts:
     d_rot = cfg.d_rotary
     from ..rotary import inverse_frequencies  # the model's own frequencies, scaling included
 
-    omega = inverse_frequencies(cfg).double()  # (d_rot/2,)
-    values = {"which": PHRASES[f"rotary.{which}"], "theta": Num(cfg.rope_theta), "d_rot": Count(d_rot),
+    local = cfg.local_rope(c.step.layer)  # Gemma 3's sliding-window layers turn by a base of their own
+    omega = inverse_frequencies(cfg, local).double()  # (d_rot/2,)
+    theta = cfg.rope_local_theta if local else cfg.rope_theta
+    values = {"which": PHRASES[f"rotary.{which}"], "theta": Num(theta), "d_rot": Count(d_rot),
               "half": Count(d_rot // 2), "fast": Num(omega[0].item()), "slow": Num(omega[-1].item()),
               "fast_period": Num(2 * math.pi / omega[0].item()), "slow_period": Num(2 * math.pi / omega[-1].item()),
               "rot_clause": PHRASES["rotary.partial"].format(d_rot=Count(d_rot), d_k=Count(cfg.d_head))
@@ -224,7 +226,7 @@ def qk_norm(c: Ctx) -> Facts:
               "min_len": Num(lengths.min().item()), "max_len": Num(lengths.max().item()),
               "n_vectors": Count(lengths.numel())}  # fmt: skip
     values.update(_lengths(c, before))
-    return Facts("qk_norm", values, [(before, "unnormed")])
+    return Facts("qk_norm", values, [(before, "unnormed")], ["plus_one"] if cfg.rmsnorm_plus_one else [])
 
 
 def scores(c: Ctx) -> Facts:
@@ -244,7 +246,30 @@ def scaled_scores(c: Ctx) -> Facts:
         return Facts("scaled_scores.none", values, [(before, "scores")])
     if before is not None:
         values.update(std_before=finite_std(c.item(before)), std_after=finite_std(c.item()))
+    if c.config.attn_scale_dim is not None:  # Gemma 2 and 3: √s instead of √d_k
+        s = c.config.attn_scale_dim
+        values.update(s=Num(s), sqrt_s=math.sqrt(s))
+        return Facts("scaled_scores.custom", values, [(before, "scores")])
     return Facts("scaled_scores", values, [(before, "scores")])
+
+
+def softcap(c: Ctx) -> Facts:
+    """Gemma 2's soft-capping c·tanh(x / c): of the scaled scores before the mask, or of the final logits."""
+    before = c.previous()  # the scaled scores, or the raw logits
+    after = c.item()
+    if c.step.stack == "generator":
+        cfg = c.config
+        values = {"cap": Num(cfg.final_softcap), "tok": c.label("tgt_pos", after.shape[0] - 1)}
+        row, raw = after[-1], c.item(before)[-1]  # (vocab,) each, the last position
+        top = int(raw.argmax().item())
+        values.update(max_before=Num(raw[top].item()), max_after=Num(row[top].item()), top_tok=c.id_label(top),
+                      min_before=Num(raw.min().item()), min_after=Num(row.min().item()))  # fmt: skip
+        return Facts("softcap.logits", values, [(before, "uncapped")])
+    values = _attention_values(c)
+    head, raw = after[0], c.item(before)[0]  # (n_q, n_k): head 1
+    values.update(cap=Num(c.config.attn_softcap), max_before=Num(raw.max().item()), max_after=Num(head.max().item()),
+                  min_before=Num(raw.min().item()), min_after=Num(head.min().item()))  # fmt: skip
+    return Facts("softcap", values, [(before, "uncapped")])
 
 
 def position_bias(c: Ctx) -> Facts:
@@ -298,7 +323,9 @@ def masked_scores(c: Ctx) -> Facts:
     values = _attention_values(c)
     n_blocked = int(torch.isneginf(c.item()[0]).sum().item())
     values["n_blocked"] = Count(n_blocked)
-    links = [(c.sibling("scaled_scores"), "scaled"), (c.sibling("mask"), "mask")]
+    capped = c.sibling("capped_scores")  # Gemma 2: the mask is added to the soft-capped scores
+    links = [(capped, "capped") if capped is not None else (c.sibling("scaled_scores"), "scaled"),
+             (c.sibling("mask"), "mask")]  # fmt: skip
     bias = c.sibling("position_bias")
     if bias is not None:  # T5: S + B + M
         return Facts("masked_scores.bias_none" if n_blocked == 0 else "masked_scores.bias", values,
@@ -369,12 +396,14 @@ def dropout(c: Ctx) -> Facts:
 def residual(c: Ctx) -> Facts:
     first = next(s for s in c.trace if s.sublayer == c.step.sublayer)  # this Add & Norm's first step
     sub_out = c.trace[first.index - 1] if first.index > 0 else None
-    x = c.sublayer_input(sub_out.sublayer) if sub_out is not None else None
+    post = sub_out is not None and sub_out.name.endswith(".post_norm")  # Gemma's sandwich: added after a norm
+    inner = c.trace[sub_out.index - 1] if post else sub_out  # the sublayer's own output
+    x = c.sublayer_input(inner.sublayer) if inner is not None else None
     pre_norm = x is not None and x.kind == "layer_norm" and x.sublayer.endswith(".norm")
     if pre_norm:  # pre-LN: the sublayer read LayerNorm(x); the residual adds x itself, the step before the norm
         x = c.trace[x.index - 1] if x.index > 0 else None
-    key = "residual.pre" if pre_norm else "residual"
-    if sub_out is None or sub_out.kind not in ("projection", "ffn_out") or sub_out.shape != c.step.shape:
+    key = "residual.sandwich" if post else "residual.pre" if pre_norm else "residual"
+    if inner is None or inner.kind not in ("projection", "ffn_out") or sub_out.shape != c.step.shape:
         sub_out = x = None  # the trace lacks the sublayer's output
     links = [(sub_out, "sublayer"), (x, "x")]
     if sub_out is None or x is None or x.shape != c.step.shape:
@@ -390,6 +419,8 @@ def layer_norm(c: Ctx) -> Facts:
     rms = c.config.norm == "rmsnorm" and c.step.stack not in ("src_embed", "tgt_embed")
     if c.step.name.endswith("final_norm.out"):
         key, before, link = "layer_norm.rms_final" if rms else "layer_norm.final", c.previous(), "before"
+    elif c.step.name.endswith(".post_norm"):  # a sandwich's second norm: the sublayer's output, before the add
+        key, before, link = "layer_norm.rms_post", c.previous(), "before"
     elif c.step.sublayer.endswith(".norm"):  # pre-LN (norm_first): the norm before a sublayer
         key, before, link = "layer_norm.rms_pre" if rms else "layer_norm.pre", c.previous(), "before"
     elif c.step.stack in ("src_embed", "tgt_embed"):
@@ -412,7 +443,7 @@ def layer_norm(c: Ctx) -> Facts:
     if rms:
         values.update(rms_out=Num(_rms(out[0]).item()), avg_rms_out=Num(_rms(out).mean().item()))
         link = "before_rms" if link == "before" else link
-    return Facts(key, values, [(before, link)])
+    return Facts(key, values, [(before, link)], ["plus_one"] if rms and c.config.rmsnorm_plus_one else [])
 
 
 def _rms(x: torch.Tensor) -> torch.Tensor:
@@ -474,7 +505,8 @@ def ffn_out(c: Ctx) -> Facts:
     attn = 2 * d * inner + 2 * d * kv + (inner + 2 * kv if qkv_bias else 0) + (d if bias else 0)
     attn += {"head": 2 * cfg.d_head, "full": inner + kv}.get(cfg.qk_norm, 0)
     norm = d if cfg.norm == "rmsnorm" else 2 * d
-    layer = ffn + n_attn * attn + (n_attn + 1) * norm  # attention, FFN, one norm per sublayer
+    norms = (n_attn + 1) * (2 if cfg.post_norm else 1)  # one norm per sublayer, two in a sandwich
+    layer = ffn + n_attn * attn + norms * norm  # attention, FFN and their norms
     if cfg.relative_buckets and c.step.layer == 0:
         layer += cfg.relative_buckets * cfg.n_heads  # the relative position bias table of the first layer
     values = {"ffn_params": Count(ffn), "ffn_share": pct(ffn / layer), "ffn_formula": formula, "ffn_parts": parts}
@@ -594,6 +626,7 @@ def logits(c: Ctx) -> Facts:
         links.append((c.earlier("tgt_embed.lookup"), "table"))
     notes = ["output_scale"] if cfg.scale_decoder_output else []
     notes += ["logits_bias"] if cfg.final_logits_bias else []
+    notes += ["capped_logits"] if cfg.final_softcap else []
     return Facts("logits" if cfg.tie_output else "logits.untied", values, links, notes)
 
 
@@ -607,7 +640,7 @@ def probabilities(c: Ctx) -> Facts:
         values["first_clause"] = PHRASES["first_clause"].format(
             first=c.label("tgt_pos", 0), first_top=c.id_label(int(top[0].item())), first_p=Num(top_p[0].item())
         )
-    return Facts("probabilities", values, [(c.sibling("logits"), "logits")])
+    return Facts("probabilities", values, [(c.sibling("capped") or c.sibling("logits"), "logits")])
 
 
 FACTS: dict[str, Callable[[Ctx], Facts]] = {
@@ -617,7 +650,7 @@ FACTS: dict[str, Callable[[Ctx], Facts]] = {
     "projection": projection, "dropout": dropout, "residual": residual, "layer_norm": layer_norm,
     "ffn_hidden": ffn_hidden, "ffn_out": ffn_out, "logits": logits, "probabilities": probabilities,
     "position_bias": position_bias, "ffn_gate": ffn_gate, "output_scale": output_scale, "rotary": rotary,
-    "qk_norm": qk_norm, "router": router,
+    "qk_norm": qk_norm, "router": router, "softcap": softcap,
 }  # fmt: skip
 
 

@@ -214,6 +214,14 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "d_k = {d_k}, so the paper would divide every score by √{d_k} = {sqrt_dk:.2f}; here the scores "
                    "keep their standard deviation of {std}.",
     },
+    "scaled_scores.custom": {
+        "what": "Every score of the {h} heads' {n_q} × {n_k} maps is divided by √s = √{s} = {sqrt_s:.2f}, a number "
+                "the model sets (Gemma's query_pre_attn_scalar), instead of the paper's √d_k = √{d_k}.",
+        "why": "The paper divides by √d_k so that wide heads do not saturate the softmax. Gemma 2 and 3 choose the "
+               "divisor themselves, so the scores' scale is tied to a fixed s rather than to each head's width.",
+        "numbers": "Every score is divided by √{s} = {sqrt_s:.2f} (√d_k would be {sqrt_dk:.2f}); the scores' "
+                   "standard deviation went from {std_before} to {std_after}.",
+    },
     "scaled_scores.plain": {
         "numbers": "d_k = {d_k} (d_model / h = {d_model} / {h}), so every score is divided by √{d_k} = "
                    "{sqrt_dk:.2f}; the scaled scores have standard deviation {std}.",
@@ -364,6 +372,13 @@ TEXTS: dict[str, dict[str, str]] = {
                "layers; putting the norm before each sublayer is what lets very deep stacks train without warm-up. "
                "A final {norm_name} after the stack brings the vectors back to a steady scale.",
     },
+    "residual.sandwich": {
+        "what": "Sandwich norms (Gemma 2 and 3, a departure from the paper): the sublayer read {norm_name}(x), its "
+                "output went through a second {norm_name} of its own, and that is added back to x itself, for "
+                "{each_position} ({n_pos} × {d_model}).",
+        "why": "The norm after the sublayer brings what it adds to a steady size, so no sublayer can swamp the "
+               "residual stream; the norm before it keeps its input steady, and x flows past both untouched.",
+    },
     "residual.plain": {"numbers": "The sum has std {std} and ranges from {min} to {max}."},
     "layer_norm": {
         "what": "LayerNorm rescales the vector of {each_position} on its own: subtract the vector's mean over "
@@ -420,6 +435,17 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after; its mean is "
                    "{mu_out}, not 0, since nothing is centred. Over {all_positions} the average root mean square "
                    "goes from {avg_rms_in} to {avg_rms_out} (ε = {eps:g}; the learned γ can move it away from 1).",
+    },
+    "layer_norm.rms_post": {
+        "what": "Post-norm (the second half of Gemma 2 and 3's sandwich, a departure from the paper): the sublayer's "
+                "output for {each_position} is divided by its root mean square √(mean(x²) + ε) over its {d_model} "
+                "numbers and scaled by a learned γ before it is added to the residual stream.",
+        "why": "However large a sublayer's output grows, what it adds to x arrives at a steady size, so no layer "
+               "can drown out the ones before it; with the norm before the sublayer too, each sublayer sits between "
+               "two norms.",
+        "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after. Over "
+                   "{all_positions} the average root mean square goes from {avg_rms_in} to {avg_rms_out} "
+                   "(ε = {eps:g}; the learned γ can move it away from 1).",
     },
     "layer_norm.rms_final": {
         "what": "One more RMSNorm after the last {stack} layer, applied to the vector of {each_position}: divided by "
@@ -624,6 +650,26 @@ TEXTS: dict[str, dict[str, str]] = {
                "few experts the router picked for it, mixed by how much the router trusts each.",
         "numbers": "For {tok}: {sum_expr}; its first number is {first_expr} = {out0}.",
     },
+    "softcap": {
+        "what": "Soft-capping (Gemma 2, a departure from the paper): every scaled score s of the {h} heads' "
+                "{n_q} × {n_k} maps becomes {cap}·tanh(s / {cap}), squeezed into (−{cap}, {cap}) before the mask "
+                "is added.",
+        "why": "Near 0, c·tanh(s / c) ≈ s, so ordinary scores pass almost unchanged, while a score racing towards "
+               "a huge value is held below c. The softmax then cannot pour a whole row's weight onto one key just "
+               "because one score grew without bound, which keeps training stable.",
+        "numbers": "In head 1 the largest score, {max_before}, became {max_after}, and the smallest, {min_before}, "
+                   "became {min_after}.",
+    },
+    "softcap.logits": {
+        "what": "Soft-capping of the logits (Gemma 2 and 3, a departure from the paper): every score l of the "
+                "{vocab}-token vocabulary, for {each_position}, becomes {cap}·tanh(l / {cap}), squeezed into "
+                "(−{cap}, {cap}) before the softmax.",
+        "why": "Small logits pass nearly unchanged while large ones are held below c, so no token's probability "
+               "can run off towards 1 on one huge logit. The tokens keep their order; only how sure the model is "
+               "changes.",
+        "numbers": "At the last position ({tok}) the highest logit, {max_before} for {top_tok}, became "
+                   "{max_after}; the lowest, {min_before}, became {min_after}.",
+    },
     # ---------------------------------------------------------------- anything else
     "step": {
         "what": "This step computes {formula}, a tensor of shape {shape}.",
@@ -728,6 +774,9 @@ NOTES: dict[str, str] = {
                    "paper).",
     "positional_none": "This model adds no positional encoding (positional = none, a departure from the paper).",
     "output_scale": "The decoder output was multiplied by d_model^-0.5 first (T5 v1.0).",
+    "plus_one": "This model's RMSNorm multiplies by (1 + γ) rather than γ (Gemma): the stored γ is an offset from 1, "
+                "0 at the start of training, and the product is taken in float32.",
+    "capped_logits": "The softmax reads these logits after soft-capping (the next step).",
 }
 
 # The short text of a link from a step to an earlier one it uses.
@@ -756,6 +805,8 @@ LINKS: dict[str, str] = {
     "dropped": "the values dropout acts on",
     "before": "the vectors before this LayerNorm",
     "before_rms": "the vectors before this RMSNorm",
+    "uncapped": "the values before soft-capping",
+    "capped": "the soft-capped scores the mask is added to",
     "logits": "the scores this softmax reads",
     "decoder_out": "the decoder output scored here",
     "table": "the embedding table reused as the output matrix",

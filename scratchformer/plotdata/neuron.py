@@ -94,6 +94,12 @@ class NeuronPair:
     key_labels: list[str]  # one per key position
     kv_head: int | None = None  # the key/value head this query head reads, when heads are shared (GQA)
     rotated: bool = False  # q and k are the rotated ones (RoPE): the score reads those
+    capped: float | None = None  # Gemma 2: the scaled score soft-capped, c·tanh(s / c), before the mask
+
+    @property
+    def own_root(self) -> bool:
+        """Whether the model divides by a number of its own (Gemma's √query_pre_attn_scalar), not √d_k."""
+        return self.root is not None and not np.isclose(self.root, np.sqrt(len(self.q)))
 
     @property
     def product(self) -> np.ndarray:
@@ -127,7 +133,12 @@ def neuron_pair(trace: Trace, pick: AttentionPick, key: int) -> NeuronPair:
     score = float(q @ k)
     raw, scaled = _item(trace, f"{name}.scores", b), _item(trace, f"{name}.scaled_scores", b)
     root = float(np.sqrt(len(q)))  # the model divided by √d_k when the trace's scaled scores are its scores / √d_k
-    root = root if raw is None or scaled is None or np.allclose(raw[h, i] / root, scaled[h, i], rtol=1e-5) else None
+    if raw is not None and scaled is not None and not np.allclose(raw[h, i] / root, scaled[h, i], rtol=1e-5):
+        big = int(np.argmax(np.abs(raw[h, i])))  # a divisor of the model's own (Gemma's √s), read off the trace
+        ratio = float(raw[h, i, big] / scaled[h, i, big]) if scaled[h, i, big] else 0.0
+        fits = ratio > 0 and not np.isclose(ratio, 1.0) and np.allclose(raw[h, i] / ratio, scaled[h, i], rtol=1e-5)
+        root = ratio if fits else None  # None: the model does not divide (T5)
+    capped_step = _item(trace, f"{name}.capped_scores", b) if trace.find(f"{name}.capped_scores") else None
     bias_step = _item(trace, f"{name}.position_bias", b) if trace.find(f"{name}.position_bias") else None
     bias = None
     if bias_step is not None:  # (head, queries, keys), shared by the batch
@@ -138,7 +149,8 @@ def neuron_pair(trace: Trace, pick: AttentionPick, key: int) -> NeuronPair:
     weights = _item(trace, f"{name}.weights", b)[h, i]  # (keys,)
     return NeuronPair(pick, j, q, k, score, score / root if root else score, root, bias, mask, row, weights,
                       _label(trace, q_dim, i, b), _labels(trace, k_dim, len(row), b),
-                      g if k_all.shape[0] != q_all.shape[0] else None, q_name.endswith("_rotated"))  # fmt: skip
+                      g if k_all.shape[0] != q_all.shape[0] else None, q_name.endswith("_rotated"),
+                      float(capped_step[h, i, j]) if capped_step is not None else None)  # fmt: skip
 
 
 def _scored(trace: Trace, sublayer: str, which: str) -> str:
@@ -182,7 +194,8 @@ def neuron_heatmaps(pair: NeuronPair) -> list[Heatmap]:
     prod = pair.product
     product = _row_map(prod[None, :], dims, "q⊙k", "d_head", _symmetric(prod), DIVERGING,
                        f"q{i} ⊙ k{j}: the products, summing to {pair.score:.4g}", p)
-    scale = f" / √{len(pair.q)}" if pair.root else ""
+    scale = (f" / {pair.root:.4g}" if pair.own_root else f" / √{len(pair.q)}") if pair.root else ""
+    scale += ", capped" if pair.capped is not None else ""
     scores = _row_map(pair.row[None, :], pair.key_labels, f"q{i}·k", "key", _symmetric(pair.row), DIVERGING,
                       f"Row {i}'s scores q·k{scale}{' + B' if pair.bias is not None else ''} + M", p,
                       {"selected": j})  # fmt: skip
@@ -206,10 +219,15 @@ def neuron_summary(pair: NeuronPair, top: int = 3) -> str:
     if pair.kv_head is not None:
         lines.insert(0, f"query head {pair.pick.head + 1} reads key/value head {pair.kv_head + 1} (grouped-query "
                         "attention: it shares those keys with the other heads of its group)")
-    if pair.root:
+    if pair.own_root:
+        lines.append(f"÷ √s = ÷ {pair.root:.4f} (a divisor the model sets in place of √d_k = √{d}) → "
+                     f"{pair.scaled:.4f}")
+    elif pair.root:
         lines.append(f"÷ √d_k = ÷ √{d} = ÷ {pair.root:.4f} → {pair.scaled:.4f}")
     else:
         lines.append("this model does not divide by √d_k (T5 folds the factor into its weights)")
+    if pair.capped is not None:
+        lines.append(f"soft-capped, c·tanh(s / c) → {pair.capped:.4f}")
     if pair.bias is not None:
         lines.append(f"+ relative position bias B = {pair.bias:+.4f}")
     if np.isneginf(pair.mask):

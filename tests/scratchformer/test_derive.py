@@ -41,6 +41,13 @@ FAMILIES = {
                      positional="rotary", scale_embedding=False, n_kv_heads=2, ffn_gated=True, activation="silu",
                      linear_bias=False, tie_output=False, n_experts=4, experts_per_token=2, d_expert=24,
                      moe_layers=[1], moe_renormalize=False),
+    # Gemma 2 and 3 together: sandwich norms with (1 + γ), soft-capped scores and logits, √s instead of √d_k, a
+    # local layer with a window and a rotary base of its own, QK-norm, GeGLU, the rounded √d_model
+    "gemma_like": dict(n_encoder_layers=0, norm_first=True, post_norm=True, final_layer_norm=True, norm="rmsnorm",
+                       rmsnorm_plus_one=True, positional="rotary", round_embed_scale=True, n_kv_heads=2, d_kv=6,
+                       qk_norm="head", ffn_gated=True, activation="gelu_tanh", linear_bias=False, attn_scale_dim=10.0,
+                       attn_softcap=1.5, final_softcap=2.0, sliding_window=3, sliding_layers=[0],
+                       rope_local_theta=100.0),
 }  # fmt: skip
 
 
@@ -127,7 +134,7 @@ def check_every_step(bundle, trace, cells_per_step=3, seed=0):
 def test_every_step_of_en_hi_recomputes_from_the_inputs_it_names(en_hi):
     kinds = check_every_step(*en_hi)
     assert kinds == set(KINDS) - {"dropout", "position_bias", "ffn_gate", "output_scale", "rotary", "qk_norm",
-                                     "router"}
+                                     "router", "softcap"}
 
 
 def test_every_family_recomputes(family):
@@ -159,7 +166,8 @@ def test_a_training_run_derives_through_every_dropout(en_hi, name):
     check_every_step(bundle, trace, cells_per_step=3)
     residual = "decoder.0.add_norm1.residual" if decoder_only else "encoder.0.add_norm1.residual"
     d = derive.compute(bundle, trace, residual, (0, 1, 2))
-    assert d.formula == "x + Dropout(Sublayer(x))" and d.terms[1].label.endswith(".add_norm1.dropout)")
+    added = "PostNorm(Sublayer(x))" if bundle.config.post_norm else "Sublayer(x)"  # Gemma's sandwich
+    assert d.formula == f"x + Dropout({added})" and d.terms[1].label.endswith(".add_norm1.dropout)")
     d = derive.compute(bundle, trace, f"{ffn}.out", (0, 1, 2))
     assert all(cell.step == f"{ffn}.dropout" for cell in d.inputs if cell.step is not None)
     kept = trace[f"{ffn}.dropout"].tensor

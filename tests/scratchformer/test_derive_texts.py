@@ -60,7 +60,7 @@ FORMULA_SYMBOLS = {  # what each kind's formula must show, in the paper's notati
     "projection": "W^O", "residual": "Sublayer(x)", "layer_norm": "γ[d]", "ffn_hidden": "act(",
     "ffn_out": "W_2", "logits": "W_vocab", "probabilities": "exp(logit_v)", "ffn_gate": "[f]",
     "position_bias": "bucket(j − i)", "output_scale": "d_model^-0.5", "dropout": "1 − p",
-    "rotary": "x[e]", "qk_norm": "γ[d]", "router": "[e]",
+    "rotary": "x[e]", "qk_norm": "γ[d]", "router": "[e]", "softcap": "tanh(",
 }  # fmt: skip
 
 
@@ -88,7 +88,8 @@ def test_every_formula_is_written_in_the_papers_notation_and_every_step_has_a_no
             assert FORMULA_SYMBOLS[step.kind] in d.formula, (step.name, d.formula)
             if step.kind == "residual":  # x + Sublayer(x), or x + Dropout(Sublayer(x)) in a training run
                 dropped = trace.find(step.name.replace(".residual", ".dropout")) is not None
-                assert d.formula == ("x + Dropout(Sublayer(x))" if dropped else "x + Sublayer(x)"), step.name
+                added = "PostNorm(Sublayer(x))" if bundle.config.post_norm else "Sublayer(x)"  # Gemma's sandwich
+                assert d.formula == (f"x + Dropout({added})" if dropped else f"x + {added}"), step.name
             # an unmasked score has nothing to add, and neither has T5's output scaling
             assert d.note or step.kind in ("masked_scores", "output_scale"), step.name
             assert all(t.label for t in d.terms), (step.name, d.terms)
@@ -377,7 +378,7 @@ FORMULAS = {
     "embedding": {"E[x][d] = E[id, d]", "E[x] · √d_model"},
     "positional_encoding": {SINUSOID, "P[pos, d] (a learned table)", "PE = 0",
                             "PE(pos, i) = sin(pos/10000^(2i/d_model)) for the first half, cos for the second"},
-    "input": {"E[x]", "E[x] + P[pos]", "E[x] + P[pos] + T[type]", "E[x]·√d_model + PE"},
+    "input": {"E[x]", "E[x] + P[pos]", "E[x] + P[pos] + T[type]", "E[x]·√d_model + PE", "E[x]·√d_model"},
     "qkv": {"Q[i, u] = Σ_d x[i, d]·W[u, d] + b[u]", "[K V][j, u] = Σ_d x_enc[j, d]·W[u, d] + b[u]",
             "[Q K V][i, u] = Σ_d x[i, d]·W[u, d] + b[u]"},
     # q's columns come first in a fused projection; k's too in cross-attention's [K V]; v's never
@@ -389,24 +390,26 @@ FORMULAS = {
     "rotary": {"x'[e] = x[e]·cos(pos·ω_i) − x[e + d/2]·sin(pos·ω_i),  ω_i = θ^(−2i/d_rot)",
                "x'[e] = x[e]·cos(pos·ω_i) + x[e − d/2]·sin(pos·ω_i),  ω_i = θ^(−2i/d_rot)",
                "x'[e] = x[e] (past the rotating dimensions)"},
-    "qk_norm": {"RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)"},
+    "qk_norm": {"RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)", "RMSNorm(z)[d] = (1 + γ[d])·z[d]/√(mean(z²) + ε)"},
     "scores": {"S[i, j] = q_i · k_j = Σ_e q_i[e]·k_j[e]"},
-    "scaled_scores": {"S[i, j] / √d_k", "S (no ÷ √d_k)"},
+    "scaled_scores": {"S[i, j] / √d_k", "S (no ÷ √d_k)", "S[i, j] / √s  (√s in place of √d_k)"},
+    "softcap": {"c·tanh(x / c)"},
     "position_bias": {"B[h, i, j] = b_h[bucket(j − i)]"},
     "mask": {"M[i, j] = 0 if query i may see key j, else −∞"},
-    "masked_scores": {"S/√d_k + M", "S + M", "S + B + M"},
+    "masked_scores": {"S/√d_k + M", "S + M", "S + B + M", "c·tanh(S/c) + M"},
     "attention_weights": {"A[i, j] = exp(s_ij) / Σ_k exp(s_ik)"},
     "context": {"head[i, e] = Σ_j A[i, j]·v_j[e]"},
     "concat": {"Concat[i, u] = head_(u div d_k)[i, u mod d_k]"},
     "projection": {"MultiHead[i, u] = Σ_d Concat[i, d]·W^O[u, d] + b^O[u]"},
     "dropout": {"Dropout(x) = 0 with probability p, else x/(1 − p)"},
-    "residual": {"x + Sublayer(x)", "x + Dropout(Sublayer(x))"},
-    "layer_norm": {"LayerNorm(z)[d] = γ[d]·(z[d] − μ)/√(σ² + ε) + β[d]", "RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)"},
+    "residual": {"x + Sublayer(x)", "x + Dropout(Sublayer(x))", "x + PostNorm(Sublayer(x))"},
+    "layer_norm": {"LayerNorm(z)[d] = γ[d]·(z[d] − μ)/√(σ² + ε) + β[d]", "RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)",
+                   "RMSNorm(z)[d] = (1 + γ[d])·z[d]/√(mean(z²) + ε)"},
     "ffn_hidden": {f"hidden[f] = act(Σ_d x[d]·W_1[f, d] + b_1[f]),  act(z) = {a}"
                    for a in ("max(0, z)", GELU, GELU_TANH)}
                   | {"hidden[f] = act(x W_1)[f] · (x V)[f]"},
     "ffn_gate": {"gate[f] = act(Σ_d x[d]·W_1[f, d] + b_1[f]),  act(z) = z·σ(z) = z/(1 + e^−z)",
-                 "linear[f] = Σ_d x[d]·V[f, d]"},
+                 f"gate[f] = act(Σ_d x[d]·W_1[f, d] + b_1[f]),  act(z) = {GELU_TANH}", "linear[f] = Σ_d x[d]·V[f, d]"},
     "ffn_out": {"FFN(x)[u] = Σ_f hidden[f]·W_2[u, f] + b_2[u]",
                 # a mixture of experts: one chosen expert's output, and their weighted sum
                 "FFN_e(x)[u] = Σ_f hidden_e[f]·W_2^e[u, f],  hidden_e = act(x W_1^e) ⊙ x V^e,  e = the token's j-th "
@@ -424,7 +427,8 @@ FORMULAS = {
 TERM_LABELS = {
     "scaled_scores": ["S", "√d_k"], "output_scale": ["x", "d_model^-0.5"],
     "masked_scores": {"S/√d_k + M": ["S/√d_k", "M"], "S + M": ["S", "M"],
-                      "S + B + M": ["S", "B (relative position bias)", "M"]},
+                      "S + B + M": ["S", "B (relative position bias)", "M"],
+                      "c·tanh(S/c) + M": ["c·tanh(S/c) (soft-capped)", "M"]},
     "layer_norm": {"L": ["z[d]", "μ", "σ²", "γ[d]", "β[d]"], "R": ["z[d]", "mean(z²)", "γ[d]"]},
 }  # fmt: skip
 
@@ -441,7 +445,8 @@ def test_each_formula_is_its_kinds_in_the_papers_notation_exactly(en_hi):
             if step.name.endswith(".scaled") and step.kind == "embedding":
                 assert labels == ["E[x]", "√d_model"], step.name
             if step.kind == "scaled_scores" and d.terms:
-                assert labels == TERM_LABELS["scaled_scores"], step.name
+                custom = bundle.config.attn_scale_dim is not None  # Gemma: √s in place of √d_k
+                assert labels == (["S", "√s"] if custom else TERM_LABELS["scaled_scores"]), step.name
             if step.kind == "output_scale":
                 assert labels == TERM_LABELS["output_scale"], step.name
             if step.kind == "masked_scores":

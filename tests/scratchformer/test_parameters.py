@@ -181,6 +181,7 @@ def test_pre_ln_counts_each_layernorm_in_its_own_block():
     dict(n_kv_heads=1, qk_norm="full", linear_bias=False, d_kv=6),  # OLMo 2-like, multi-query, h·d_k ≠ d_model
     dict(n_kv_heads=4, linear_bias=False, ffn_bias=True),  # no sharing, biases only in the feed-forward
     dict(n_kv_heads=4, parallel_residual=True, rotary_fraction=0.5),  # GPT-NeoX-like: one Add per layer
+    dict(n_kv_heads=2, linear_bias=False, qk_norm="head", post_norm=True, rmsnorm_plus_one=True),  # Gemma 2/3-like
 ])
 def test_modern_decoders_count_their_narrower_keys_norms_and_biases(options):
     cfg = TransformerConfig(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=0, n_decoder_layers=2,
@@ -196,6 +197,9 @@ def test_modern_decoders_count_their_narrower_keys_norms_and_biases(options):
             in attn.note
     assert ("QK-norm" in attn.note) == (cfg.qk_norm != "none")
     assert "rotary positions" in counts["tgt_embed.positional"].note and counts["tgt_embed.positional"].count == 0
+    if cfg.post_norm:  # the sandwich's second norm: a block of its own, counted in its layer
+        post = counts["decoder.0.add_norm1.post_norm"]
+        assert post.count == cfg.d_model and "after the sublayer" in post.note and "(1 + γ)" in post.note
 
 
 @pytest.mark.parametrize("options", [

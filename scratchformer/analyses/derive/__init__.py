@@ -44,6 +44,7 @@ RULES = {
     "projection": attn.output_projection,
     "rotary": attn.rotary,
     "qk_norm": attn.qk_norm,
+    "softcap": attn.softcap,
     "residual": stream.residual,
     "layer_norm": stream.norm,
     "ffn_hidden": stream.ffn_hidden,

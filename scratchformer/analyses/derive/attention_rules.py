@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ...attention import score_divisor
 from ...trace import Step
 from . import graph
 from .reader import Reader
@@ -120,6 +121,14 @@ def scaled_score(r: Reader, step: Step, index: tuple[int, ...], value: float, bu
     if not mha.scale:
         return dict(recomputed=s, formula="S (no ÷ √d_k)", expression=f"{num(s)} (unchanged)",
                     note="This model does not divide by √d_k (T5 folds the factor into its initialisation).")
+    if mha.scale is not True:  # Gemma 2 and 3: √s, s the model's query_pre_attn_scalar
+        root = score_divisor(mha.scale, mha.d_head)
+        out = s / root
+        return dict(recomputed=out, formula="S[i, j] / √s  (√s in place of √d_k)",
+                    expression=f"{paren(s)} / √{mha.scale:g} = {paren(s)} / {num(root)} = {num(out)}",
+                    terms=[Term("S", s), Term("√s", root)],
+                    note=f"This model divides by √s with s = {mha.scale:g} (its query_pre_attn_scalar) instead of "
+                         f"√d_k = √{mha.d_head}.")  # fmt: skip
     root = math.sqrt(mha.d_head)
     out = s / root
     return dict(recomputed=out, formula="S[i, j] / √d_k", expression=f"{paren(s)} / √{mha.d_head} = {paren(s)} / "
@@ -156,7 +165,11 @@ def mask(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) ->
 def masked_score(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
     """S/√d_k (+ B) + M."""
     b, h, i, j = index
-    terms = [Term("S/√d_k" if _attention(r, step).scale else "S", r.cell(f"{step.sublayer}.scaled_scores", index))]
+    if r.trace.find(f"{step.sublayer}.capped_scores") is not None:  # Gemma 2: the mask meets the capped scores
+        terms = [Term("c·tanh(S/c) (soft-capped)", r.cell(f"{step.sublayer}.capped_scores", index))]
+    else:
+        scaled = "S/√d_k" if _attention(r, step).scale else "S"
+        terms = [Term(scaled, r.cell(f"{step.sublayer}.scaled_scores", index))]
     if r.trace.find(f"{step.sublayer}.position_bias") is not None:
         terms.append(Term("B (relative position bias)", r.cell(f"{step.sublayer}.position_bias", (h, i, j))))
     terms.append(Term("M", r.cell(f"{step.sublayer}.mask", (b, i, j))))
@@ -254,6 +267,7 @@ def rotary(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) 
     before = f"{step.sublayer}.{which}_normed"
     before = before if r.trace.find(before) is not None else f"{step.sublayer}.{which}"
     d_rot, x = r.config.d_rotary, r.cell(before, index)
+    local = r.config.local_rope(step.layer)  # Gemma 3's sliding-window layers: a base of their own
     if e >= d_rot:
         return dict(recomputed=x, formula="x'[e] = x[e] (past the rotating dimensions)",
                     expression=f"{which}'[{e}] = {num(x)}", note=f"Only the first {d_rot} dimensions of each head "
@@ -262,7 +276,7 @@ def rotary(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) 
     i = e % half  # the pair's frequency index
     partner = e + half if e < half else e - half
     y = r.cell(before, (b, h, p, partner))
-    omega = float(inverse_frequencies(r.config)[i])
+    omega = float(inverse_frequencies(r.config, local)[i])
     angle = float(np.float32(p) * np.float32(omega))  # pos · ω in float32, as the model computes it
     c, s_ = math.cos(angle), math.sin(angle)
     sign = -1.0 if e < half else 1.0
@@ -294,8 +308,25 @@ def qk_norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle)
         at, over = h * mha.d_head + e, "all heads'"
     gamma = r.param_cell(f"{step.sublayer}.{which}_norm.weight", (at,))
     ms = float(np.mean(z * z))
-    out = gamma * float(z[at]) / math.sqrt(ms + norm.eps)
-    return dict(recomputed=out, formula="RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)",
-                expression=f"{paren(gamma)}·{paren(float(z[at]))}/√({num(ms)} + {num(norm.eps)}) = {num(out)}",
+    scale, g = (1.0 + gamma, "(1 + γ[d])") if norm.plus_one else (gamma, "γ[d]")  # Gemma 3: (1 + γ)
+    out = scale * float(z[at]) / math.sqrt(ms + norm.eps)
+    return dict(recomputed=out, formula=f"RMSNorm(z)[d] = {g}·z[d]/√(mean(z²) + ε)",
+                expression=f"{paren(scale)}·{paren(float(z[at]))}/√({num(ms)} + {num(norm.eps)}) = {num(out)}",
                 terms=[Term("z[d]", float(z[at])), Term("mean(z²)", ms), Term("γ[d]", gamma)],
                 note=f"The mean square runs over {over} {len(z)} numbers at position {p}; γ is learned.")
+
+
+def softcap(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
+    """Gemma 2's soft-capping, c·tanh(x / c): of a scaled score before the mask, or of a logit before the softmax."""
+    logits = step.stack == "generator"
+    before = "generator.logits" if logits else f"{step.sublayer}.scaled_scores"
+    cap = r.config.final_softcap if logits else r.config.attn_softcap
+    x = r.cell(before, index)
+    out = cap * math.tanh(x / cap)
+    what = "logit" if logits else "scaled score"
+    return dict(recomputed=out, formula="c·tanh(x / c)",
+                expression=f"{num(cap)}·tanh({paren(x)} / {num(cap)}) = {num(cap)}·{paren(math.tanh(x / cap))} = "
+                           f"{num(out)}",
+                terms=[Term(f"x ({what})", x), Term("c (the cap)", cap)],
+                note=f"Near 0 this is almost x itself; however large the {what} grows, the result stays between "
+                     f"−{num(cap)} and {num(cap)}.")  # fmt: skip

@@ -66,8 +66,9 @@ def residual_parts(trace: Trace, step: Step, norm_first: bool) -> tuple[Step, St
     Dropout(Sublayer(x)), the '<layer>.add_normK.dropout' step."""
     sub_out = next(s for s in reversed(trace.steps[: step.index]) if s.kind in ("projection", "ffn_out"))
     x = stream_before(trace, first_step_of(trace, sub_out.sublayer).index, side(step), norm_first)
-    dropped = trace.find(step.name.removesuffix(".residual") + ".dropout")
-    return x, dropped if dropped is not None else sub_out
+    name = step.name.removesuffix(".residual")
+    dropped, post = trace.find(f"{name}.dropout"), trace.find(f"{name}.post_norm")  # post: Gemma's sandwich
+    return x, dropped if dropped is not None else post if post is not None else sub_out
 
 
 def ffn_hidden(trace: Trace, ffn: str) -> str:
@@ -82,6 +83,8 @@ def norm_input(trace: Trace, step: Step, norm_first: bool) -> Step:
         return trace[name.replace(".layer_norm", ".sum")]
     if ".add_norm" in name and name.endswith(".out"):  # post-LN: the residual sum just before it
         return trace[name.replace(".out", ".residual")]
+    if name.endswith(".post_norm"):  # a sandwich's second norm: the sublayer's output just before it
+        return trace.steps[step.index - 1]
     return stream_before(trace, step.index, side(step), norm_first)  # pre-norm and the final norms
 
 
@@ -92,6 +95,8 @@ def norm_module(step: Step) -> str:
         return name
     if name.endswith(".final_norm.out"):
         return FINAL_NORM_MODULES[name[: -len(".out")]]
+    if name.endswith(".post_norm"):  # the step and its module share the name
+        return name
     return name.rsplit(".", 1)[0] + ".norm"  # '<layer>.add_normK.out' / '.norm' → '<layer>.add_normK.norm'
 
 

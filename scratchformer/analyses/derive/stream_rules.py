@@ -32,6 +32,8 @@ def residual(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle
     x, sub = r.cell(x_step.name, index), r.cell(sub_step.name, index)
     out = x + sub
     added = "Dropout(Sublayer(x))" if sub_step.kind == "dropout" else "Sublayer(x)"  # a training run drops some
+    if r.trace.find(step.name.removesuffix(".residual") + ".post_norm") is not None:  # Gemma's sandwich
+        added = added.replace("Sublayer(x)", "PostNorm(Sublayer(x))")
     return dict(recomputed=out, formula=f"x + {added}", expression=f"{paren(x)} + {paren(sub)} = {num(out)}",
                 terms=[Term(f"x ({x_step.name})", x), Term(f"{added} ({sub_step.name})", sub)],
                 note="The residual connection: the sublayer only adds a correction to what flows past it.")
@@ -62,12 +64,13 @@ def norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) ->
     eps = module.eps
     if not isinstance(module, nn.LayerNorm):  # RMSNorm
         ms = float(np.mean(z * z))
-        out = gamma * z[d] / math.sqrt(ms + eps)
-        return dict(recomputed=out, formula="RMSNorm(z)[d] = γ[d]·z[d]/√(mean(z²) + ε)",
-                    expression=f"{paren(gamma)}·{paren(z[d])}/√({num(ms)} + {num(eps)}) = {num(out)}",
+        scale, g = rms_gamma(module, gamma)  # γ, or Gemma's 1 + γ
+        out = scale * z[d] / math.sqrt(ms + eps)
+        return dict(recomputed=out, formula=f"RMSNorm(z)[d] = {g}·z[d]/√(mean(z²) + ε)",
+                    expression=f"{paren(scale)}·{paren(z[d])}/√({num(ms)} + {num(eps)}) = {num(out)}",
                     terms=[Term("z[d]", float(z[d])), Term("mean(z²)", ms), Term("γ[d]", gamma)],
                     note=f"RMSNorm rescales the {len(z)} numbers of this position to a root mean square of 1 "
-                         "(no mean subtracted, no β), then multiplies by the learned γ.")  # fmt: skip
+                         f"(no mean subtracted, no β), then multiplies by {g.replace('[d]', '')}, γ learned.")
     beta = r.param_cell(f"{path}.bias", (d,))
     mu, var = float(np.mean(z)), float(np.var(z))
     out = gamma * (z[d] - mu) / math.sqrt(var + eps) + beta
@@ -78,6 +81,13 @@ def norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) ->
                        Term("β[d]", beta)],
                 note=f"μ and σ² are the mean and variance of this position's {len(z)} numbers ({z_step.name}); "
                      "every position is normalised on its own, never across the batch.")  # fmt: skip
+
+
+def rms_gamma(module, gamma: float) -> tuple[float, str]:
+    """What an RMSNorm multiplies by, and how the formula writes it: γ[d], or (1 + γ[d]) for Gemma's (plus_one)."""
+    if getattr(module, "plus_one", False):
+        return 1.0 + gamma, "(1 + γ[d])"
+    return gamma, "γ[d]"
 
 
 def _ffn_input(r: Reader, step: Step) -> str:
@@ -162,7 +172,8 @@ def logits(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) 
 def probabilities(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
     """P(v) = exp(logit_v) / Σ_w exp(logit_w), over the whole vocabulary."""
     b, t, v = index
-    row = r.row("generator.logits", (b, t))
+    capped = r.trace.find("generator.capped") is not None  # Gemma 2: the softmax reads the soft-capped logits
+    row = r.row("generator.capped" if capped else "generator.logits", (b, t))
     top = float(row.max())
     exps = np.exp(row - top)
     denom = float(exps.sum())
