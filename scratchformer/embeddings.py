@@ -55,13 +55,17 @@ class Embeddings(nn.Module):
         if config.positional == "learned":
             self.positions = nn.Embedding(n_positions, d)
         elif config.positional in ("sinusoidal", "sinusoidal_halves"):
-            layout = "halves" if config.positional == "sinusoidal_halves" else "interleaved"
-            self.register_buffer("pe", sinusoidal_encoding(n_positions, d, layout), persistent=False)  # (L, d_model)
+            self.register_buffer("pe", self.table(), persistent=False)  # (L, d_model)
         # none, rotary: nothing is added (rotary positions turn q and k inside attention); no table is kept, as a
         # long-context model's would be large and all zeros
         self.token_types = nn.Embedding(config.type_vocab_size, d) if config.type_vocab_size else None
         self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps) if config.embed_layer_norm else None
         self.dropout = nn.Dropout(config.dropout)
+
+    def table(self) -> torch.Tensor:
+        """(max_len + position_offset, d_model): the sinusoid table of a sinusoidal model."""
+        layout = "halves" if self.config.positional == "sinusoidal_halves" else "interleaved"
+        return sinusoidal_encoding(self.config.max_len + self.position_offset, self.config.d_model, layout)
 
     def scale_factor(self, dtype: torch.dtype) -> float | torch.Tensor:
         """√d_model as the embeddings are multiplied by it: a Python number, or (config.round_embed_scale, Gemma)

@@ -161,10 +161,6 @@ class Transformer(nn.Module):
             self.decoder = nn.ModuleList(DecoderLayer(c, i) for i in range(c.n_decoder_layers))
             self.decoder_norm = make_norm(c) if c.final_layer_norm else None
             self.generator = Generator(c)
-            if c.share_embeddings and self.src_embed is not None:
-                self.tgt_embed.tokens.weight = self.src_embed.tokens.weight
-            if c.tie_output:
-                self.generator.proj.weight = self.tgt_embed.tokens.weight
         else:
             self.tgt_embed = self.decoder = self.decoder_norm = self.generator = None
         self.mlm_head = MaskedLMHead(c) if c.mlm_head else None  # read by the logit lens only, not by forward()
@@ -172,9 +168,30 @@ class Transformer(nn.Module):
         self.rotary = RotaryEmbedding(c) if c.positional == "rotary" else None
         # Gemma 3: the sliding-window layers turn q and k by a table of their own (rope_local_theta)
         self.rotary_local = RotaryEmbedding(c, local=True) if c.rope_local_theta is not None else None
+        self.tie_weights()
+        self.reset_parameters()
+
+    def tie_weights(self) -> None:
+        """One tensor for the matrices the config shares (paper §3.4): the source and target embeddings, and the
+        output layer with the target embedding (or an encoder's masked-LM head with the source embedding)."""
+        c = self.config
+        if self.generator is not None:
+            if c.share_embeddings and self.src_embed is not None:
+                self.tgt_embed.tokens.weight = self.src_embed.tokens.weight
+            if c.tie_output:
+                self.generator.proj.weight = self.tgt_embed.tokens.weight
         if self.mlm_head is not None and c.tie_output:
             self.mlm_head.proj.weight = self.src_embed.tokens.weight
-        self.reset_parameters()
+
+    def fill_computed_buffers(self, device: torch.device | str = "cpu") -> None:
+        """Compute again the tables that are derived from the config rather than stored (the sinusoids, RoPE's
+        frequencies) where they are placeholders: a model built on the meta device (no memory) and then given its
+        weights from a file (scratchformer.importers.weights.build_model)."""
+        for module in self.modules():
+            if isinstance(module, RotaryEmbedding) and module.inv_freq.is_meta:
+                module.inv_freq = module.frequencies().to(device)
+            elif isinstance(module, Embeddings) and module.pe is not None and module.pe.is_meta:
+                module.pe = module.table().to(device)
 
     def reset_parameters(self) -> None:
         """Xavier-uniform for every matrix, as the Annotated Transformer and torch.nn.Transformer do."""

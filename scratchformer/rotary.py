@@ -62,8 +62,12 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, config: TransformerConfig, local: bool = False) -> None:
         super().__init__()
-        self.d_rot = config.d_rotary
-        self.register_buffer("inv_freq", inverse_frequencies(config, local), persistent=False)  # (d_rot/2,)
+        self.d_rot, self.config, self.local = config.d_rotary, config, local
+        self.register_buffer("inv_freq", self.frequencies(), persistent=False)  # (d_rot/2,)
+
+    def frequencies(self) -> torch.Tensor:
+        """(d_rot/2,) ω_i of this table (see inverse_frequencies)."""
+        return inverse_frequencies(self.config, self.local)
 
     def forward(self, n: int, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, sin), each (n, d_rot), for positions offset … offset + n − 1."""

@@ -19,6 +19,7 @@ from torch import nn
 
 from ..config import TransformerConfig
 from ..errors import UserError
+from ..memory import physical_memory
 from ..model import Transformer
 
 SAFETENSORS = "model.safetensors"
@@ -169,8 +170,39 @@ def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str)
                 f"In {origin}, the weights for {name} have shape {_shape(tensor.shape)} but the model needs "
                 f"{_shape(expected[name].shape)}."
             )
-    with torch.no_grad():
-        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=True)
+    with torch.no_grad():  # the file's tensors become the parameters (no second copy); shared ones tied again
+        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=True, assign=True)
+    model.tie_weights()
+    model.fill_computed_buffers()
+
+
+def available_memory() -> int | None:
+    """Bytes this machine can give a new model now (Linux: MemAvailable), else its RAM, or None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return physical_memory()
+
+
+def check_fits(directory: Path, config: TransformerConfig, n_params: int) -> None:
+    """UserError before any weight is read when the model would not fit in memory: its parameters in float32,
+    plus the file's narrower copy while it is converted (bfloat16 folders)."""
+    files = [p for p in directory.iterdir() if p.suffix in (".safetensors", ".bin")]
+    file_bytes = sum(p.stat().st_size for p in files)
+    params = 4 * n_params
+    need = params + (file_bytes if file_bytes < 0.9 * params else 0)
+    have = available_memory()
+    if have is not None and need > have:
+        size = lambda n: f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"  # noqa: E731
+        count = f"{n_params / 1e9:.2f} billion" if n_params >= 1e9 else f"{n_params / 1e6:.1f} million"
+        converting = f", plus {size(file_bytes)} of narrower weights while they are widened" if need > params else ""
+        raise UserError(f"{config.name} needs about {size(need)} of memory to open ({count} parameters in "
+                        f"float32{converting}) and this machine has {size(have)} free; close other programs or "
+                        "choose a smaller model.")  # fmt: skip
 
 
 def build_model(
@@ -183,10 +215,14 @@ def build_model(
     """Read a folder's weights, map them with `state_for(weights, config)` and load them into a fresh model.
     `configure(weights, config)`, if given, first returns the config that the stored tensors call for (an
     optional head found among them)."""
+    with torch.device("meta"):  # shapes only: no memory and no random initialisation for a model of billions
+        model = Transformer(config)
+    check_fits(directory, config, sum(p.numel() for p in model.parameters()))
     tensors, filename = read_weights(directory)
     weights = Weights(tensors, str(directory / filename), prefixes=prefixes)
     if configure is not None:
         config = configure(weights, config)
-    model = Transformer(config)
+        with torch.device("meta"):
+            model = Transformer(config)
     load_state(model, state_for(weights, config), str(directory / filename))
     return model

@@ -282,3 +282,32 @@ def test_the_analyses_read_every_family(folder):
     how = Continuation(max_new=5, temperature=0.8, top_k=20, seed=3)
     prompt = bundle.tgt_tokenizer.encode("machine learning")
     assert continue_ids(bundle, prompt, how, stop_at_eos=False) == continue_ids(bundle, prompt, how, False)
+
+
+def test_a_model_too_big_for_memory_is_refused_before_its_weights_are_read(tmp_path, monkeypatch):
+    import scratchformer.importers.weights as weights
+
+    _save(tmp_path, "llama", num_hidden_layers=1, dtype=torch.bfloat16)
+    read = []
+    monkeypatch.setattr(weights, "read_weights", lambda d: read.append(d))  # must not be reached
+    monkeypatch.setattr(weights, "available_memory", lambda: 2 * 2**20)  # 2 MB free
+    with pytest.raises(UserError, match=r"needs about 37 MB of memory to open \(6\.5 million parameters in "
+                                        r"float32, plus 12 MB of narrower weights while they are widened\) and "
+                                        r"this machine has 2 MB free; close other programs"):  # fmt: skip
+        load_model(str(tmp_path))
+    assert read == []
+
+
+def test_a_model_opens_without_a_random_initialisation_and_keeps_its_tied_weights(tmp_path, monkeypatch):
+    """Built on the meta device and given the file's tensors: nothing is initialised at random first, nothing is
+    left on the meta device, and the tied output layer is the embedding table itself."""
+    from scratchformer.model import Transformer
+
+    _save(tmp_path, "llama-llama3-rope", num_hidden_layers=1)
+    monkeypatch.setattr(Transformer, "reset_parameters", lambda self: None if next(self.parameters()).is_meta
+                        else pytest.fail("a loaded model was initialised at random"))  # fmt: skip
+    bundle = load_model(str(tmp_path))
+    model = bundle.model
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    assert model.generator.proj.weight is model.tgt_embed.tokens.weight
+    assert torch.equal(model.rotary.inv_freq, model.rotary.frequencies())
