@@ -150,10 +150,12 @@ def examples_of(spec: str) -> list[Example]:
     return examples_for(spec, str(path))  # an imported folder, or nothing readable: a neutral sentence
 
 
-def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> ModelBundle:
+def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0, precision: str = "float32"
+               ) -> ModelBundle:  # fmt: skip
     """A preset name (random weights from `seed`), a bundled model's name, a path to a model directory, or a
     Hugging Face id (org/name) found in the local cache (scratchformer.hf_cache); any of the trained ones
-    followed by `@step-NNNNNN` for one of its training snapshots."""
+    followed by `@step-NNNNNN` for one of its training snapshots. `precision`: a Hugging Face folder's weights
+    in float32 (the default) or as stored ("stored": bfloat16 stays bfloat16)."""
     dev = resolve_device(device)
     spec = (spec or "").strip()
     if not spec:
@@ -188,8 +190,10 @@ def load_model(spec: str, device: str | torch.device = "cpu", seed: int = 0) -> 
             from .importers import (
                 load_hf_directory,  # Hugging Face directories (BERT, RoBERTa, DistilBERT, GPT-2, MarianMT, BART, mBART)
             )
+            from .importers.weights import precision as opening_in
 
-            bundle = load_hf_directory(path, dev)
+            with opening_in(precision):
+                bundle = load_hf_directory(path, dev)
             if hf_cache.looks_like_id(spec):
                 bundle.name = spec  # a cached model is called by its id, not its snapshot's hash
             return bundle

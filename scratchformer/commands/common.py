@@ -17,6 +17,9 @@ def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) 
                         help="preset (paper, blog), bundled model, or model folder; NAME@step-NNNNNN picks one of a "
                         "trained model's snapshots (train --snapshots N)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--precision", choices=("float32", "stored"), default="float32",
+                        help="a Hugging Face folder's weights in float32 (default) or in the precision they are "
+                        "stored in (stored: bfloat16 stays bfloat16, half the memory)")
 
 
 def add_input_args(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +47,8 @@ def memory_budget(args: argparse.Namespace) -> int:
 
 
 def open_model(args: argparse.Namespace) -> ModelBundle:
-    return load_model(args.model or default_model_name(), args.device)
+    return load_model(args.model or default_model_name(), args.device,
+                      precision=getattr(args, "precision", "float32"))
 
 
 def read_inputs(bundle: ModelBundle, args: argparse.Namespace, continuation: Continuation | None = None) -> Inputs:

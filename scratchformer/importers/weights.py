@@ -10,6 +10,8 @@ import json
 import pickle
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import torch
@@ -170,10 +172,38 @@ def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str)
                 f"In {origin}, the weights for {name} have shape {_shape(tensor.shape)} but the model needs "
                 f"{_shape(expected[name].shape)}."
             )
+    dtype = torch.float32 if PRECISION.get() == "float32" else _stored_dtype(state)
     with torch.no_grad():  # the file's tensors become the parameters (no second copy); shared ones tied again
-        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=True, assign=True)
+        model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
     model.tie_weights()
     model.fill_computed_buffers()
+
+
+# The precision a model folder opens in: "float32" (the default: every number as the window and the checks expect
+# them) or "stored" (the folder's own, bfloat16 say: half the memory, the published model's own rounding).
+PRECISIONS = ("float32", "stored")
+PRECISION: ContextVar[str] = ContextVar("precision", default="float32")
+
+
+@contextmanager
+def precision(name: str):
+    """Open model folders inside this block in `name`'s precision (PRECISIONS)."""
+    if name not in PRECISIONS:
+        raise UserError(f"Unknown precision {name!r}; choose {' or '.join(PRECISIONS)}.")
+    token = PRECISION.set(name)
+    try:
+        yield
+    finally:
+        PRECISION.reset(token)
+
+
+def _stored_dtype(state: Mapping[str, torch.Tensor]) -> torch.dtype:
+    """The floating-point type most of a folder's numbers are stored in."""
+    sizes: dict[torch.dtype, int] = {}
+    for t in state.values():
+        if t.is_floating_point():
+            sizes[t.dtype] = sizes.get(t.dtype, 0) + t.numel()
+    return max(sizes, key=sizes.get) if sizes else torch.float32
 
 
 def available_memory() -> int | None:
@@ -193,15 +223,19 @@ def check_fits(directory: Path, config: TransformerConfig, n_params: int) -> Non
     plus the file's narrower copy while it is converted (bfloat16 folders)."""
     files = [p for p in directory.iterdir() if p.suffix in (".safetensors", ".bin")]
     file_bytes = sum(p.stat().st_size for p in files)
-    params = 4 * n_params
-    need = params + (file_bytes if file_bytes < 0.9 * params else 0)
+    if PRECISION.get() == "stored":  # the file's tensors become the parameters as they are
+        params = need = file_bytes
+    else:
+        params = 4 * n_params
+        need = params + (file_bytes if file_bytes < 0.9 * params else 0)
     have = available_memory()
     if have is not None and need > have:
         size = lambda n: f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"  # noqa: E731
         count = f"{n_params / 1e9:.2f} billion" if n_params >= 1e9 else f"{n_params / 1e6:.1f} million"
         converting = f", plus {size(file_bytes)} of narrower weights while they are widened" if need > params else ""
+        kind = "float32" if PRECISION.get() == "float32" else "their stored precision"
         raise UserError(f"{config.name} needs about {size(need)} of memory to open ({count} parameters in "
-                        f"float32{converting}) and this machine has {size(have)} free; close other programs or "
+                        f"{kind}{converting}) and this machine has {size(have)} free; close other programs or "
                         "choose a smaller model.")  # fmt: skip
 
 

@@ -311,3 +311,27 @@ def test_a_model_opens_without_a_random_initialisation_and_keeps_its_tied_weight
     assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
     assert model.generator.proj.weight is model.tgt_embed.tokens.weight
     assert torch.equal(model.rotary.inv_freq, model.rotary.frequencies())
+
+
+def test_a_bfloat16_folder_opens_in_its_own_precision_when_asked(tmp_path):
+    """--precision stored: the weights stay bfloat16 (half the memory) and the walkthrough runs on them; the
+    prediction agrees with the float32 run where float32's first choice clearly leads."""
+    from scratchformer.cli import main
+
+    ref = _save(tmp_path, "qwen3", dtype=torch.bfloat16)
+    narrow = load_model(str(tmp_path), precision="stored")
+    wide = load_model(str(tmp_path))
+    assert {p.dtype for p in narrow.model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in wide.model.parameters()} == {torch.float32}
+    inputs = narrow.prepare("machine learning using PyTorch is fun")
+    got, trace = narrow.run(inputs)
+    want, _ = wide.run(inputs)
+    top2 = want.topk(2, dim=-1).values
+    sure = top2[..., 0] - top2[..., 1] > 0.5  # positions where float32's first choice leads by half a logit
+    assert sure.any() and torch.equal(got.float().argmax(-1)[sure], want.argmax(-1)[sure])
+    assert trace["decoder.0.self_attn.q_rotated"].tensor.dtype == torch.bfloat16
+    with torch.no_grad():  # the same as transformers' bfloat16 model, to bfloat16's precision
+        theirs = ref.to(torch.bfloat16)(input_ids=inputs.tgt).logits.float()
+    assert (got.float() - theirs).abs().max() < 0.25 * theirs.abs().max()
+    assert main(["trace", "--model", str(tmp_path), "--precision", "stored", "--source", "machine learning",
+                 "--start-only", "--json"]) == 0
