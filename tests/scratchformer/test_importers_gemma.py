@@ -17,6 +17,7 @@ from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.tokenizers import gpt2_tokenizer
+from tests.scratchformer.modern_checks import check_analyses
 
 SENTENCES = ["machine learning using PyTorch is fun and quick", "Attention is all you need."]
 ATOL = 1e-5
@@ -312,3 +313,9 @@ def test_the_neuron_view_names_gemmas_divisor_and_cap(folder):
     assert pair.scaled == pytest.approx(scaled, rel=1e-5)
     assert ("÷ √s" in text) == (c.attn_scale_dim is not None) and ("÷ √d_k" in text) == (c.attn_scale_dim is None)
     assert ("soft-capped" in text) == bool(c.attn_softcap)
+
+
+def test_the_analyses_read_every_family(folder):
+    family, directory = folder[0], folder[1]
+    check_analyses(load_model(str(directory)), family, complete=False)
+

@@ -15,6 +15,7 @@ from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.tokenizers import gpt2_tokenizer
+from tests.scratchformer.modern_checks import check_analyses
 
 SENTENCES = ["machine learning using PyTorch is fun and quick", "Attention is all you need."]
 ATOL = 1e-5
@@ -246,42 +247,8 @@ def test_the_diagram_says_positions_are_in_attention(folder):
 
 
 def test_the_analyses_read_every_family(folder):
-    """The logit lens, rollout, attribution, head ablation, patching and sampling all work on these models."""
-    from scratchformer.analyses import attribute, lens, rollout
-    from scratchformer.generation import Continuation, continue_ids
-    from scratchformer.interventions import HeadChange, Patch, intervene
-
     family, directory, _ = folder
-    bundle = load_model(str(directory))
-    inputs = bundle.prepare("machine learning using PyTorch is fun")
-    logits, trace = bundle.run(inputs)
-    n = bundle.config.n_decoder_layers
-    seen = lens.compute(bundle, trace)  # the last point is the model's own output, through its final norm
-    assert torch.equal(seen.top_ids[-1, :, 0], logits[0].argmax(-1))
-    roll = rollout.compute(bundle, trace)
-    assert roll.decoder.shape == (logits.shape[1],) * 2 and torch.allclose(roll.decoder.sum(-1), torch.ones(1))
-    ig = attribute.compute(bundle, inputs, trace, position=3, method="ig")
-    # complete within 1 % at the defaults, or (QK-norm's second saturating norm near the zero baseline converges
-    # slowly) the answer says the budget ran out, and by how much it missed
-    assert ig.complete_enough or (ig.steps == ig.max_steps and f"ran out {ig.gap:.1%}" in ig.steps_text()), family
-    assert family == "qwen3" or ig.complete_enough, family
-    last = f"decoder.{n - 1}.self_attn"
-    with intervene(bundle.model, [HeadChange(last, 0, "zero")]):
-        ablated, _ = bundle.run(inputs)
-    assert not torch.allclose(ablated, logits)
-    other = bundle.prepare("deep learning using PyTorch is fun")
-    _, other_trace = bundle.run(other)
-    scored_q = f"{last}.q_rotated"
-    with intervene(bundle.model, [Patch(scored_q, other_trace[scored_q].tensor)]):
-        patched, patched_trace = bundle.run(inputs)
-    assert torch.equal(patched_trace[scored_q].tensor, other_trace[scored_q].tensor)
-    assert not torch.allclose(patched, logits)
-    with pytest.raises(UserError, match="q_rotated and k_rotated"):  # the unrotated q is not what scores read
-        with intervene(bundle.model, [Patch(f"{last}.q", other_trace[f"{last}.q"].tensor)]):
-            pass
-    how = Continuation(max_new=5, temperature=0.8, top_k=20, seed=3)
-    prompt = bundle.tgt_tokenizer.encode("machine learning")
-    assert continue_ids(bundle, prompt, how, stop_at_eos=False) == continue_ids(bundle, prompt, how, False)
+    check_analyses(load_model(str(directory)), family, complete=family != "qwen3")
 
 
 def test_a_model_too_big_for_memory_is_refused_before_its_weights_are_read(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ import transformers
 from scratchformer.bundle import load_model
 from scratchformer.decoding import greedy
 from scratchformer.departures import departures
+from tests.scratchformer.modern_checks import check_analyses
 from tests.scratchformer.test_importers_llama import EOT, SENTENCES, _batch, _pairs, _relative_diffs
 
 ATOL = 1e-5
@@ -218,3 +219,9 @@ def test_the_lazy_trace_gives_the_eager_numbers(folder):
     for step in moe:
         assert torch.equal(step.tensor, eager[step.name].tensor), step.name
         assert torch.equal(step.item(1), eager[step.name].tensor[1]), step.name
+
+
+def test_the_analyses_read_every_family(folder):
+    family, directory = folder[0], folder[1]
+    check_analyses(load_model(str(directory)), family, complete=False)
+
