@@ -11,7 +11,7 @@ from .embeddings import Embeddings
 from .errors import UserError
 from .intervention_context import active_interventions, patched
 from .layers import ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
-from .lazy import OutputSummary, RecomputeCache
+from .lazy import LazyOutputSummary, OutputSummary, RecomputeCache, summary_from, summary_tensors
 from .trace import Trace, active_tracer, merge_chunks, tracing
 
 
@@ -70,24 +70,29 @@ class Generator(nn.Module):
     def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor) -> None:
         """Logits and probabilities, plus the trace's output summary (each position's top tokens and the
         probability of the token that follows it in the decoder input). A lazy trace that would not keep the
-        (B, T, vocab) probabilities never builds them whole: it takes the summary one batch item at a time."""
-        xs = x.detach().cpu()
+        (B, T, vocab) probabilities never builds them, nor the summary: the rerun that shows them makes the
+        summary too, the first time something reads it (lazy.LazyOutputSummary)."""
+        xs, ids = x.detach().cpu(), tracer.target_ids
 
         def rerun() -> dict[str, torch.Tensor]:
-            with torch.inference_mode():  # the softmax on the model's device, as the pass took it: the same bits
+            with torch.inference_mode():  # on the model's device, as an eager trace takes them: the same bits
                 again = self.logits(xs.to(self.proj.weight.device))  # (b, T, vocab)
-                return {"generator.logits": again.cpu(), "generator.probs": again.softmax(-1).cpu()}
+                probs = again.softmax(-1)  # (b, T, vocab)
+                summary = summary_tensors(OutputSummary.of([probs], ids))
+                return {"generator.logits": again.cpu(), "generator.probs": probs.cpu(), **summary}
 
         whole = not tracer.lazy or logits.numel() * logits.element_size() <= tracer.keep_bytes
         probs = logits.softmax(-1) if whole else torch.empty(logits.shape, device="meta")
         dims = ("batch", "tgt_pos", "vocab")
-        with tracer.recompute_from("generator", rerun, (xs,)):
+        with tracer.recompute_from("generator", rerun, (xs,)) as source:
             tracer.add("generator.logits", "logits", logits, dims, "Logits", "logits = x W_vocab", "generator",
                        major=True)
             tracer.add("generator.probs", "probabilities", probs, dims, "Output probabilities",
                        "P(next token) = softmax(logits)", "generator", major=True)
-        items = [probs] if whole else (logits[b : b + 1].softmax(-1) for b in range(logits.shape[0]))
-        tracer.output_summary = OutputSummary.of(items, tracer.target_ids)
+        if whole:
+            tracer.output_summary = OutputSummary.of([probs], ids)
+        else:  # made from the rerun when first read
+            tracer.output_summary = LazyOutputSummary([(logits.shape[0], lambda: summary_from(source.get()))])
 
 
 class MaskedLMHead(nn.Module):
@@ -295,7 +300,7 @@ class Transformer(nn.Module):
             per_chunk.append(tracer.steps)
             summaries.append(tracer.output_summary)
         cpu = (lambda t: None if t is None else t.detach().cpu())  # noqa: E731
-        summary = OutputSummary.join(summaries) if summaries[0] is not None else None
+        summary = LazyOutputSummary.join(summaries) if summaries[0] is not None else None  # lazy: made when read
         trace = Trace(merge_chunks(per_chunk), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
                       cache, summary)  # fmt: skip
         changes = active_interventions()
