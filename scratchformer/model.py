@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from . import lazy as lazy_trace  # its output summary (a run_with_trace argument is called lazy)
 from . import masks
 from .config import TransformerConfig
 from .embeddings import Embeddings
 from .errors import UserError
 from .intervention_context import active_interventions, patched
 from .layers import ACTIVATIONS, NORM_NAMES, DecoderLayer, EncoderLayer, make_norm, norm_formula
-from .lazy import LazyOutputSummary, OutputSummary, RecomputeCache, summary_from, summary_tensors
+from .lazy import OutputSummary, RecomputeCache
 from .trace import Trace, active_tracer, merge_chunks, tracing
 
 
@@ -71,14 +72,14 @@ class Generator(nn.Module):
         """Logits and probabilities, plus the trace's output summary (each position's top tokens and the
         probability of the token that follows it in the decoder input). A lazy trace that would not keep the
         (B, T, vocab) probabilities never builds them, nor the summary: the rerun that shows them makes the
-        summary too, the first time something reads it (lazy.LazyOutputSummary)."""
+        summary too, the first time something reads it (lazy_trace.LazyOutputSummary)."""
         xs, ids = x.detach().cpu(), tracer.target_ids
 
         def rerun() -> dict[str, torch.Tensor]:
             with torch.inference_mode():  # on the model's device, as an eager trace takes them: the same bits
                 again = self.logits(xs.to(self.proj.weight.device))  # (b, T, vocab)
                 probs = again.softmax(-1)  # (b, T, vocab)
-                summary = summary_tensors(OutputSummary.of([probs], ids))
+                summary = lazy_trace.summary_tensors(OutputSummary.of([probs], ids))
                 return {"generator.logits": again.cpu(), "generator.probs": probs.cpu(), **summary}
 
         whole = not tracer.lazy or logits.numel() * logits.element_size() <= tracer.keep_bytes
@@ -92,7 +93,8 @@ class Generator(nn.Module):
         if whole:
             tracer.output_summary = OutputSummary.of([probs], ids)
         else:  # made from the rerun when first read
-            tracer.output_summary = LazyOutputSummary([(logits.shape[0], lambda: summary_from(source.get()))])
+            make = lambda: lazy_trace.summary_from(source.get())  # noqa: E731  (the rerun's dict → the summary)
+            tracer.output_summary = lazy_trace.LazyOutputSummary([(logits.shape[0], make)])
 
 
 class MaskedLMHead(nn.Module):
@@ -300,7 +302,7 @@ class Transformer(nn.Module):
             per_chunk.append(tracer.steps)
             summaries.append(tracer.output_summary)
         cpu = (lambda t: None if t is None else t.detach().cpu())  # noqa: E731
-        summary = LazyOutputSummary.join(summaries) if summaries[0] is not None else None  # lazy: made when read
+        summary = lazy_trace.LazyOutputSummary.join(summaries) if summaries[0] is not None else None
         trace = Trace(merge_chunks(per_chunk), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
                       cache, summary)  # fmt: skip
         changes = active_interventions()
