@@ -125,19 +125,18 @@ def plainest_mask(mask: torch.Tensor | None, n_q: int, n_k: int) -> tuple[torch.
 
 
 def finite_scores(q: torch.Tensor, k: torch.Tensor) -> bool:
-    """Whether every score q_i · k_j is sure to be finite, from the lengths of the queries and keys alone.
+    """Whether every score q_i · k_j is sure to be finite, from the largest query and key entries alone.
 
-    |q_i · k_j| ≤ ‖q_i‖ ‖k_j‖ (Cauchy–Schwarz), and rounding the d_k products and their sum adds at most a
-    factor 1 + d_k·ε/(1 − d_k·ε) ≤ 2 when d_k·ε ≤ 1/2: far below the largest number of the dtype, no score can
-    overflow. NaN or ±∞ in Q or K makes a length NaN or ∞, and the answer no (the maps are then checked). The
-    lengths are taken in at least float32: a length too long for it is ∞, and the answer no again."""
+    |q_i · k_j| ≤ d_k · max|q| · max|k|, and rounding the d_k products and their sum adds at most a factor
+    1 + d_k·ε/(1 − d_k·ε) ≤ 2 when d_k·ε ≤ 1/2: when that stays far below the largest number of the dtype, no
+    score can overflow. NaN or ±∞ in Q or K makes the bound NaN or ∞, and the answer no (the maps are then checked);
+    so does a bound too large for the dtype it is taken in."""
     info = torch.finfo(q.dtype)
-    if q.shape[-1] * info.eps > 0.5:
+    d = q.shape[-1]
+    if d * info.eps > 0.5:
         return False
-    wide = torch.promote_types(q.dtype, torch.float32)
-    longest_q = torch.linalg.vector_norm(q, dim=-1, dtype=wide).amax()  # max_i ‖q_i‖
-    longest_k = torch.linalg.vector_norm(k, dim=-1, dtype=wide).amax()  # max_j ‖k_j‖
-    return bool(longest_q * longest_k <= info.max / 4)
+    largest = [torch.linalg.vector_norm(t, float("inf")) for t in (q, k)]  # max |q|, max |k|: one pass each
+    return bool(d * largest[0] * largest[1] <= info.max / 4)
 
 
 def fast_attention(

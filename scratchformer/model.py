@@ -87,7 +87,7 @@ class Generator(nn.Module):
         dims = ("batch", "tgt_pos", "vocab")
         with tracer.recompute_from("generator", rerun, (xs,)) as source:
             tracer.add("generator.logits", "logits", logits, dims, "Logits", "logits = x W_vocab", "generator",
-                       major=True)
+                       major=True, nonfinite=self._finite_flag(x))
             tracer.add("generator.probs", "probabilities", probs, dims, "Output probabilities",
                        "P(next token) = softmax(logits)", "generator", major=True)
         if whole:
@@ -95,6 +95,27 @@ class Generator(nn.Module):
         else:  # made from the rerun when first read
             make = lambda: lazy_trace.summary_from(source.get())  # noqa: E731  (the rerun's dict → the summary)
             tracer.output_summary = lazy_trace.LazyOutputSummary([(logits.shape[0], make)])
+
+
+    def _finite_flag(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The logits' non-finite flag (False) when their size vouches that they are finite, so the (B, T, vocab)
+        logits need not be read for it; None when they must be (Tracer.add checks them then).
+
+        |x_t · w_v + b_v| ≤ d_model · max|x| · max|W| + max|b|, and rounding the d_model products and their sum
+        adds at most a factor 2 when d_model·ε ≤ 1/2: far below the largest float, no logit can overflow. NaN or
+        ±∞ in x, W or b makes the bound NaN or ∞, and the answer "read them". max|W| is taken once per version of
+        the weights (a pass over the whole vocabulary matrix, as large as one item's logits)."""
+        w = self.proj.weight
+        info = torch.finfo(w.dtype)
+        if x.device.type != "cpu" or self.d_model * info.eps > 0.5:
+            return None
+        version = (w.data_ptr(), w._version)
+        if getattr(self, "_largest_weight", (None,))[0] != version:
+            self._largest_weight = (version, torch.linalg.vector_norm(w.detach(), float("inf")))
+        bound = self.d_model * torch.linalg.vector_norm(x, float("inf")) * self._largest_weight[1]
+        if self.final_logits_bias is not None:
+            bound = bound + torch.linalg.vector_norm(self.final_logits_bias, float("inf"))
+        return torch.tensor(False) if bool(bound <= info.max / 4) else None
 
 
 class MaskedLMHead(nn.Module):
