@@ -5,7 +5,8 @@
 Targets (paper preset, random weights, the walkthrough's windows of --seq-len tokens, --batch of them, CPU):
     peak RSS of `scratchformer trace`                       ≤ 2.5 GB
     traced forward (bundle.run)                             ≤ 1.2 × the untraced forward of the same batch (issue 32;
-                                                            1.5 × before)
+                                                            1.5 × before; 1.20–1.26 × with the output summary made
+                                                            on first use and the fused kernel's context, 2026-11-26)
     the window: first heatmap painted after the forward     ≤ 2 s
     the window: redraw after a step change                  median ≤ 16 ms (stored steps), p90 ≤ 60 ms (recomputed)
     the window: longest gap of a 10 ms UI timer, Run → first heatmap  ≤ 100 ms

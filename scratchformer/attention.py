@@ -1,5 +1,9 @@
 """Scaled dot-product attention and multi-head attention (paper §3.2), written out step by step; and T5's
-relative position bias, a learned number per head and distance bucket added to the scores."""
+relative position bias, a learned number per head and distance bucket added to the scores.
+
+A traced attention writes out its four maps (scores, scaled, masked, weights) for showing, and takes its context
+from PyTorch's fused kernel, as the untraced forward pass does (traced_context): the same numbers as weights @ V
+up to float rounding, and a traced pass whose maps a lazy trace will not keep need not build them at all."""
 
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ def attention(
     softmax(c·tanh(QKᵀ/(√s·c)) + M), returned as the map "capped_scores".
     """
     d_k = q.shape[-1]
+    k_heads, v_heads = k, v  # as projected: h_kv heads each under grouped-query attention
     k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])  # (B, h, Tk, d_k)
     scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
     scaled = scores / score_divisor(scale, d_k) if scale else scores  # (B, h, Tq, Tk)
@@ -54,7 +59,10 @@ def attention(
     else:
         masked = biased
         weights = biased.softmax(dim=-1)
-    context = weights @ v  # (B, h, Tq, d_v)
+    if softcap:  # the fused kernel cannot soft-cap: the written-out weights @ V
+        context = weights @ v  # (B, h, Tq, d_v)
+    else:  # weights @ V, as the fused kernel has it (traced_context): the bits an unkept lazy pass gives too
+        context = traced_context(q, k_heads, v_heads, mask, scale, bias)  # (B, h, Tq, d_v)
     maps = {"scores": scores, "scaled_scores": scaled, "masked_scores": masked, "weights": weights}
     if softcap:
         maps["capped_scores"] = capped
@@ -78,14 +86,25 @@ MAPS = ("scores", "scaled_scores", "masked_scores", "weights")  # attention()'s 
 def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                      scale: bool | float = True) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:  # fmt: skip
     """attention() for a traced pass that keeps none of its maps (a lazy trace reruns attention() when one is
-    shown): the same context, bit for bit — the same operations, done in place on one map instead of four — and
-    each map's non-finite flag (scratchformer.nonfinite.step_flag), taken as the map goes by. No position bias.
+    shown): the same context, bit for bit (traced_context), and each map's non-finite flag
+    (scratchformer.nonfinite.step_flag). No position bias.
 
-    Only the scores are read for their flag when they are finite: dividing by √d_k ≥ 1 keeps a number finite or
-    not, masking adds only the −∞ it is meant to, and the softmax of rows holding finite numbers (or only −∞,
-    which become 0 here) is finite. A map that may not be finite is checked in full."""
+    The maps are not built when the scores are sure to be finite (finite_scores), as in any working model: then
+    every map is. Dividing by √d_k ≥ 1 keeps a number finite, masking adds only the −∞ it is meant to, and the
+    softmax of rows holding finite numbers (or only −∞, which become 0 here) is finite. Otherwise (and on
+    devices where asking would wait) the maps are made one after another in one buffer and checked."""
+    context = traced_context(q, k, v, mask, scale)  # (B, h, Tq, d_v)
+    if q.device.type == "cpu" and finite_scores(q, k):
+        return context, {m: torch.tensor(False) for m in MAPS}
+    return context, _map_flags(q, k, mask, scale)
+
+
+def _map_flags(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, scale: bool
+               ) -> dict[str, torch.Tensor | None]:  # fmt: skip
+    """Each of attention()'s maps' non-finite flags, the maps made as attention() makes them but in place on one
+    buffer; a map that comes from a finite one is finite (see attention_unkept), only the first is read in full."""
     d_k = q.shape[-1]
-    k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])  # (B, h, Tk, d_k)
+    k = expand_kv(k, q.shape[1])  # (B, h, Tk, d_k)
     s = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk): the scores
     flags: dict[str, torch.Tensor | None] = {"scores": step_flag(s, "scores")}
     if scale:
@@ -103,7 +122,7 @@ def attention_unkept(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         flags["masked_scores"] = flags["scaled_scores"]
         weights = s.softmax(dim=-1)
     flags["weights"] = _unless_finite(flags["masked_scores"], weights, "attention_weights")
-    return weights @ v, flags  # (B, h, Tq, d_v)
+    return flags
 
 
 def _unless_finite(before: torch.Tensor | None, t: torch.Tensor, kind: str, blocks: torch.Tensor | None = None
@@ -115,11 +134,51 @@ def _unless_finite(before: torch.Tensor | None, t: torch.Tensor, kind: str, bloc
     return step_flag(t, kind, blocks)
 
 
+def traced_context(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: bool = True,
+                   bias: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """The context (B, h, Tq, d_v) of a traced attention, through fast_attention as the untraced pass takes it:
+    one function for the pass, its rerun and an eager trace, so a recomputed context is the traced one bit for
+    bit; a traced pass then need not build the maps at all (attention_unkept).
+
+    The mask is handed over in the plainest form that means the same (plainest_mask): the fused kernel runs a few
+    times faster without one, and gives the same bits (tests/scratchformer/test_attention_unkept.py checks)."""
+    mask, is_causal = plainest_mask(mask, q.shape[2], k.shape[2])
+    context = fast_attention(q, k, v, mask, is_causal, scale, bias)  # (B, h, Tq, d_v), may be laid out (B, Tq, h, d_v)
+    return context.contiguous()  # laid out as weights @ V is: the concat of the heads is a tensor of its own
+
+
+def plainest_mask(mask: torch.Tensor | None, n_q: int, n_k: int) -> tuple[torch.Tensor | None, bool]:
+    """(mask, is_causal) for fast_attention: no mask when it blocks no cell (a batch with nothing padded), only
+    is_causal when it is exactly the causal triangle (the decoder's self-attention, nothing padded); else itself."""
+    if mask is None or bool(mask.all()):
+        return None, False
+    causal = causal_mask(n_q, n_k, device=mask.device)  # (Tq, Tk)
+    if n_q == n_k and torch.equal(mask, causal.expand_as(mask)):
+        return None, True
+    return mask, False
+
+
+def finite_scores(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether every score q_i · k_j is sure to be finite, from the largest query and key entries alone.
+
+    |q_i · k_j| ≤ d_k · max|q| · max|k|, and rounding the d_k products and their sum adds at most a factor
+    1 + d_k·ε/(1 − d_k·ε) ≤ 2 when d_k·ε ≤ 1/2: when that stays far below the largest number of the dtype, no
+    score can overflow. NaN or ±∞ in Q or K makes the bound NaN or ∞, and the answer no (the maps are then checked);
+    so does a bound too large for the dtype it is taken in."""
+    info = torch.finfo(q.dtype)
+    d = q.shape[-1]
+    if d * info.eps > 0.5:
+        return False
+    largest = [torch.linalg.vector_norm(t, float("inf")) for t in (q, k)]  # max |q|, max |k|: one pass each
+    return bool(d * largest[0] * largest[1] <= info.max / 4)
+
+
 def fast_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool = False,
     scale: bool | float = True, bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The same numbers as `attention` through PyTorch's fused kernel: used only when nothing is traced.
+    """Attention's context through PyTorch's fused kernel: what the untraced pass computes, and (through
+    traced_context) a traced one too.
 
     `is_causal` says the mask is exactly the causal one (no padding, no cache offset), which lets the kernel
     skip the blocked upper triangle instead of reading a mask. T5's position bias becomes the kernel's additive

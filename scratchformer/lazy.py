@@ -1,9 +1,11 @@
 """What a lazy trace keeps in place of large tensors (see scratchformer.trace): recomputes of a sublayer's
-interior with their byte-limited cache, and the output layer's summary."""
+interior with their byte-limited cache, and the output layer's summary (made on first use from that layer's
+rerun when the probabilities are not kept)."""
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,6 +115,93 @@ class OutputSummary:
         nexts = [p.next_probs for p in parts]
         return OutputSummary(torch.cat([p.top_ids for p in parts]), torch.cat([p.top_probs for p in parts]),
                              None if any(n is None for n in nexts) else torch.cat(nexts))  # fmt: skip
+
+    @property
+    def size(self) -> int:
+        """How many batch items it covers."""
+        return self.top_ids.shape[0]
+
+    def item(self, b: int) -> OutputSummary:
+        """Batch item b's summary (a batch axis of 1)."""
+        pick = slice(b, b + 1)
+        return OutputSummary(self.top_ids[pick], self.top_probs[pick],
+                             None if self.next_probs is None else self.next_probs[pick])  # fmt: skip
+
+
+SUMMARY_KEYS = ("top_ids", "top_probs", "next_probs")  # the output layer's rerun returns them as "summary.<key>"
+
+
+def summary_tensors(summary: OutputSummary) -> dict[str, torch.Tensor]:
+    """An OutputSummary as tensors for a rerun's dict (next_probs left out when there is none)."""
+    found = {k: getattr(summary, k) for k in SUMMARY_KEYS}
+    return {f"summary.{k}": t for k, t in found.items() if t is not None}
+
+
+def summary_from(tensors: dict[str, torch.Tensor]) -> OutputSummary:
+    """summary_tensors' dict (with whatever else the rerun returned) → the OutputSummary."""
+    return OutputSummary(*(tensors.get(f"summary.{k}") for k in SUMMARY_KEYS))
+
+
+class LazyOutputSummary:
+    """An OutputSummary of a batch traced in chunks, a chunk's part made only when something first reads it.
+
+    A lazy trace that keeps no (B, T, vocab) probabilities gives each chunk a function that reruns the output
+    layer (the rerun that shows the logits and probabilities, which returns the summary as well): so a trace
+    that never shows its output never pays for a softmax and a top-k over the whole vocabulary at every
+    position, and showing item b costs one chunk's rerun. Reads the same as an OutputSummary: `item(b)` for one
+    item; `top_ids`, `top_probs` and `next_probs` for the whole batch (every chunk made)."""
+
+    def __init__(self, parts: list[tuple[int, OutputSummary | Callable[[], OutputSummary]]]) -> None:
+        """parts: (batch items, its summary or the function that makes it) for each chunk, in batch order."""
+        self._parts = [p if isinstance(p, OutputSummary) else None for _, p in parts]
+        self._makers = [p for _, p in parts]
+        sizes = [n for n, _ in parts]
+        self.offsets = tuple(sum(sizes[:k]) for k in range(len(sizes)))  # each chunk's first batch item
+        self.size = sum(sizes)
+
+    @staticmethod
+    def join(parts: list) -> OutputSummary | LazyOutputSummary:
+        """The summaries of consecutive chunks (eager or lazy) → one; an eager one when all of them are."""
+        if all(isinstance(p, OutputSummary) for p in parts):
+            return OutputSummary.join(parts)
+        flat = []
+        for p in parts:
+            flat += [(p.size, p)] if isinstance(p, OutputSummary) else list(zip(p._sizes(), p._makers))
+        return LazyOutputSummary(flat)
+
+    def _sizes(self) -> list[int]:
+        ends = (*self.offsets[1:], self.size)
+        return [z - a for a, z in zip(self.offsets, ends)]
+
+    def chunk(self, k: int) -> OutputSummary:
+        """Chunk k's summary, made on first use (two threads asking at once may both make it: the same bits)."""
+        part = self._parts[k]
+        if part is None:
+            part = self._parts[k] = self._makers[k]()
+        return part
+
+    def item(self, b: int) -> OutputSummary:
+        k = bisect_right(self.offsets, b) - 1  # the chunk holding item b
+        return self.chunk(k).item(b - self.offsets[k])
+
+    def made(self) -> int:
+        """How many chunks have their summary already."""
+        return sum(p is not None for p in self._parts)
+
+    def whole(self) -> OutputSummary:
+        return OutputSummary.join([self.chunk(k) for k in range(len(self._parts))])
+
+    @property
+    def top_ids(self) -> torch.Tensor:
+        return self.whole().top_ids
+
+    @property
+    def top_probs(self) -> torch.Tensor:
+        return self.whole().top_probs
+
+    @property
+    def next_probs(self) -> torch.Tensor | None:
+        return self.whole().next_probs
 
 
 class Recompute:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from . import lazy as lazy_trace  # its output summary (a run_with_trace argument is called lazy)
 from . import masks
 from .config import TransformerConfig
 from .embeddings import Embeddings
@@ -80,30 +81,56 @@ class Generator(nn.Module):
     def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor, capped: torch.Tensor) -> None:
         """Logits and probabilities, plus the trace's output summary (each position's top tokens and the
         probability of the token that follows it in the decoder input). A lazy trace that would not keep the
-        (B, T, vocab) probabilities never builds them whole: it takes the summary one batch item at a time."""
-        xs = x.detach().cpu()
+        (B, T, vocab) probabilities never builds them, nor the summary: the rerun that shows them makes the
+        summary too, the first time something reads it (lazy_trace.LazyOutputSummary)."""
+        xs, ids = x.detach().cpu(), tracer.target_ids
 
         def rerun() -> dict[str, torch.Tensor]:
-            with torch.inference_mode():  # the softmax on the model's device, as the pass took it: the same bits
+            with torch.inference_mode():  # on the model's device, as an eager trace takes them: the same bits
                 again = self.logits(xs.to(self.proj.weight.device))  # (b, T, vocab)
-                final = self.cap(again)  # (b, T, vocab)
-                out = {"generator.logits": again.cpu(), "generator.probs": final.softmax(-1).cpu()}
+                final = self.cap(again)  # (b, T, vocab): the logits themselves unless the model soft-caps them
+                probs = final.softmax(-1)  # (b, T, vocab)
+                summary = lazy_trace.summary_tensors(OutputSummary.of([probs], ids))
+                out = {"generator.logits": again.cpu(), "generator.probs": probs.cpu(), **summary}
                 return {**out, "generator.capped": final.cpu()} if self.softcap else out
 
         whole = not tracer.lazy or logits.numel() * logits.element_size() <= tracer.keep_bytes
         probs = capped.softmax(-1) if whole else torch.empty(logits.shape, device="meta")
         dims = ("batch", "tgt_pos", "vocab")
-        with tracer.recompute_from("generator", rerun, (xs,)):
+        with tracer.recompute_from("generator", rerun, (xs,)) as source:
             tracer.add("generator.logits", "logits", logits, dims, "Logits", "logits = x W_vocab", "generator",
-                       major=not self.softcap)
-            if self.softcap:
+                       major=not self.softcap, nonfinite=self._finite_flag(x))
+            if self.softcap:  # c·tanh(·/c) of finite logits is finite: checked like any step
                 c = self.softcap
                 tracer.add("generator.capped", "softcap", capped, dims, f"Logits soft-capped at ±{c:g}",
                            f"{c:g}·tanh(logits / {c:g})", "generator", major=True)
             tracer.add("generator.probs", "probabilities", probs, dims, "Output probabilities",
                        "P(next token) = softmax(logits)", "generator", major=True)
-        items = [probs] if whole else (capped[b : b + 1].softmax(-1) for b in range(logits.shape[0]))
-        tracer.output_summary = OutputSummary.of(items, tracer.target_ids)
+        if whole:
+            tracer.output_summary = OutputSummary.of([probs], ids)
+        else:  # made from the rerun when first read
+            make = lambda: lazy_trace.summary_from(source.get())  # noqa: E731  (the rerun's dict → the summary)
+            tracer.output_summary = lazy_trace.LazyOutputSummary([(logits.shape[0], make)])
+
+    def _finite_flag(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The logits' non-finite flag (False) when their size vouches that they are finite, so the (B, T, vocab)
+        logits need not be read for it; None when they must be (Tracer.add checks them then).
+
+        |x_t · w_v + b_v| ≤ d_model · max|x| · max|W| + max|b|, and rounding the d_model products and their sum
+        adds at most a factor 2 when d_model·ε ≤ 1/2: far below the largest float, no logit can overflow. NaN or
+        ±∞ in x, W or b makes the bound NaN or ∞, and the answer "read them". max|W| is taken once per version of
+        the weights (a pass over the whole vocabulary matrix, as large as one item's logits)."""
+        w = self.proj.weight
+        info = torch.finfo(w.dtype)
+        if x.device.type != "cpu" or self.d_model * info.eps > 0.5:
+            return None
+        version = (w.data_ptr(), w._version)
+        if getattr(self, "_largest_weight", (None,))[0] != version:
+            self._largest_weight = (version, torch.linalg.vector_norm(w.detach(), float("inf")))
+        bound = self.d_model * torch.linalg.vector_norm(x, float("inf")) * self._largest_weight[1]
+        if self.final_logits_bias is not None:
+            bound = bound + torch.linalg.vector_norm(self.final_logits_bias, float("inf"))
+        return torch.tensor(False) if bool(bound <= info.max / 4) else None
 
 
 class MaskedLMHead(nn.Module):
@@ -340,7 +367,7 @@ class Transformer(nn.Module):
             per_chunk.append(tracer.steps)
             summaries.append(tracer.output_summary)
         cpu = (lambda t: None if t is None else t.detach().cpu())  # noqa: E731
-        summary = OutputSummary.join(summaries) if summaries[0] is not None else None
+        summary = lazy_trace.LazyOutputSummary.join(summaries) if summaries[0] is not None else None
         trace = Trace(merge_chunks(per_chunk), source_tokens or [], target_tokens or [], cpu(src_pad), cpu(tgt_pad),
                       cache, summary)  # fmt: skip
         changes = active_interventions()

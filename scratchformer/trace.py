@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .intervention_context import active_interventions
-from .lazy import Held, OutputSummary, Recompute, RecomputeCache, storage_bytes
+from .lazy import Held, LazyOutputSummary, OutputSummary, Recompute, RecomputeCache, storage_bytes
 from .nonfinite import any_flag, mask_blocks, resolve, step_flag
 
 KINDS = (
@@ -150,7 +150,8 @@ class Trace:
     source_pad: torch.Tensor | None = None  # (B, S) bool, True at padding: what the masks were built from
     target_pad: torch.Tensor | None = None  # (B, T)
     cache: RecomputeCache | None = None  # recomputed interiors of a lazy trace
-    output_summary: OutputSummary | None = None  # top tokens per position (models with an output layer)
+    # top tokens per position (models with an output layer); lazy: made per chunk when first read
+    output_summary: OutputSummary | LazyOutputSummary | None = None
     interventions: list = field(default_factory=list)  # what the run changed on purpose (scratchformer.interventions)
 
     def __post_init__(self) -> None:
@@ -235,15 +236,16 @@ class Tracer:
         self._mask_blocks: dict[str, torch.Tensor] = {}  # sublayer → whether its mask blocks any cell
         self.key_prefix = ""  # tells apart the recomputes of batch items traced one at a time
         self.target_ids: torch.Tensor | None = None  # the decoder input, for the output summary
-        self.output_summary: OutputSummary | None = None
+        self.output_summary: OutputSummary | LazyOutputSummary | None = None
 
     @contextmanager
     def recompute_from(self, key: str, fn: Callable[[], dict[str, torch.Tensor]], inputs: tuple = ()):
-        """Steps added inside may be dropped and recomputed later by fn (a lazy tracer only)."""
+        """Steps added inside may be dropped and recomputed later by fn (a lazy tracer only). Yields that
+        Recompute (None for an eager tracer), for what else may read the rerun later (the output summary)."""
         previous = self._source
         self._source = Recompute(self.key_prefix + key, fn, self.cache, inputs) if self.lazy else None
         try:
-            yield
+            yield self._source
         finally:
             self._source = previous
 

@@ -227,7 +227,7 @@ def compute(bundle, inputs, trace: Trace, position: int, method: str = "ig", ste
     src_pad = pick(inputs.src_pad if inputs.src_pad is not None else pad_from_ids(inputs.src, c.pad_id))
     tgt_pad = pick(inputs.tgt_pad if inputs.tgt_pad is not None else pad_from_ids(inputs.tgt, c.pad_id, start=True))
     names = (embedding_point(trace, "encoder") if c.has_encoder else None, embedding_point(trace, "decoder"))
-    token = int(trace.output_summary.top_ids[batch, position, 0])  # the model's first choice at P
+    token = int(trace.output_summary.item(batch).top_ids[0, position, 0])  # the model's first choice at P
     x_src = trace[names[0]].item(batch).to(dev, dtype) if src is not None else None  # (S, d_model)
     x_tgt = trace[names[1]].item(batch).to(dev, dtype)  # (T, d_model)
     b_src = _baseline(model, names[0], src, x_src, baseline) if src is not None else None

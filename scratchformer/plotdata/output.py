@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..lazy import TOP_K
 from ..trace import Trace
 from .heatmap import VocabLabels
 
@@ -27,9 +28,9 @@ def top_k_table(
     if step is None:
         return []
     summary = trace.output_summary
-    if summary is not None and k <= summary.top_ids.shape[-1]:  # kept by the trace: no recompute of the vocab
-        b = min(batch, summary.top_ids.shape[0] - 1)
-        top_ids, top_probs = summary.top_ids[b, :, :k], summary.top_probs[b, :, :k]  # (T, k)
+    if summary is not None and k <= TOP_K:  # the trace's summary (made from one rerun on first use, if lazy)
+        item = summary.item(min(batch, summary.size - 1))
+        top_ids, top_probs = item.top_ids[0, :, :k], item.top_probs[0, :, :k]  # (1, T, TOP_K) → (T, k)
     else:
         probs = step.item(batch).to(torch.float32)  # (T, vocab)
         top = torch.topk(probs, min(k, probs.shape[-1]), dim=-1)

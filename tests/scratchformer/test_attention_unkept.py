@@ -1,13 +1,16 @@
 """A lazy trace that will rerun an attention's maps when they are shown does not build them in the forward pass
 (attention.attention_unkept): its context must be attention()'s bit for bit, and each map's non-finite flag the
-one a full check of that map gives — finite maps, NaN, overflow to ±∞, padding rows, no mask, no scaling."""
+one a full check of that map gives — finite maps, NaN, overflow to ±∞, large but finite scores, padding rows, no
+mask, no scaling. Both take the context from the fused kernel (attention.traced_context), told the plainest mask
+that means the same: that gives the very bits the mask itself gives."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from scratchformer.attention import MAPS, attention, attention_unkept
+import scratchformer.attention as attention_module
+from scratchformer.attention import MAPS, attention, attention_unkept, fast_attention, finite_scores, traced_context
 from scratchformer.masks import additive
 from scratchformer.nonfinite import mask_blocks, step_flag
 
@@ -30,6 +33,9 @@ def _inputs(case: str):
     elif case == "overflow down":
         q[1, 0, 4] = 1e20
         k[1, 0, 1] = -1e20  # q·k = −∞ in an allowed cell: a weight of 0, yet the scores are not finite
+    elif case == "large":
+        q[0, 2, 1] = 1e19
+        k[0, 2, 3] = 6e18  # a score of 2.4e38: finite, yet too near the largest float for the lengths to vouch
     elif case == "no mask":
         mask = None
     return q, k, v, mask
@@ -41,15 +47,17 @@ def _full_flags(maps: dict, mask) -> dict:
 
 
 @pytest.mark.parametrize("scale", [True, False])
-@pytest.mark.parametrize("case", ["finite", "padding", "nan", "overflow up", "overflow down", "no mask"])
+@pytest.mark.parametrize("case", ["finite", "padding", "nan", "overflow up", "overflow down", "large", "no mask"])
 def test_the_context_and_every_flag_equal_the_full_computation(case, scale):
     q, k, v, mask = _inputs(case)
     context, maps = attention(q, k, v, mask, scale)
     got, flags = attention_unkept(q.clone(), k.clone(), v.clone(), mask, scale)
     torch.testing.assert_close(got, context, rtol=0, atol=0, equal_nan=True)  # bit for bit, NaN where it is
     assert {m: bool(f) for m, f in flags.items()} == _full_flags(maps, mask)
-    if case == "finite":
+    if case in ("finite", "large"):
         assert not any(bool(f) for f in flags.values())
+    if not any(bool(f) for f in flags.values()):  # the fused kernel's context is weights @ V, up to rounding
+        assert torch.allclose(context, maps["weights"] @ v, atol=1e-6)
     if case in ("nan", "overflow up", "overflow down"):
         assert bool(flags["scores"])  # each case really is one the flags must catch
 
@@ -79,3 +87,36 @@ def test_a_lazy_trace_of_a_long_input_leaves_the_maps_unbuilt_and_rebuilds_them_
     for name in ("encoder.0.self_attn.weights", "decoder.0.self_attn.masked_scores", "decoder.0.cross_attn.scores"):
         assert not lazy[name].stored
         assert torch.equal(lazy[name].tensor, eager[name].tensor), name
+
+
+def test_finite_scores_need_no_maps(monkeypatch):
+    """When the queries' and keys' lengths vouch that no score can overflow, the pass builds no map at all."""
+    built = []
+    real = attention_module._map_flags
+    monkeypatch.setattr(attention_module, "_map_flags", lambda *a: built.append(1) or real(*a))
+    q, k, v, mask = _inputs("finite")
+    assert finite_scores(q, k)
+    attention_unkept(q, k, v, mask)
+    assert not built
+    for case in ("nan", "overflow up", "large"):  # where the lengths cannot vouch, the maps are checked
+        q, k, v, mask = _inputs(case)
+        assert not finite_scores(q, k)
+        attention_unkept(q, k, v, mask)
+    assert len(built) == 3
+
+
+@pytest.mark.parametrize("shape", [(7, 7), (64, 64), (40, 90)])
+def test_the_plainest_mask_gives_the_bits_of_the_mask_itself(shape):
+    """traced_context drops a mask that blocks nothing and turns the exact causal triangle into is_causal, for
+    speed: the fused kernel gives the same bits as when it reads the mask."""
+    torch.manual_seed(1)
+    tq, tk = shape
+    q, k, v = torch.randn(2, 4, tq, 8), torch.randn(2, 4, tk, 8), torch.randn(2, 4, tk, 8)
+    masks = [torch.ones(2, tq, tk, dtype=torch.bool)]
+    if tq == tk:
+        masks.append(torch.ones(tq, tk, dtype=torch.bool).tril().expand(2, tq, tk))
+    for mask in masks:
+        assert torch.equal(traced_context(q, k, v, mask), fast_attention(q, k, v, mask))
+    padded = masks[-1].clone()
+    padded[1, :, -2:] = False  # padding: the mask itself is needed
+    assert torch.equal(traced_context(q, k, v, padded), fast_attention(q, k, v, padded))

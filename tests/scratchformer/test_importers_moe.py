@@ -142,12 +142,14 @@ def test_the_weighted_sum_of_the_chosen_experts_by_hand(folder):
         for j, (e, w_e) in enumerate(zip(top, w, strict=True)):
             g = lambda m: f64(f"experts.{e}.{m}.weight")  # noqa: E731, B023
             y = (torch.nn.functional.silu(g("w_1") @ x[t]) * (g("w_v") @ x[t])) @ g("w_2").T  # FFN_e(x_t)
+            scale = float(y.abs().max())  # float32 sums over d_expert: near-zero entries keep float32's error
             torch.testing.assert_close(trace[f"{n}.choice_{j + 1}"].tensor[0, t].double(), y, rtol=1e-5,
-                                       atol=1e-6)  # fmt: skip
+                                       atol=1e-6 * max(scale, 1.0))  # fmt: skip
             assert trace[f"{n}.chosen_weights"].tensor[0, t, e].item() == pytest.approx(w_e, rel=1e-5)
             total += w_e * y
         assert (trace[f"{n}.chosen_weights"].tensor[0, t] > 0).sum() == 2  # the other experts get nothing
-        torch.testing.assert_close(trace[f"{n}.out"].tensor[0, t].double(), total, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(trace[f"{n}.out"].tensor[0, t].double(), total, rtol=1e-5,
+                                   atol=1e-6 * max(float(total.abs().max()), 1.0))
         if not c.moe_renormalize:
             assert sum(w) < 1  # Qwen3-MoE without norm_topk_prob: the chosen weights keep their probabilities
 

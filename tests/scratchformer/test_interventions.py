@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import scratchformer.attention as attention_module
+import scratchformer.interventions as interventions_module
 from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.decoding import beam_search, greedy
@@ -32,21 +33,23 @@ def logits(bundle, inputs):
 def test_no_interventions_is_bit_identical_and_keeps_the_fused_kernel(bundle, monkeypatch):
     inputs = bundle.prepare(CLEAN, TARGET)
     before = logits(bundle, inputs)
-    calls = []
-    fused = attention_module.fast_attention
+    calls, written = [], []
+    fused, by_hand = attention_module.fast_attention, interventions_module.attention
     monkeypatch.setattr(attention_module, "fast_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    monkeypatch.setattr(interventions_module, "attention", lambda *a, **k: written.append(1) or by_hand(*a, **k))
     with intervene(bundle.model, []) as active:
         assert active is None
         after = logits(bundle, inputs)
     assert torch.equal(before, after)
-    assert len(calls) == 6  # every attention (2 encoder, 2 × 2 decoder) took the fast path
+    assert len(calls) == 6 and not written  # every attention (2 encoder, 2 × 2 decoder) took the fast path
     calls.clear()
     with intervene(bundle.model, [HeadChange(GUIDED, 0)]):
         logits(bundle, inputs)
-    assert len(calls) == 5  # only the changed attention takes the written-out path
+    assert len(written) == 1  # only the changed attention writes out its maps (its context: the fused kernel's)
     calls.clear()
+    written.clear()
     assert torch.equal(logits(bundle, inputs), before)  # and leaving the block undoes everything
-    assert len(calls) == 6
+    assert len(calls) == 6 and not written
 
 
 def test_zeroing_a_head_zeroes_its_context_and_changes_the_output(bundle):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from scratchformer import Transformer, TransformerConfig
+from scratchformer.lazy import TOP_K, LazyOutputSummary
 from scratchformer.model import chunk_items
 from scratchformer.plotdata.output import top_k_table
 
@@ -33,3 +34,27 @@ def test_top_k_of_every_item_equals_an_untraced_forward_across_chunks():
         # the probability of the token that follows in the decoder input, position by position
         following = probs[item, torch.arange(t - 1), tgt[item, 1:]]
         assert torch.allclose(trace.output_summary.next_probs[item], following, atol=1e-6), item
+
+
+def test_the_summary_is_made_only_when_read_one_chunk_at_a_time_from_the_outputs_rerun():
+    """A lazy trace that keeps no output probabilities makes no summary during the pass (the softmax and top-k
+    over the vocabulary at every position are the costliest part of tracing a long batch): reading item b makes
+    its chunk's, from the same rerun that shows the probabilities, and gives the eager trace's tokens."""
+    torch.manual_seed(4)
+    config = TransformerConfig(src_vocab_size=600, tgt_vocab_size=600, d_model=16, n_heads=2, d_ff=32,
+                               n_encoder_layers=1, n_decoder_layers=1, dropout=0.0, max_len=80)
+    model = Transformer(config).eval()
+    b, n = 7, 64  # chunks of 4 and 3 items
+    src, tgt = torch.randint(4, 600, (b, n)), torch.randint(4, 600, (b, n))
+    _, eager = model.run_with_trace(src, tgt, lazy=False)
+    _, lazy = model.run_with_trace(src, tgt, keep_output=False)
+    summary = lazy.output_summary
+    assert isinstance(summary, LazyOutputSummary) and summary.made() == 0
+    assert len(lazy.cache) == 0  # nothing was rerun either
+    probs = lazy["generator.probs"].item(5)  # the Output view's map of item 5: reruns the second chunk
+    assert summary.item(5).top_ids.shape == (1, n, TOP_K) and summary.made() == 1
+    assert lazy.cache.misses == 1  # the summary came with that rerun, not from one of its own
+    assert torch.equal(summary.item(5).top_probs[0], probs.topk(TOP_K, dim=-1).values)
+    assert [r.ids for r in top_k_table(lazy, 5, 2)] == [r.ids for r in top_k_table(eager, 5, 2)]
+    for key in ("top_ids", "top_probs", "next_probs"):  # the whole batch, bit for bit
+        assert torch.equal(getattr(summary, key), getattr(eager.output_summary, key)), key
