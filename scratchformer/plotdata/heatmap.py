@@ -110,6 +110,8 @@ def matrix_of(step: Step, batch: int = 0, head: int = 0) -> tuple[np.ndarray, st
 
 
 def axis_labels(trace: Trace, dim: str, n: int, batch: int) -> list[str] | None:
+    if dim == "expert":  # a mixture of experts' router: counted from 1, as the explanations count them
+        return [f"expert {i + 1}" for i in range(n)]
     labels = trace.labels(dim, batch)
     if labels is None:
         return None
@@ -142,6 +144,11 @@ def step_heatmap(
                           step.formula, col_labels, extra)  # fmt: skip
     if hm.masked is not None:
         hm.masked = masked_by_design(trace, step, values, batch)
+    if step.kind == "router" and step.name.endswith(".chosen_weights"):
+        # the tokens × experts map of where each token went: an expert a token did not choose did not run for
+        # it, so its cell is left blank and the chosen ones stand out with their weights
+        hm.gaps = values == 0
+        hm.subtitle += "  ·  blank: expert not chosen for that token"
     return hm
 
 

@@ -62,3 +62,29 @@ def test_heads_and_neuron_views_say_which_key_value_head_each_query_head_reads(q
     neuron = show(w, NeuronView)
     qtbot.waitUntil(lambda: neuron.value is not None)
     assert "reads key/value head 2" in neuron.summary.text()
+
+
+@pytest.fixture(scope="module")
+def mixtral_folder(tmp_path_factory):
+    from tests.scratchformer.test_importers_moe import _save
+
+    directory = tmp_path_factory.mktemp("mixtral")
+    _save(directory, "mixtral")
+    return directory
+
+
+def test_the_router_map_labels_its_experts_and_leaves_unchosen_ones_blank(qtbot, make_window, mixtral_folder):
+    from app.views.step_view import StepView
+
+    w = make_window(source="the cat sat on the mat", target="", model=str(mixtral_folder))
+    run_and_wait(qtbot, w)
+    assert w.current_trace() is not None, w.message_text()
+    w.go_to_step("decoder.1.moe.chosen_weights")
+    view = show(w, StepView)
+    hm = view.current_heatmaps()[0]
+    assert hm.col_labels == ["expert 1", "expert 2", "expert 3", "expert 4"]
+    assert hm.row_labels[1].strip() == "the"  # a row per token
+    chosen = ~hm.gaps
+    assert (chosen.sum(axis=1) == 2).all()  # two experts per token, the others blank
+    assert np.allclose(hm.values.sum(axis=1), 1.0, atol=1e-5)  # renormalised over the chosen two
+    assert "blank: expert not chosen" in hm.subtitle
