@@ -66,3 +66,17 @@ def test_the_score_depends_on_the_distance_only(run):
 def test_query_heads_read_their_shared_key_value_head():
     c = TransformerConfig(d_model=64, n_heads=8, n_kv_heads=2, n_encoder_layers=0, positional="rotary")
     assert [kv_head_of(c, h) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_the_order_experiment_on_a_rotary_decoder_only_model():
+    """No encoder and nothing added to the embeddings: the decoder, causal mask off, sees order through the
+    rotation alone — rows of a shuffled text put back match without it and differ with it."""
+    from scratchformer.experiments import order
+
+    bundle = load_model("llama-tiny")
+    assert order.applies(bundle) is None
+    out = order.run(bundle, "the cat sat on the mat")
+    assert out["stack"] == "decoder" and out["positions"] == "rotary positions"
+    assert out["without_pe"]["max_diff_after_unpermuting"] < 1e-4
+    assert out["with_pe"]["max_diff_after_unpermuting"] > 1e-2
+    assert "causal mask off" in out["summary"]
