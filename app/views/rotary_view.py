@@ -105,6 +105,10 @@ class RotaryView(PickedView):
         self._angle_key: tuple | None = None
 
     # --- choosing and making (off the UI thread) ----------------------------------------------------------------
+    def show_pair(self, sublayer: str, head: int, query: int, key: int | None) -> None:
+        """Turn this query and key of this head (a lesson page, or any caller)."""
+        self.show_pick(sublayer, head, query, key)
+
     def refresh(self) -> None:
         result, trace = self.main.current_result(), self.main.current_trace()
         config = result.bundle.config if result is not None else None
