@@ -356,8 +356,9 @@ class LessonPanel(QDockWidget):
             w.go_to_step(page.step, head=page.head)
         step = trace.find(page.step) if page.step else None
         if view is not None and step is not None:
-            if title == "Q·K neuron view" and hasattr(view, "show_pair"):
-                view.show_pair(step.sublayer, page.head, page.query, page.key)
+            if title in ("Q·K neuron view", "Rotary positions") and hasattr(view, "show_pair"):
+                if page.query is not None:  # the rotary view picks the step's attention by itself otherwise
+                    view.show_pair(step.sublayer, page.head or 0, page.query, page.key)
             elif title == "Weighted sum" and hasattr(view, "show_query"):
                 view.show_query(step.sublayer, page.head, page.query)
             elif title == "How this number was made" and page.cells:

@@ -25,6 +25,7 @@ from .views.output_view import OutputView
 from .views.overview_view import OverviewView
 from .views.pe_view import PositionalView
 from .views.rollout_view import RolloutView
+from .views.rotary_view import RotaryView
 from .views.step_view import StepView
 from .views.training_view import TrainingView
 from .views.weighted_sum_view import WeightedSumView
@@ -32,7 +33,7 @@ from .views.weighted_sum_view import WeightedSumView
 # (group title, its views in tab order). One line per group; a new view is one more class in a list.
 GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Step", [StepView, HeadsView, DerivationView]),
-    ("Encoding", [PositionalView, MasksView, NormView]),
+    ("Encoding", [PositionalView, RotaryView, MasksView, NormView]),
     ("Attention", [OverviewView, NeuronView, WeightedSumView, RolloutView]),
     ("Output", [OutputView, DecodingView, LensView, AttributionView]),
     ("What if", [CompareView, ImportanceView, ExperimentsView]),

@@ -12,6 +12,7 @@ from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import Heatmap, heads_grid
+from scratchformer.plotdata.heatmap import kv_sharing_text
 
 from ..cell_links import derive_from_map
 from ..warmup import step_work
@@ -191,8 +192,8 @@ class HeadsView(View):
                 self.grid_dims = (0, 0)  # another shape may want another grid
             self._ensure_thumbs(len(self._maps))
             self._arrange()
-            for h, (w, m) in enumerate(zip(self.thumbs, self._maps)):
-                w.setToolTip(f"Head {h + 1}: click to enlarge")
+            for w, m in zip(self.thumbs, self._maps):
+                w.setToolTip(f"{m.title}: click to enlarge")
                 w.set_heatmap(m)
         head = min(head, len(self._maps) - 1)
         for h, w in enumerate(self.thumbs):
@@ -202,7 +203,10 @@ class HeadsView(View):
         large.levels = self._maps[head].levels  # the same scale as the thumbnails
         self.large.set_heatmap(large)
         note = "" if step is self.main.current_step() else "  (nearest attention step to the current one)"
-        self.caption.setText(f"{step.title} — {step.name}, {len(self._maps)} heads, shared colour scale{note}")
+        bundle = self.main.current_bundle()
+        shared = kv_sharing_text(trace, step.sublayer, bundle.config.d_head if bundle is not None else None)
+        self.caption.setText(f"{step.title} — {step.name}, {len(self._maps)} heads, shared colour scale{note}"
+                             + (f"\n{shared}" if shared else ""))
 
     def _head_menu(self, menu, head: int) -> None:
         """Right-click on a head: ablate it, keep it alone, or undo (app/interventions_panel.py)."""

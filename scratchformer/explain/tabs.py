@@ -28,6 +28,17 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
                "different vector at every position lets the layers tell first from last, and with sinusoids a "
                "fixed shift in position is the same rotation everywhere, so relative distance is easy to read.",
     },
+    "rotary": {
+        "what": "Rotary positions (RoPE): inside every attention, each pair of a query's or key's dimensions (i, "
+                "i + d_rot/2) is turned by the angle position × ω_i, ω_i = θ^(−2i/d_rot). The map shows cos of "
+                "that angle for every position and pair; below, one query and one key of this run turned to "
+                "positions shifted together by s, and their score at each shift.",
+        "why": "A dot product of two turned vectors only sees the difference of their angles, so the score of "
+               "query m and key n depends on m − n alone, and a rotation never changes a vector's length. The "
+               "2017 paper instead adds a position vector to each embedding once, below the first layer: that "
+               "vector mixes into the word's meaning and every score then depends on where both tokens stand, "
+               "not only on how far apart they are.",
+    },
     "masks": {
         "what": "What each attention may not look at. A blocked cell gets −∞ added to its score, so the softmax "
                 "gives it weight 0. Below, the current attention's scores with the mask added, and the weights "
@@ -188,8 +199,27 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         if config.positional == "learned":
             return (f"{where}. This model learned its {config.max_len} position vectors of {d} numbers in "
                     "training instead of using sinusoids.").lstrip(". ")
+        if config.positional == "rotary":
+            return ("This model adds no position vectors (the map is all zeros): its positions rotate the queries "
+                    f"and keys inside every attention instead (RoPE, θ = {config.rope_theta:g}); the Rotary "
+                    "positions tab shows how.")
         return ("This model adds no position vectors: it learns order another way (in T5, a bias on the "
                 "attention scores that depends on the distance between query and key).")
+    if tab == "rotary":
+        if config.positional != "rotary":
+            return ("This model does not rotate its queries and keys: "
+                    + ("it adds sinusoids to the embeddings (the Positional encoding tab)."
+                       if config.positional in ("sinusoidal", "sinusoidal_halves") else
+                       "it adds learned position vectors to the embeddings." if config.positional == "learned"
+                       else "it has no rotary positions."))
+        half = config.d_rotary // 2
+        theta = config.rope_theta
+        slowest = 2 * math.pi * theta ** ((config.d_rotary - 2) / max(config.d_rotary, 1))
+        text = (f"Each head's d_head = {config.d_head} numbers hold {half} turning pairs (d_rot = {config.d_rotary}"
+                f"), base θ = {theta:g}: the fastest pair turns one radian per position and comes round every "
+                f"2π ≈ 6.3 positions, the slowest every {slowest:,.0f}.")
+        shown = "; ".join(facts.get(tab, "").splitlines())
+        return f"{text} {shown}".strip()
     if tab == "masks":
         parts = []
         for kind in _attention_counts(trace):

@@ -62,7 +62,7 @@ _READ: dict[tuple, list[Lesson]] = {}  # the bundled lessons as last read, by th
 
 def bundled_lessons() -> list[Lesson]:
     """Every bundled lesson, in order (a broken bundled file raises: `lesson check` and the tests catch it).
-    Read once and kept while no file changes: parsing all thirteen takes 40 ms, and the window asks on a page turn
+    Read once and kept while no file changes: parsing them all takes ~40 ms, and the window asks on a page turn
     (the last page's "Next lesson ›")."""
     files = lesson_files()
     key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)

@@ -14,7 +14,8 @@ from .values import parse_expression, placeholders
 
 # The window's views a page may open, by their tab titles (app/view_groups.py; a test keeps the two in step).
 VIEW_TITLES = (
-    "Step", "Heads", "How this number was made", "Positional encoding", "Masks", "LayerNorm", "Overview",
+    "Step", "Heads", "How this number was made", "Positional encoding", "Rotary positions", "Masks", "LayerNorm",
+    "Overview",
     "Q·K neuron view", "Weighted sum", "Output", "Decoding", "Compare", "Head importance", "Experiments",
     "Training",
 )

@@ -31,6 +31,12 @@ NAMES = {
     "sqrt_d_k": "√d_k, what the scores are divided by",
     "sqrt_d_model": "√d_model, what the embeddings are multiplied by",
     "d_ff": "the feed-forward network's hidden width",
+    "n_kv_heads": "key/value heads per attention (fewer than n_heads under grouped-query attention)",
+    "heads_per_kv": "query heads that read each key/value head",
+    "kv_cache_per_token": "numbers the KV cache keeps per token and layer: 2 · n_kv_heads · d_k (K and V)",
+    "kv_cache_unshared": "what it would keep with one key/value head per query head: 2 · n_heads · d_k",
+    "d_rot": "how many of a head's dimensions rotary positions turn (0 without RoPE)",
+    "rope_theta": "the base θ of rotary positions' frequencies",
     "n_encoder_layers": "encoder layers",
     "n_decoder_layers": "decoder layers",
     "src_vocab": "the source vocabulary's size",
@@ -170,7 +176,9 @@ class RunValues:
             "n_encoder_layers": c.n_encoder_layers if c.has_encoder else 0,
             "n_decoder_layers": c.n_decoder_layers if c.has_decoder else 0,
             "src_vocab": c.src_vocab_size, "tgt_vocab": c.tgt_vocab_size, "n_src": len(src), "n_tgt": len(tgt),
-            "n_steps": len(tr),
+            "n_steps": len(tr), "n_kv_heads": c.kv_heads, "heads_per_kv": c.n_heads // c.kv_heads,
+            "d_rot": c.d_rotary, "rope_theta": c.rope_theta, "kv_cache_per_token": 2 * c.kv_heads * d_k,
+            "kv_cache_unshared": 2 * c.n_heads * d_k,
         }  # fmt: skip
         if name in numbers:
             return Value(number=float(numbers[name]))

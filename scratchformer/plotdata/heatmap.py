@@ -110,6 +110,8 @@ def matrix_of(step: Step, batch: int = 0, head: int = 0) -> tuple[np.ndarray, st
 
 
 def axis_labels(trace: Trace, dim: str, n: int, batch: int) -> list[str] | None:
+    if dim == "expert":  # a mixture of experts' router: counted from 1, as the explanations count them
+        return [f"expert {i + 1}" for i in range(n)]
     labels = trace.labels(dim, batch)
     if labels is None:
         return None
@@ -142,6 +144,11 @@ def step_heatmap(
                           step.formula, col_labels, extra)  # fmt: skip
     if hm.masked is not None:
         hm.masked = masked_by_design(trace, step, values, batch)
+    if step.kind == "router" and step.name.endswith(".chosen_weights"):
+        # the tokens × experts map of where each token went: an expert a token did not choose did not run for
+        # it, so its cell is left blank and the chosen ones stand out with their weights
+        hm.gaps = values == 0
+        hm.subtitle += "  ·  blank: expert not chosen for that token"
     return hm
 
 
@@ -213,9 +220,44 @@ def heads_grid(trace: Trace, step: Step | str | int, batch: int = 0) -> list[Hea
         levels, _ = levels_for(stacked, step.kind)
         for m in maps:
             m.levels = levels
+    sharing = kv_sharing(trace, step.sublayer) if len(maps) > 1 else None
     for h, m in enumerate(maps):
         m.title = f"Head {h + 1}"
+        if sharing is not None:  # grouped-query attention: say which key/value head this query head reads
+            m.title += f" · reads K/V head {h // (sharing[0] // sharing[1]) + 1}"
     return maps
+
+
+def kv_sharing(trace: Trace, sublayer: str) -> tuple[int, int] | None:
+    """(query heads, key/value heads) of an attention sublayer whose query heads share key/value heads
+    (grouped-query or multi-query attention), read from its traced keys; None when every head has its own."""
+    keys = trace.find(f"{sublayer}.k")
+    queries = trace.find(f"{sublayer}.scores") or trace.find(f"{sublayer}.weights")
+    if keys is None or queries is None or "kv_head" not in keys.dims or "head" not in queries.dims:
+        return None
+    n_q, n_kv = head_count(queries), keys.shape[keys.dims.index("kv_head")]
+    return (n_q, n_kv) if 0 < n_kv < n_q and n_q % n_kv == 0 else None
+
+
+def kv_sharing_text(trace: Trace, sublayer: str, d_head: int | None = None) -> str:
+    """One sentence on what grouped-query attention shares and saves in a sublayer; "" without sharing."""
+    sharing = kv_sharing(trace, sublayer)
+    if sharing is None:
+        return ""
+    n_q, n_kv = sharing
+    group = n_q // n_kv
+    who = "one key/value head" if n_kv == 1 else f"{n_kv} key/value heads"
+    text = (f"{n_q} query heads read {who} ({group} each: heads {', '.join(_groups(n_q, group))}), so W^K and W^V "
+            f"are {group}× narrower than W^Q")
+    if d_head:
+        text += (f" and the KV cache keeps 2·{n_kv}·{d_head} = {2 * n_kv * d_head:,} numbers per token and layer "
+                 f"instead of {2 * n_q * d_head:,}")
+    return text + "."
+
+
+def _groups(n_q: int, group: int) -> list[str]:
+    """["1–2", "3–4"]: the query heads (from 1) that share each key/value head."""
+    return [f"{g + 1}" if group == 1 else f"{g + 1}–{g + group}" for g in range(0, n_q, group)]
 
 
 # ---- the numbers inside the cells (the window and the exporters write them the same way) -----------------

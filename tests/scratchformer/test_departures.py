@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from scratchformer.bundle import bundled_models
-from scratchformer.config import PRESETS, TransformerConfig, preset
+from scratchformer.config import PAPER_PRESETS, TransformerConfig, preset
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.importers import from_torch_transformer
@@ -19,9 +19,16 @@ SMALL = dict(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers
              tgt_vocab_size=20, max_len=16)  # fmt: skip
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", PAPER_PRESETS)
 def test_presets_are_the_paper(name):
     assert departures(preset(name)) == []
+
+
+def test_the_llama_preset_names_what_it_departs_in():
+    said = " ".join(departures(preset("llama-tiny")))
+    for phrase in ("rotary positions", "grouped-query attention: 2 key/value heads shared by 4 query heads",
+                   "RMSNorm", "gated feed-forward"):
+        assert phrase in said
 
 
 def test_bundled_models_are_the_paper():

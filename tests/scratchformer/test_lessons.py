@@ -18,7 +18,8 @@ from scratchformer.lessons.prepare import prepare_page
 from scratchformer.lessons.values import evaluate, fill, parse_expression
 
 CURRICULUM = ["why-attention", "self-attention", "scaling", "heads", "positions", "masks", "cross-attention",
-              "add-norm", "feed-forward", "output-softmax", "teacher-forcing", "one-token-at-a-time", "walkthrough"]
+              "add-norm", "feed-forward", "output-softmax", "teacher-forcing", "one-token-at-a-time", "walkthrough",
+              "rotary", "shared-kv"]
 SOURCE = "the girl eats an apple"
 
 
