@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from .config import TransformerConfig
+from .feed_forward import PositionwiseFeedForward
 from .intervention_context import patched
-from .layers import PositionwiseFeedForward
 from .trace import active_tracer
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
