@@ -1,8 +1,8 @@
-"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3, Phi-3) and GPT-NeoX (Pythia): a small random model of each
-family, saved with
-save_pretrained and opened through load_model(path), equals transformers' eager implementation on every hidden
-state, attention map and logit of a right-padded batch; greedy decoding with the KV cache equals generate(); a
-bfloat16, sharded folder opens; and what we do not implement is refused in one sentence."""
+"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3, Phi-3), OLMo 2 and GPT-NeoX (Pythia): a small random model
+of each family, saved with save_pretrained and opened through load_model(path), equals transformers' eager
+implementation on every hidden state, attention map and logit of a right-padded batch; greedy decoding with the KV
+cache equals generate(); a bfloat16, sharded folder opens; and what we do not implement is refused in one
+sentence."""
 
 import json
 
@@ -34,6 +34,7 @@ FAMILIES = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {"sliding_window": 5, "pad_token_id": EOT}),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"rope_parameters": {
         "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}}),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {"pad_token_id": EOT}),
 }
 
 
@@ -160,6 +161,15 @@ def test_the_trace_names_rotation_grouped_heads_and_the_gate(folder):
                                                            "ffn.out", "add_norm3.residual")]  # fmt: skip
         assert order == sorted(order) and "decoder.1.add_norm1.residual" not in names
         phrases += ["on 4 of each head's 16 dimensions", "attention and feed-forward side by side"]
+    elif family == "olmo2":  # each sublayer reads x itself, then its output is normalised before the add
+        for k, sub in (("1", "self_attn"), ("3", "ffn")):
+            post = trace[f"decoder.1.add_norm{k}.post_norm"]
+            assert post.kind == "layer_norm" and post.formula.startswith("RMSNorm(Sublayer(x))")
+            assert names.index(f"decoder.1.{sub}.out") < post.index < names.index(f"decoder.1.add_norm{k}.residual")
+            assert f"decoder.1.add_norm{k}.norm" not in names
+        norms = [bundle.model.get_submodule(f"{n}.{w}_norm").weight.shape for w in "qk"]
+        assert norms == [(c.d_attn,), (c.kv_heads * c.d_head,)]  # one γ over all heads' numbers, then split
+        phrases += ["post-norm only", "key/value head", "gated feed-forward"]
     else:
         assert trace["decoder.0.ffn.gate"].kind == "ffn_gate" and trace["decoder.0.ffn.linear"].kind == "ffn_gate"
         assert shared
@@ -180,6 +190,9 @@ def test_family_options_are_read_from_the_config(tmp_path_factory):
         "phi3": dict(sliding_window=5, sliding_layers=None, ffn_gated=True, qk_norm="none"),
         "gpt_neox": dict(parallel_residual=True, rotary_fraction=0.25, norm="layernorm", linear_bias=True,
                          ffn_gated=False, activation="gelu", tie_output=False),
+        "olmo2": dict(qk_norm="full", post_norm=True, post_norm_only=True, norm_first=True, norm="rmsnorm",
+                      rmsnorm_plus_one=False, linear_bias=False, ffn_bias=False, ffn_gated=True, activation="silu",
+                      tie_output=False, final_layer_norm=True, sliding_window=0, rope_scaling="none"),
     }
     for family, options in expected.items():
         directory = tmp_path_factory.mktemp(f"{family}-config")
