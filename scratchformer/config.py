@@ -144,6 +144,9 @@ class TransformerConfig:
     # "Sandwich" norms (Gemma 2, 3): a second norm after each sublayer, x + PostNorm(Sublayer(Norm(x))); traced as
     # `<layer>.add_normK.post_norm` (kind layer_norm). Needs norm_first.
     post_norm: bool = False
+    # OLMo 2: the norm after each sublayer only, x + PostNorm(Sublayer(x)) — the sublayer reads the raw residual
+    # stream, with no norm before it (the module has no `norm`). Needs post_norm; not with parallel_residual.
+    post_norm_only: bool = False
     # Divide the attention scores by √attn_scale_dim instead of √d_k (Gemma 2, 3: query_pre_attn_scalar); None: √d_k.
     attn_scale_dim: float | None = None
     # Soft-capping (Gemma 2): s → cap·tanh(s / cap) squashes every number into (−cap, cap). attn_softcap acts on the
@@ -328,7 +331,7 @@ class TransformerConfig:
     def _validate_gemma(self) -> None:
         """Gemma's options: (1 + γ) norms, the rounded embedding scale, sandwich norms, soft-capping, the score
         scale and the local layers' rotary base."""
-        for name in ("rmsnorm_plus_one", "round_embed_scale", "post_norm"):
+        for name in ("rmsnorm_plus_one", "round_embed_scale", "post_norm", "post_norm_only"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name} must be true or false, not {getattr(self, name)!r}.")
         if self.rmsnorm_plus_one and self.norm != "rmsnorm":
@@ -337,6 +340,9 @@ class TransformerConfig:
             raise UserError("round_embed_scale rounds the embeddings' √d_model, so it needs scale_embedding.")
         if self.post_norm and not self.norm_first:
             raise UserError("post_norm adds a norm after each sublayer to the one before it, so it needs norm_first.")
+        if self.post_norm_only and (not self.post_norm or self.parallel_residual):
+            raise UserError("post_norm_only drops the norm before each sublayer and keeps the one after it, so it "
+                            "needs post_norm and a sequential layer (parallel_residual false).")  # fmt: skip
         for name in ("attn_softcap", "final_softcap"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:

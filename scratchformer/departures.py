@@ -54,7 +54,11 @@ def departures(config: TransformerConfig) -> list[str]:
     if c.embed_layer_norm:
         out.append("LayerNorm on the embeddings")
     norm = "RMSNorm" if c.norm == "rmsnorm" else "LayerNorm"
-    if c.norm_first and c.post_norm:
+    if c.norm_first and c.post_norm and c.post_norm_only:
+        article = "an" if norm == "RMSNorm" else "a"
+        out.append(f"post-norm only: {article} {norm} after each sublayer and none before it, "
+                   f"x + {norm}(Sublayer(x)) (the residual sum itself is not normalised, unlike the paper's post-LN)")
+    elif c.norm_first and c.post_norm:
         out.append(f"sandwich norms: a {norm} before and another after each sublayer, "
                    f"x + {norm}(Sublayer({norm}(x)))")
     elif c.norm_first:

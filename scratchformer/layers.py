@@ -50,6 +50,8 @@ class AddNorm(nn.Module):
     never normalised inside the layers, so such models end each stack with a final LayerNorm.
     Sandwich (config.post_norm, Gemma 2 and 3): x + Dropout(PostNorm(Sublayer(Norm(x)))) — a second norm of its
     own (`post_norm`) on what the sublayer adds, traced as `<name>.post_norm`.
+    Post-norm only (config.post_norm_only, OLMo 2): x + Dropout(PostNorm(Sublayer(x))) — the sandwich without its
+    first slice: the sublayer reads x itself, and the module has no `norm`.
     The sublayer is passed in as a function of its input, so the norm can run before it when it must.
     The norm is RMSNorm instead of LayerNorm when config.norm says so (T5); titles and formulas name it.
     """
@@ -57,7 +59,7 @@ class AddNorm(nn.Module):
     def __init__(self, config: TransformerConfig, pos_dim: str, trace_name: str) -> None:
         super().__init__()
         self.dropout = nn.Dropout(config.dropout)
-        self.norm = make_norm(config)
+        self.norm = None if config.post_norm_only else make_norm(config)
         self.post_norm = make_norm(config) if config.post_norm else None
         self.norm_first = config.norm_first
         self.norm_kind, self.norm_name = norm_kind(config), NORM_NAMES[config.norm]
@@ -97,7 +99,8 @@ class AddNorm(nn.Module):
     def _pre_norm(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """x + Dropout(Sublayer(LayerNorm(x))): the norm is traced first, as its own diagram block `<name>.norm`."""
         n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
-        normed = self.normed(x)  # (B, T, d_model)
+        only = self.norm is None  # OLMo 2: no norm before the sublayer, which reads x itself
+        normed = x if only else self.normed(x)  # (B, T, d_model)
         tracer = active_tracer()
         added = sublayer(normed)  # (B, T, d_model)
         if self.post_norm is not None:  # Gemma 2's sandwich: the sublayer's output normalised before it is added
@@ -105,16 +108,18 @@ class AddNorm(nn.Module):
             if tracer is not None:
                 tracer.add(f"{n}.post_norm", "layer_norm", added, dims,
                            f"{self.norm_name} (post-norm, after the sublayer)",
-                           norm_formula(self.norm_kind, "Sublayer(x')"), f"{n}.post_norm", major=True)
+                           norm_formula(self.norm_kind, "Sublayer(x)" if only else "Sublayer(x')"),
+                           f"{n}.post_norm", major=True)  # fmt: skip
         dropped = self.dropout(added)
         out = patched(f"{n}.residual", x + dropped)  # (B, T, d_model)
         if tracer is not None:
             add_dropout(tracer, self.dropout, n, dropped, dims)
-            inner = f"Sublayer({self.norm_name}(x))"
+            inner = "Sublayer(x)" if only else f"Sublayer({self.norm_name}(x))"
             sandwich = self.post_norm is not None
-            tracer.add(f"{n}.residual", "residual", out, dims,
-                       "Residual add (sandwich: the sublayer's output normalised before it)" if sandwich
-                       else f"Residual add (pre-norm: no {self.norm_name} after it)",
+            title = ("Residual add (post-norm only: the sublayer's output normalised, its input not)" if only
+                     else "Residual add (sandwich: the sublayer's output normalised before it)" if sandwich
+                     else f"Residual add (pre-norm: no {self.norm_name} after it)")
+            tracer.add(f"{n}.residual", "residual", out, dims, title,
                        f"x + {self.norm_name}({inner})" if sandwich else f"x + {inner}", n, major=True)
         return out
 

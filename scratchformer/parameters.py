@@ -234,7 +234,8 @@ def _norm(c: _Counter, key: str, path: str, what: str) -> None:
         else:
             note = "RMSNorm's γ (scale), one per feature; RMSNorm has no β"
             if key.endswith(".post_norm"):
-                note = "the γ of the RMSNorm after the sublayer (a sandwich's second norm), one per feature"
+                second = "its only norm" if c.config.post_norm_only else "a sandwich's second norm"
+                note = f"the γ of the RMSNorm after the sublayer ({second}), one per feature"
             elif not key.endswith(".norm"):
                 note += "; the residual add has none"
         if c.config.rmsnorm_plus_one:
@@ -303,8 +304,9 @@ def _layer(c: _Counter, stack: str, i: int, layer: nn.Module) -> None:
         elif name == "moe":
             _moe(c, key)
         elif c.config.norm_first:  # pre-LN: the diagram's "LayerNorm" block before the sublayer, then "Add"
-            _norm(c, f"{key}.norm", f"{key}.norm", "LayerNorm's γ (scale) and β (shift), one each per feature")
-            parts.append(f"{key}.norm")
+            if not c.config.post_norm_only:  # OLMo 2 has no norm before the sublayer
+                _norm(c, f"{key}.norm", f"{key}.norm", "LayerNorm's γ (scale) and β (shift), one each per feature")
+                parts.append(f"{key}.norm")
             if c.config.post_norm:  # Gemma 2 and 3: the norm after the sublayer, a block of its own
                 _norm(c, f"{key}.post_norm", f"{key}.post_norm", "LayerNorm's γ and β after the sublayer")
                 parts.append(f"{key}.post_norm")

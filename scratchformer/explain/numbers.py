@@ -402,7 +402,8 @@ def residual(c: Ctx) -> Facts:
     pre_norm = x is not None and x.kind == "layer_norm" and x.sublayer.endswith(".norm")
     if pre_norm:  # pre-LN: the sublayer read LayerNorm(x); the residual adds x itself, the step before the norm
         x = c.trace[x.index - 1] if x.index > 0 else None
-    key = "residual.sandwich" if post else "residual.pre" if pre_norm else "residual"
+    sandwich = "residual.post_only" if c.config.post_norm_only else "residual.sandwich"  # OLMo 2: no pre-norm
+    key = sandwich if post else "residual.pre" if pre_norm else "residual"
     if inner is None or inner.kind not in ("projection", "ffn_out") or sub_out.shape != c.step.shape:
         sub_out = x = None  # the trace lacks the sublayer's output
     links = [(sub_out, "sublayer"), (x, "x")]
@@ -420,7 +421,8 @@ def layer_norm(c: Ctx) -> Facts:
     if c.step.name.endswith("final_norm.out"):
         key, before, link = "layer_norm.rms_final" if rms else "layer_norm.final", c.previous(), "before"
     elif c.step.name.endswith(".post_norm"):  # a sandwich's second norm: the sublayer's output, before the add
-        key, before, link = "layer_norm.rms_post", c.previous(), "before"
+        only = c.config.post_norm_only  # OLMo 2: the only norm around the sublayer
+        key, before, link = "layer_norm.rms_post_only" if only else "layer_norm.rms_post", c.previous(), "before"
     elif c.step.sublayer.endswith(".norm"):  # pre-LN (norm_first): the norm before a sublayer
         key, before, link = "layer_norm.rms_pre" if rms else "layer_norm.pre", c.previous(), "before"
     elif c.step.stack in ("src_embed", "tgt_embed"):
@@ -505,7 +507,7 @@ def ffn_out(c: Ctx) -> Facts:
     attn = 2 * d * inner + 2 * d * kv + (inner + 2 * kv if qkv_bias else 0) + (d if bias else 0)
     attn += {"head": 2 * cfg.d_head, "full": inner + kv}.get(cfg.qk_norm, 0)
     norm = d if cfg.norm == "rmsnorm" else 2 * d
-    norms = (n_attn + 1) * (2 if cfg.post_norm else 1)  # one norm per sublayer, two in a sandwich
+    norms = (n_attn + 1) * (2 if cfg.post_norm and not cfg.post_norm_only else 1)  # two in a sandwich
     layer = ffn + n_attn * attn + norms * norm  # attention, FFN and their norms
     if cfg.relative_buckets and c.step.layer == 0:
         layer += cfg.relative_buckets * cfg.n_heads  # the relative position bias table of the first layer

@@ -243,7 +243,8 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
     if tab == "layernorm":
         count = len(layer_norm_steps(trace))
         kind = "RMSNorm (no mean subtracted, no β)" if config.norm == "rmsnorm" else "LayerNorm"
-        place = ("before each sublayer (pre-LN, as in GPT-2)" if config.norm_first else
+        place = ("after each sublayer's output, before it is added (OLMo 2)" if config.post_norm_only else
+                 "before each sublayer (pre-LN, as in GPT-2)" if config.norm_first else
                  "after each residual sum (post-LN, as in the paper)")
         return (f"This model applies {kind} {count} times, {place}, each over d_model = {d} features with "
                 f"ε = {config.layer_norm_eps:g}.")

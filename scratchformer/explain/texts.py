@@ -379,6 +379,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "why": "The norm after the sublayer brings what it adds to a steady size, so no sublayer can swamp the "
                "residual stream; the norm before it keeps its input steady, and x flows past both untouched.",
     },
+    "residual.post_only": {
+        "what": "Post-norm only (OLMo 2, a departure from the paper): the sublayer read x itself, with no norm "
+                "before it; its output was normalised by {norm_name}, and that is added back to x, for "
+                "{each_position} ({n_pos} × {d_model}). The sum is not normalised: it is the layer's running "
+                "output.",
+        "why": "The paper normalises the sum, {norm_name}(x + Sublayer(x)); here only what the sublayer adds is "
+               "normalised, so every correction arrives at a steady size while x, and the gradients, flow past "
+               "untouched. A final {norm_name} after the stack steadies the stream for the output layer.",
+    },
     "residual.plain": {"numbers": "The sum has std {std} and ranges from {min} to {max}."},
     "layer_norm": {
         "what": "LayerNorm rescales the vector of {each_position} on its own: subtract the vector's mean over "
@@ -443,6 +452,18 @@ TEXTS: dict[str, dict[str, str]] = {
         "why": "However large a sublayer's output grows, what it adds to x arrives at a steady size, so no layer "
                "can drown out the ones before it; with the norm before the sublayer too, each sublayer sits between "
                "two norms.",
+        "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after. Over "
+                   "{all_positions} the average root mean square goes from {avg_rms_in} to {avg_rms_out} "
+                   "(ε = {eps:g}; the learned γ can move it away from 1).",
+    },
+    "layer_norm.rms_post_only": {
+        "what": "Post-norm (OLMo 2, a departure from the paper): the sublayer's output for {each_position} is "
+                "divided by its root mean square √(mean(x²) + ε) over its {d_model} numbers and scaled by a learned γ "
+                "before it is added to the residual stream. It is the only norm around this sublayer, whose input "
+                "was not normalised.",
+        "why": "Normalising what a sublayer adds, rather than the sum (the paper) or the sublayer's input (pre-LN), "
+               "keeps every correction at a steady size however large the raw output grows, while the residual "
+               "stream itself is never rescaled inside the layers.",
         "numbers": "For {tok} (position 1): root mean square {rms_in} before and {rms_out} after. Over "
                    "{all_positions} the average root mean square goes from {avg_rms_in} to {avg_rms_out} "
                    "(ε = {eps:g}; the learned γ can move it away from 1).",

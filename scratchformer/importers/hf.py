@@ -31,6 +31,7 @@ LOADERS = {
     "mbart": ("bart", "load_mbart"),
     "mistral": ("llama", "load_llama"),
     "mixtral": ("moe", "load_moe"),
+    "olmo2": ("olmo", "load_olmo2"),
     "phi3": ("llama", "load_llama"),
     "qwen2": ("llama", "load_llama"),
     "qwen3": ("llama", "load_llama"),

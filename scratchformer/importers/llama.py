@@ -46,11 +46,18 @@ FAMILIES = {
     "qwen3": "Qwen3Config",
     "phi3": "Phi3Config",
 }
+# the families (and those built on them: Qwen3-MoE on qwen3, OLMo 2) whose W^Q, W^K, W^V, W^O have biases when
+# attention_bias says so
+ATTENTION_BIAS = ("llama", "qwen3", "olmo2")
 
 
-def rope_options(hf, origin: str) -> dict:
+def rope_options(hf, origin: str, partial: bool = False) -> dict:
     """Our rotary options from config.json's rope_parameters (transformers ≥ 5; rope_theta and rope_scaling before);
-    one sentence for a scaling scratchformer does not implement, rather than numbers that would be wrong."""
+    one sentence for a scaling scratchformer does not implement, rather than numbers that would be wrong.
+
+    partial: whether the family turns only a fraction of each head's dimensions (partial_rotary_factor: GPT-NeoX,
+    Phi-3). The others' attention turns every dimension whatever the config says, so a factor below 1 there is
+    refused rather than guessed at."""
     params = dict(getattr(hf, "rope_parameters", None) or {})
     if not params:  # an older config object
         params = dict(getattr(hf, "rope_scaling", None) or {})
@@ -59,6 +66,10 @@ def rope_options(hf, origin: str) -> dict:
     options = {"rope_theta": float(params.get("rope_theta", 10000.0)),
                "rotary_fraction": float(params.get("partial_rotary_factor",
                                                    getattr(hf, "partial_rotary_factor", 1.0) or 1.0))}  # fmt: skip
+    if not partial and options["rotary_fraction"] != 1.0:
+        raise UserError(f"{origin} sets partial_rotary_factor {options['rotary_fraction']:g}, but this family's "
+                        "attention turns every dimension of each head, so scratchformer cannot tell which numbers "
+                        "are meant and does not open it.")  # fmt: skip
     if kind == "default":
         return options
     if kind == "linear":
@@ -95,7 +106,9 @@ def config_from_llama(hf, model_type: str, directory: Path, name: str) -> Transf
         raise UserError(f"{origin} uses the activation {act!r}; scratchformer supports "
                         f"{', '.join(sorted(HF_ACTIVATIONS))}.")  # fmt: skip
     head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
-    attention_bias = bool(getattr(hf, "attention_bias", False))
+    # only these families' attention reads attention_bias (Mistral, Qwen2, Phi-3 ignore it), only Llama's MLP mlp_bias
+    attention_bias = model_type in ATTENTION_BIAS and bool(getattr(hf, "attention_bias", False))
+    mlp_bias = model_type == "llama" and bool(getattr(hf, "mlp_bias", False))
     return TransformerConfig(
         d_model=hf.hidden_size,
         n_heads=hf.num_attention_heads,
@@ -123,10 +136,10 @@ def config_from_llama(hf, model_type: str, directory: Path, name: str) -> Transf
         layer_norm_eps=float(hf.rms_norm_eps),
         linear_bias=attention_bias,  # W^O (and W^Q, W^K, W^V unless qkv_bias says otherwise)
         qkv_bias=True if model_type == "qwen2" else None,
-        ffn_bias=bool(getattr(hf, "mlp_bias", False)),
+        ffn_bias=mlp_bias,
         ffn_gated=True,
         qk_norm="head" if model_type == "qwen3" else "none",
-        **rope_options(hf, origin),
+        **rope_options(hf, origin, partial=model_type == "phi3"),
         **sliding_options(hf, model_type),
         extra={"architecture": model_type, "source": str(directory), "hf_name": str(hf.name_or_path or "")},
     )  # fmt: skip

@@ -54,7 +54,7 @@ def config_from_neox(hf, directory: Path, name: str) -> TransformerConfig:
         norm_first=True,
         layer_norm_eps=float(hf.layer_norm_eps),
         parallel_residual=bool(getattr(hf, "use_parallel_residual", True)),
-        **rope_options(hf, origin),
+        **rope_options(hf, origin, partial=True),
         extra={"architecture": "gpt_neox", "source": str(directory), "hf_name": str(hf.name_or_path or "")},
     )  # fmt: skip
 

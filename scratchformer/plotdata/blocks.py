@@ -35,8 +35,12 @@ def _residual_blocks(config, sublayer: Block, add_norm: str, column: str, layer:
 
     Post-LN (the paper): sublayer, then "Add & Norm". Pre-LN (config.norm_first): a "LayerNorm" block (the
     `<add_norm>.norm` steps) before the sublayer, then "Add" (the residual sum, with no norm after it). Sandwich
-    (config.post_norm): a second norm block (`<add_norm>.post_norm`) between the sublayer and "Add".
+    (config.post_norm): a second norm block (`<add_norm>.post_norm`) between the sublayer and "Add". Post-norm only
+    (config.post_norm_only, OLMo 2): the sandwich without its first norm — sublayer, norm, "Add".
     """
+    if getattr(config, "post_norm_only", False):  # OLMo 2: the norm after the sublayer alone
+        return [sublayer, Block(f"{add_norm}.post_norm", f"{_norm_label(config)} (after)", column, "norm", layer),
+                Block(add_norm, "Add", column, "add_norm", layer)]  # fmt: skip
     if config.norm_first and getattr(config, "post_norm", False):  # Gemma 2 and 3: a norm on each side
         return [Block(f"{add_norm}.norm", _norm_label(config), column, "norm", layer), sublayer,
                 Block(f"{add_norm}.post_norm", f"{_norm_label(config)} (after)", column, "norm", layer),

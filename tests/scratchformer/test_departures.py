@@ -134,3 +134,16 @@ def test_post_norm_trace_names_are_unchanged():
     layer = [n for n in trace.names() if n.startswith("encoder.0.add_norm")]
     assert layer == ["encoder.0.add_norm1.residual", "encoder.0.add_norm1.out", "encoder.0.add_norm2.residual",
                      "encoder.0.add_norm2.out"]  # fmt: skip
+
+
+def test_post_norm_only_is_named_validated_and_off_for_the_paper():
+    """OLMo 2's norms after the sublayers alone: its own departure, and refused without what it needs."""
+    assert TransformerConfig().post_norm_only is False
+    olmo = dict(norm_first=True, post_norm=True, post_norm_only=True, norm="rmsnorm")
+    listed = departures(TransformerConfig(**SMALL, **olmo))
+    assert any(d.startswith("post-norm only: an RMSNorm after each sublayer and none before it") for d in listed)
+    assert not any(d.startswith(("sandwich", "pre-LN")) for d in listed), listed
+    for bad in (dict(post_norm_only=True), dict(norm_first=True, post_norm_only=True),
+                dict(**olmo, parallel_residual=True, n_encoder_layers=0), dict(**{**olmo, "post_norm_only": 1})):
+        with pytest.raises(UserError, match="post_norm_only"):
+            TransformerConfig(**{**SMALL, **bad})

@@ -50,7 +50,7 @@ def test_unsupported_model_type(tmp_path):
     with pytest.raises(UserError) as exc:
         load_model(str(tmp_path))
     supported = ("bart, bert, distilbert, gemma, gemma2, gemma3_text, gpt2, gpt_neox, llama, marian, mbart, mistral, "
-                 "mixtral, phi3, qwen2, qwen3, qwen3_moe, roberta, t5 and scratchformer checkpoints")
+                 "mixtral, olmo2, phi3, qwen2, qwen3, qwen3_moe, roberta, t5 and scratchformer checkpoints")
     assert f"is a 'xlnet' model; scratchformer can open {supported}" in _one_sentence(exc)
 
 

@@ -1,8 +1,8 @@
-"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3, Phi-3) and GPT-NeoX (Pythia): a small random model of each
-family, saved with
-save_pretrained and opened through load_model(path), equals transformers' eager implementation on every hidden
-state, attention map and logit of a right-padded batch; greedy decoding with the KV cache equals generate(); a
-bfloat16, sharded folder opens; and what we do not implement is refused in one sentence."""
+"""Llama-style decoders (Llama, Mistral, Qwen2, Qwen3, Phi-3), OLMo 2 and GPT-NeoX (Pythia): a small random model
+of each family, saved with save_pretrained and opened through load_model(path), equals transformers' eager
+implementation on every hidden state, attention map and logit of a right-padded batch; greedy decoding with the KV
+cache equals generate(); a bfloat16, sharded folder opens; and what we do not implement is refused in one
+sentence."""
 
 import json
 
@@ -35,6 +35,8 @@ FAMILIES = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {"sliding_window": 5, "pad_token_id": EOT}),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"rope_parameters": {
         "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}}),
+    "gpt_neox-sequential": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"use_parallel_residual": False}),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {"pad_token_id": EOT, "attention_bias": True}),
 }
 
 
@@ -156,11 +158,25 @@ def test_the_trace_names_rotation_grouped_heads_and_the_gate(folder):
     assert trace[f"{n}.k"].tensor.shape[1] == c.kv_heads and c.n_heads == trace[f"{n}.weights"].tensor.shape[1]
     listed = departures(c)
     phrases = ["rotary positions (RoPE)"]
-    if family == "gpt_neox":  # Pythia: LayerNorm, GELU, parallel sublayers, a quarter of each head turning
+    if family == "gpt_neox-sequential":  # use_parallel_residual false: two pre-norm sublayers, one after the other
+        order = [names.index(f"decoder.1.{s}") for s in ("add_norm1.norm", "self_attn.out", "add_norm1.residual",
+                                                           "add_norm3.norm", "ffn.out", "add_norm3.residual")]
+        assert order == sorted(order) and not c.parallel_residual
+        phrases += ["pre-LN: LayerNorm before each sublayer"]
+    elif family == "gpt_neox":  # Pythia: LayerNorm, GELU, parallel sublayers, a quarter of each head turning
         order = [names.index(f"decoder.1.{s}") for s in ("add_norm1.norm", "self_attn.out", "add_norm3.norm",
                                                            "ffn.out", "add_norm3.residual")]  # fmt: skip
         assert order == sorted(order) and "decoder.1.add_norm1.residual" not in names
         phrases += ["on 4 of each head's 16 dimensions", "attention and feed-forward side by side"]
+    elif family == "olmo2":  # each sublayer reads x itself, then its output is normalised before the add
+        for k, sub in (("1", "self_attn"), ("3", "ffn")):
+            post = trace[f"decoder.1.add_norm{k}.post_norm"]
+            assert post.kind == "layer_norm" and post.formula.startswith("RMSNorm(Sublayer(x))")
+            assert names.index(f"decoder.1.{sub}.out") < post.index < names.index(f"decoder.1.add_norm{k}.residual")
+            assert f"decoder.1.add_norm{k}.norm" not in names
+        norms = [bundle.model.get_submodule(f"{n}.{w}_norm").weight.shape for w in "qk"]
+        assert norms == [(c.d_attn,), (c.kv_heads * c.d_head,)]  # one γ over all heads' numbers, then split
+        phrases += ["post-norm only", "key/value head", "gated feed-forward"]
     else:
         assert trace["decoder.0.ffn.gate"].kind == "ffn_gate" and trace["decoder.0.ffn.linear"].kind == "ffn_gate"
         assert shared
@@ -181,6 +197,10 @@ def test_family_options_are_read_from_the_config(tmp_path_factory):
         "phi3": dict(sliding_window=5, sliding_layers=None, ffn_gated=True, qk_norm="none"),
         "gpt_neox": dict(parallel_residual=True, rotary_fraction=0.25, norm="layernorm", linear_bias=True,
                          ffn_gated=False, activation="gelu", tie_output=False),
+        "gpt_neox-sequential": dict(parallel_residual=False, norm_first=True, norm="layernorm", linear_bias=True),
+        "olmo2": dict(qk_norm="full", post_norm=True, post_norm_only=True, norm_first=True, norm="rmsnorm",
+                      rmsnorm_plus_one=False, linear_bias=True, ffn_bias=False, ffn_gated=True, activation="silu",
+                      tie_output=False, final_layer_norm=True, sliding_window=0, rope_scaling="none"),
     }
     for family, options in expected.items():
         directory = tmp_path_factory.mktemp(f"{family}-config")
@@ -211,6 +231,54 @@ def test_what_is_not_implemented_is_refused_in_one_sentence(tmp_path):
     with pytest.raises(UserError, match=r"is a 'mamba' model; scratchformer can open .*llama.*qwen3"):
         load_model(str(tmp_path))
 
+
+
+@pytest.mark.parametrize(("family", "change", "refusal"), [
+    ("phi3", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 8,
+                                  "long_factor": [2.0] * 8, "original_max_position_embeddings": 16}},
+     "rope_type 'longrope', which scratchformer does not implement"),
+    ("qwen2", {"rope_parameters": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}},
+     "rope_type 'dynamic', which scratchformer does not implement"),
+    ("llama", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
+     "sets partial_rotary_factor 0.5, but this family's attention turns every dimension"),
+    ("olmo2", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                   "original_max_position_embeddings": 16}},
+     "rope_type 'yarn', which scratchformer does not implement"),
+])  # fmt: skip
+def test_each_family_refuses_a_rotation_it_cannot_reproduce(tmp_path, family, change, refusal):
+    _save(tmp_path, family, num_hidden_layers=1)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    with pytest.raises(UserError, match=refusal) as exc:
+        load_model(str(tmp_path))
+    message = str(exc.value)
+    assert "\n" not in message and message.count(". ") == 0 and message.endswith("."), message
+
+
+def test_a_phi3_that_turns_part_of_each_head_matches(tmp_path):
+    """Phi-3's attention honours partial_rotary_factor (Phi-4-mini turns 3/4 of each head): so do we."""
+    ref = _save(tmp_path, "phi3", rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                   "partial_rotary_factor": 0.5})  # fmt: skip
+    bundle = load_model(str(tmp_path))
+    assert bundle.config.rotary_fraction == 0.5 and bundle.config.d_rotary == 8
+    ids, pad = _batch(bundle, SENTENCES)
+    pairs, _ = _pairs(bundle, ref, ids, pad)
+    assert max(_relative_diffs(pairs, pad).values()) < ATOL
+
+
+def test_bias_options_a_family_ignores_are_ignored_as_transformers_does(tmp_path):
+    """Mistral's attention and Qwen3's feed-forward have no biases whatever attention_bias / mlp_bias say, and a
+    Llama with both has them everywhere: the numbers still equal transformers'."""
+    both = {"attention_bias": True, "mlp_bias": True}
+    # family → (attention biases, feed-forward biases) as transformers builds them
+    for family, biases in (("mistral", (False, False)), ("qwen3", (True, False)), ("llama", (True, True))):
+        directory = tmp_path / family
+        ref = _save(directory, family, num_hidden_layers=1, **both)
+        bundle = load_model(str(directory))
+        assert (bundle.config.linear_bias, bundle.config.ffn_bias) == biases, family
+        ids, pad = _batch(bundle, SENTENCES)
+        pairs, _ = _pairs(bundle, ref, ids, pad)
+        assert max(_relative_diffs(pairs, pad).values()) < ATOL, family
 
 def test_every_step_explains_and_derives(folder):
     """Each step of an imported model has a complete explanation in this run's numbers, and random cells of every

@@ -178,7 +178,8 @@ def test_pre_ln_counts_each_layernorm_in_its_own_block():
 
 @pytest.mark.parametrize("options", [
     dict(n_kv_heads=2, qkv_bias=True, linear_bias=False, qk_norm="head"),  # Qwen2-like biases, Qwen3-like norm
-    dict(n_kv_heads=1, qk_norm="full", linear_bias=False, d_kv=6),  # OLMo 2-like, multi-query, h·d_k ≠ d_model
+    dict(n_kv_heads=1, qk_norm="full", linear_bias=False, d_kv=6),  # multi-query, h·d_k ≠ d_model
+    dict(n_kv_heads=2, qk_norm="full", linear_bias=False, post_norm=True, post_norm_only=True),  # OLMo 2-like
     dict(n_kv_heads=4, linear_bias=False, ffn_bias=True),  # no sharing, biases only in the feed-forward
     dict(n_kv_heads=4, parallel_residual=True, rotary_fraction=0.5),  # GPT-NeoX-like: one Add per layer
     dict(n_kv_heads=2, linear_bias=False, qk_norm="head", post_norm=True, rmsnorm_plus_one=True),  # Gemma 2/3-like
@@ -199,7 +200,9 @@ def test_modern_decoders_count_their_narrower_keys_norms_and_biases(options):
     assert "rotary positions" in counts["tgt_embed.positional"].note and counts["tgt_embed.positional"].count == 0
     if cfg.post_norm:  # the sandwich's second norm: a block of its own, counted in its layer
         post = counts["decoder.0.add_norm1.post_norm"]
-        assert post.count == cfg.d_model and "after the sublayer" in post.note and "(1 + γ)" in post.note
+        assert post.count == cfg.d_model and "after the sublayer" in post.note
+        assert ("(1 + γ)" in post.note) == cfg.rmsnorm_plus_one and ("its only norm" in post.note) == cfg.post_norm_only
+        assert ("decoder.0.add_norm1.norm" in counts) == (not cfg.post_norm_only)  # OLMo 2: no norm before it
 
 
 @pytest.mark.parametrize("options", [
