@@ -30,7 +30,7 @@ def derive_from_map(window, heatmap, row: int, col: int) -> bool:
     if step is None:
         return False
     n_batch = step.shape[0] if "batch" in step.dims else 1
-    n_head = step.shape[step.dims.index("head")] if "head" in step.dims else 1
+    n_head = step.n_heads
     index = cell_index(step, min(batch, n_batch - 1), min(head, n_head - 1), row, col, heatmap.extra.get("vocab_ids"))
     return derive_cell(window, name, index)
 

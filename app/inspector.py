@@ -17,12 +17,13 @@ def inspector_lines(step: Step, stats: TensorStats | None, n_steps: int, batch: 
                     params: list[tuple[str, str]] | None = None) -> list[str]:
     """What the inspector says about a step: where it is, its shape, what the heatmap shows, formula, stats
     (None: a large step's statistics are still being made off the UI thread; the window fills them in)."""
-    showing = [d for d in step.dims if d not in ("batch", "head")]
+    showing = [d for d in step.dims if d not in ("batch", "head", "kv_head")]
     sel = []
     if "batch" in step.dims:
         sel.append(f"batch item {min(batch, step.shape[step.dims.index('batch')] - 1) + 1}")
-    if "head" in step.dims:
-        sel.append(f"head {min(head, step.shape[step.dims.index('head')] - 1) + 1}")
+    if step.head_dim is not None:
+        what = "key/value head" if step.head_dim == "kv_head" else "head"
+        sel.append(f"{what} {min(head, step.n_heads - 1) + 1}")
     lines = [
         step_path(step),
         "",

@@ -41,6 +41,7 @@ KINDS = (
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")
+HEAD_DIMS = ("head", "kv_head")  # an axis of heads: the queries' own, or the shared keys' and values' (GQA)
 
 
 @dataclass(eq=False)
@@ -134,6 +135,18 @@ class Step:
         if len(parts) > 2 and parts[2] in ATTENTION_TYPES:
             return f"{parts[0]}.{parts[2]}"
         return None
+
+    @property
+    def head_dim(self) -> str | None:
+        """The axis of heads the window shows one of: 'head', or 'kv_head' for the keys and values of grouped-query
+        attention (fewer heads than the queries have); None for a step without one."""
+        return next((d for d in self.dims if d in HEAD_DIMS), None)
+
+    @property
+    def n_heads(self) -> int:
+        """How many heads the head axis holds (1 without one)."""
+        d = self.head_dim
+        return self.shape[self.dims.index(d)] if d is not None else 1
 
     def shape_text(self) -> str:
         """'4 batch × 10 src_pos × 6 d_model'."""

@@ -34,10 +34,10 @@ TABLE_BATCH_ITEMS = 8  # a token table shows every batch item up to this many; b
 def map_key(step, batch: int, head: int) -> tuple[int, int, int]:
     """(step index, batch item, head) of the map the Step view shows: batch and head clamped to the step's own
     axes, 0 where it has none."""
-    def clamp(dim: str, i: int) -> int:
+    def clamp(dim: str | None, i: int) -> int:
         return min(i, step.shape[step.dims.index(dim)] - 1) if dim in step.dims else 0
 
-    return step.index, clamp("batch", batch), clamp("head", head)
+    return step.index, clamp("batch", batch), clamp(step.head_dim, head)
 
 
 class StepView(View):
@@ -106,9 +106,12 @@ class StepView(View):
             return
         batch, head = self.main.current_batch(), self.main.current_head()
         has_batch = "batch" in step.dims
-        has_head = "head" in step.dims
+        has_head = step.head_dim is not None  # the queries' heads, or the shared key/value heads (GQA)
         n_batch = step.shape[step.dims.index("batch")] if has_batch else 1
-        n_head = step.shape[step.dims.index("head")] if has_head else 1
+        n_head = step.n_heads
+        head_word = "K/V head" if step.head_dim == "kv_head" else "Head"  # keys and values shared by query heads
+        if self.head_label.text() != head_word:
+            self.head_label.setText(head_word)
         for label, spin, on, n, value in (
             (self.batch_label, self.batch_spin, has_batch and n_batch > 1, n_batch, batch),
             (self.head_label, self.head_spin, has_head, n_head, head),
@@ -162,7 +165,7 @@ class StepView(View):
     def _head_menu(self, menu, _cell) -> None:
         """Right-click on an attention step with a head axis: the shown head's what-if actions."""
         step = self.main.current_step()
-        if step is not None and step.attention_type and "head" in step.dims:
+        if step is not None and step.attention_type and "head" in step.dims:  # query heads: what-ifs act on them
             n = step.shape[step.dims.index("head")]
             self.main.add_head_menu(menu, step.sublayer, min(self.main.current_head(), n - 1))
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..trace import Step
+from ..trace import HEAD_DIMS, Step
 
 
 def shown_axes(step: Step) -> list[int]:
     """The axes of the step's tensor that its heatmap draws as (rows, columns), in that order; a step with a
     single drawn axis (token ids) draws it as columns of one row."""
-    return [i for i, d in enumerate(step.dims) if d not in ("batch", "head")]
+    return [i for i, d in enumerate(step.dims) if d not in ("batch", *HEAD_DIMS)]
 
 
 def cell_index(step: Step, batch: int, head: int, row: int, col: int, vocab_ids: Sequence[int] | None = None
@@ -26,7 +26,7 @@ def cell_index(step: Step, batch: int, head: int, row: int, col: int, vocab_ids:
     for d in step.dims:
         if d == "batch":
             index.append(batch)
-        elif d == "head":
+        elif d in HEAD_DIMS:
             index.append(head)
         else:
             index.append(drawn[k])
@@ -39,7 +39,7 @@ def map_cell(step: Step, index: Sequence[int], vocab_ids: Sequence[int] | None =
     """(batch item, head, (row, col) on that map) of a full index — None for the cell when the map does not show
     it (a vocabulary entry outside the chosen columns)."""
     batch = index[step.dims.index("batch")] if "batch" in step.dims else 0
-    head = index[step.dims.index("head")] if "head" in step.dims else 0
+    head = index[step.dims.index(step.head_dim)] if step.head_dim is not None else 0
     drawn = [index[i] for i in shown_axes(step)]
     if vocab_ids is not None and step.dims[shown_axes(step)[-1]] == "vocab":
         ids = [int(v) for v in vocab_ids]

@@ -20,6 +20,7 @@ from .heatmap import (
     VOCAB_COLUMNS,
     Heatmap,
     VocabLabels,
+    head_text,
     labelled_heatmap,
     levels_for,
     matrix_of,
@@ -69,7 +70,7 @@ def compare_step(before: Trace, after: Trace, name: str, batch: int = 0, head: i
     levels, cmap = levels_for(np.concatenate([va.ravel(), vb.ravel()]), a.kind)
     if a.kind == "mask":
         levels, cmap = (0.0, 1.0), MASK
-    heads = f", head {head + 1}" if "head" in a.dims else ""
+    heads = head_text(a, head)
     where = f"{name}  ·  {a.shape_text()}  ·  batch item {batch + 1}{heads}"
     common = dict(trace=after, row_dim=row_dim, col_dim=col_dim, batch=batch, cols=cols, col_labels=col_labels)
     before_map = _heatmap(vb, levels=levels, cmap=cmap, title=f"Before: {step_path(b)}", subtitle=where,

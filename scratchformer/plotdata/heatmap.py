@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..trace import Step, Trace, step_path
+from ..trace import HEAD_DIMS, Step, Trace, step_path
 
 VocabLabels = Callable[[Sequence[int]], list[str]]
 
@@ -93,11 +93,11 @@ def matrix_of(step: Step, batch: int = 0, head: int = 0) -> tuple[np.ndarray, st
     dims = [d for d in step.dims if d != "batch"]
     index: list[int | slice] = []
     for d, n in zip(dims, t.shape):
-        if d == "head":
+        if d in HEAD_DIMS:  # one head: the queries', or a shared key/value head (GQA)
             index.append(min(head, n - 1))
         else:
             index.append(slice(None))
-    kept = [d for d in dims if d not in ("batch", "head")]
+    kept = [d for d in dims if d not in ("batch", *HEAD_DIMS)]
     m = t[tuple(index)]
     if m.dim() == 1:
         m = m[None, :]
@@ -138,7 +138,7 @@ def step_heatmap(
     levels, cmap = levels_for(values, step.kind)
     if step.kind == "mask":
         levels, cmap = (0.0, 1.0), MASK
-    heads = f", head {head + 1}" if "head" in step.dims else ""
+    heads = head_text(step, head)
     subtitle = f"{step.name}  ·  {step.shape_text()}  ·  batch item {batch + 1}{heads}"
     hm = labelled_heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, step_path(step), subtitle,
                           step.formula, col_labels, extra)  # fmt: skip
@@ -208,7 +208,15 @@ def top_columns(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def head_count(step: Step) -> int:
-    return step.shape[step.dims.index("head")] if "head" in step.dims else 1
+    return step.n_heads
+
+
+def head_text(step: Step, head: int) -> str:
+    """', head 2' or ', key/value head 1' (the shown one of a step's heads), '' for a step without heads."""
+    if step.head_dim is None:
+        return ""
+    what = "key/value head" if step.head_dim == "kv_head" else "head"
+    return f", {what} {min(head, step.n_heads - 1) + 1}"
 
 
 def heads_grid(trace: Trace, step: Step | str | int, batch: int = 0) -> list[Heatmap]:

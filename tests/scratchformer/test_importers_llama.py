@@ -370,3 +370,23 @@ def test_a_bfloat16_folder_opens_in_its_own_precision_when_asked(tmp_path):
     assert (got.float() - theirs).abs().max() < 0.25 * theirs.abs().max()
     assert main(["trace", "--model", str(tmp_path), "--precision", "stored", "--source", "machine learning",
                  "--start-only", "--json"]) == 0
+
+
+def test_a_shared_key_head_is_drawn_one_head_at_a_time(folder):
+    """The keys and values of grouped-query attention (dims batch, kv_head, tgt_pos, d_head) show as one key/value
+    head's positions × d_head map, like a query head's, and a clicked cell maps back to its full index."""
+    from scratchformer.plotdata.cells import cell_index, map_cell
+    from scratchformer.plotdata.heatmap import matrix_of, step_heatmap
+
+    family, directory, _ = folder
+    bundle = load_model(str(directory))
+    _, trace = bundle.run(bundle.prepare("machine learning"))
+    k = trace["decoder.0.self_attn.k_rotated"]
+    last = k.n_heads - 1
+    values, rows, cols = matrix_of(k, 0, last)
+    assert (rows, cols) == ("tgt_pos", "d_head") and values.shape == tuple(k.shape[2:])
+    assert torch.equal(torch.from_numpy(values), k.tensor[0, last])
+    index = cell_index(k, 0, last, 1, 2)
+    assert index == (0, last, 1, 2) and map_cell(k, index) == (0, last, (1, 2))
+    what = "key/value head" if k.head_dim == "kv_head" else "head"
+    assert f"{what} {last + 1}" in step_heatmap(trace, k.name, 0, last).subtitle, family
