@@ -66,11 +66,25 @@ class Generator(nn.Module):
                 tracer.add("generator.scaled", "output_scale", x, ("batch", "tgt_pos", "d_model"),
                            "Decoder output × d_model^-0.5", f"x · d_model^-0.5  (1/√{self.d_model} = {self.scale:.4f})",
                            "generator")
-        logits = self.logits(x)  # (B, T, vocab)
-        capped = self.cap(logits)  # (B, T, vocab), the logits themselves unless the model soft-caps them
+        flag = self._unneeded(tracer, x)
+        if flag is not None:  # nobody reads these logits now: placeholders, made by the rerun when first shown
+            logits = capped = torch.empty((*x.shape[:-1], self.proj.out_features), device="meta")  # (B, T, vocab)
+        else:
+            logits = self.logits(x)  # (B, T, vocab)
+            capped = self.cap(logits)  # (B, T, vocab), the logits themselves unless the model soft-caps them
         if tracer is not None:
-            self._record(tracer, x, logits, capped)
+            self._record(tracer, x, logits, capped, flag)
         return capped
+
+    def _unneeded(self, tracer, x: torch.Tensor) -> torch.Tensor | None:
+        """The logits' non-finite flag when a lazy trace neither keeps nor returns them (keep_output=False, and
+        too large to keep): the (B, T, vocab) product, often the pass's largest, is then left to the rerun that
+        shows it. None when they must be made now."""
+        if tracer is None or not tracer.lazy or tracer.output_wanted:
+            return None
+        if x.shape[:-1].numel() * self.proj.out_features * x.element_size() <= tracer.keep_bytes:
+            return None
+        return self._finite_flag(x)
 
     def cap(self, logits: torch.Tensor) -> torch.Tensor:
         """Gemma 2's final soft-capping c·tanh(logits / c): every logit squashed into (−c, c); unchanged when off."""
@@ -78,7 +92,8 @@ class Generator(nn.Module):
             return logits
         return torch.tanh(logits / self.softcap) * self.softcap  # (B, T, vocab)
 
-    def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor, capped: torch.Tensor) -> None:
+    def _record(self, tracer, x: torch.Tensor, logits: torch.Tensor, capped: torch.Tensor,
+                flag: torch.Tensor | None = None) -> None:
         """Logits and probabilities, plus the trace's output summary (each position's top tokens and the
         probability of the token that follows it in the decoder input). A lazy trace that would not keep the
         (B, T, vocab) probabilities never builds them, nor the summary: the rerun that shows them makes the
@@ -99,11 +114,11 @@ class Generator(nn.Module):
         dims = ("batch", "tgt_pos", "vocab")
         with tracer.recompute_from("generator", rerun, (xs,)) as source:
             tracer.add("generator.logits", "logits", logits, dims, "Logits", "logits = x W_vocab", "generator",
-                       major=not self.softcap, nonfinite=self._finite_flag(x))
-            if self.softcap:  # c·tanh(·/c) of finite logits is finite: checked like any step
+                       major=not self.softcap, nonfinite=flag if flag is not None else self._finite_flag(x))
+            if self.softcap:  # c·tanh(·/c) of finite logits is finite: checked like any step when made
                 c = self.softcap
                 tracer.add("generator.capped", "softcap", capped, dims, f"Logits soft-capped at ±{c:g}",
-                           f"{c:g}·tanh(logits / {c:g})", "generator", major=True)
+                           f"{c:g}·tanh(logits / {c:g})", "generator", major=True, nonfinite=flag)
             tracer.add("generator.probs", "probabilities", probs, dims, "Output probabilities",
                        "P(next token) = softmax(logits)", "generator", major=True)
         if whole:
@@ -357,6 +372,7 @@ class Transformer(nn.Module):
             with torch.inference_mode(), tracing(lazy, keep_bytes, cache) as tracer:
                 tracer.key_prefix = f"{a}:"
                 tracer.target_ids = pick(tgt, a, z)
+                tracer.output_wanted = keep_output
                 part = self.forward(pick(src, a, z), pick(tgt, a, z), pick(src_pad, a, z), pick(tgt_pad, a, z),
                                     pick(token_type_ids, a, z))  # (b, T, vocab), or (b, S, d_model) with no decoder
                 if keep_output and out is None:  # filled chunk by chunk, never held twice (B × T × vocab is large)

@@ -250,6 +250,9 @@ class Tracer:
         self.key_prefix = ""  # tells apart the recomputes of batch items traced one at a time
         self.target_ids: torch.Tensor | None = None  # the decoder input, for the output summary
         self.output_summary: OutputSummary | LazyOutputSummary | None = None
+        # whether the caller reads the model's output (run_with_trace's keep_output): a lazy trace whose output
+        # nobody reads need not make the logits during the pass (model.Generator)
+        self.output_wanted = True
 
     @contextmanager
     def recompute_from(self, key: str, fn: Callable[[], dict[str, torch.Tensor]], inputs: tuple = ()):

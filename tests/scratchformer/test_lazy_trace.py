@@ -227,3 +227,27 @@ def test_a_step_a_smaller_chunk_kept_is_ready_without_a_rerun(monkeypatch):
                 assert s.ready(b) and torch.equal(s.item(b), eager[s.name].tensor[b]), (s.name, b)
             else:
                 assert s.ready(b) == source.cache.contains((source.key,))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_trace_whose_output_nobody_reads_makes_the_logits_only_when_shown(variant, monkeypatch):
+    """keep_output=False (the window's and `trace`'s runs): the (B, T, vocab) logits, often the pass's largest
+    product, are not made during the pass; shown later, they and the probabilities equal the eager trace's, and
+    the logits' non-finite flag was still set during the pass."""
+    from scratchformer.model import Generator
+
+    _, eager, _, _ = _runs(VARIANTS[variant])
+    torch.manual_seed(0)  # the model _runs made: the same seed, the same weights
+    config = TransformerConfig(**{**SMALL, **VARIANTS[variant]})
+    model = Transformer(config).eval()
+    tgt = eager["tgt_embed.tokens"].tensor
+    src = eager["src_embed.tokens"].tensor if config.has_encoder else None
+    made = []
+    original = Generator.logits
+    monkeypatch.setattr(Generator, "logits", lambda self, x: made.append(x.shape) or original(self, x))
+    out, lazy = model.run_with_trace(src, tgt, eager.source_pad, eager.target_pad, keep_bytes=0, keep_output=False)
+    assert out is None and made == []  # nothing computed the vocabulary's scores during the pass
+    assert lazy["generator.logits"].nonfinite_flag is not None and not bool(lazy["generator.logits"].nonfinite_flag)
+    assert torch.equal(lazy["generator.logits"].tensor, eager["generator.logits"].tensor)
+    assert torch.equal(lazy["generator.probs"].tensor, eager["generator.probs"].tensor)
+    assert torch.equal(lazy.output_summary.top_ids, eager.output_summary.top_ids) and made  # made when shown
