@@ -44,3 +44,42 @@ def check_analyses(bundle, family: str, complete: bool) -> None:
     prompt = bundle.tgt_tokenizer.encode("machine learning")
     first = continue_ids(bundle, prompt, how, stop_at_eos=False)
     assert first == continue_ids(bundle, prompt, how, stop_at_eos=False) and len(first) == 5, family
+
+
+def padded_batch(bundle, sentences, pad_id: int):
+    """Right-padded (B, T) ids [start, text…] and (B, T) bool padding, as the walkthrough starts them."""
+    rows = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(s) for s in sentences]
+    n = max(map(len, rows))
+    ids = torch.tensor([r + [pad_id] * (n - len(r)) for r in rows])  # (B, T)
+    pad = torch.tensor([[False] * len(r) + [True] * (n - len(r)) for r in rows])  # (B, T)
+    return ids, pad
+
+
+def transformers_pairs(bundle, ref, ids, pad):
+    with torch.no_grad():
+        expected = ref(input_ids=ids, attention_mask=(~pad).long(), output_hidden_states=True,
+                       output_attentions=True)  # fmt: skip
+    logits, trace = bundle.model.run_with_trace(None, ids, None, pad)
+    n = bundle.config.n_decoder_layers
+    # transformers' hidden_states: the embeddings, each layer's output but the last, then the final norm
+    ours = [trace["tgt_embed.sum"].tensor]
+    ours += [trace[f"decoder.{i}.add_norm3.residual"].tensor for i in range(n - 1)]
+    ours.append(trace["decoder.final_norm.out"].tensor)
+    pairs = {f"hidden {i}": (a, b) for i, (a, b) in enumerate(zip(ours, expected.hidden_states, strict=True))}
+    for i in range(n):
+        pairs[f"attention {i}"] = (trace[f"decoder.{i}.self_attn.weights"].tensor, expected.attentions[i])
+    pairs["logits"] = (logits, expected.logits)
+    return pairs, trace
+
+
+def relative_diffs(pairs, pad):
+    """max |ours − theirs| / (1 + max |theirs|) per pair (attention maps are in [0, 1]; logits can be ~10), over
+    the real positions' rows: a padding query whose window holds only padding has no keys, a row of zeros here
+    and transformers' uniform row there, and nothing reads either."""
+    out = {}
+    for what, (a, b) in pairs.items():
+        assert a.shape == b.shape, what
+        rows = ~pad[:, None, :, None] if a.dim() == 4 else ~pad[:, :, None]  # (B, 1, T, 1) or (B, T, 1)
+        real = rows.expand_as(b) & ~torch.isinf(b)
+        out[what] = ((a - b).abs()[real].max() / (1 + b[real].abs().max())).item()
+    return out

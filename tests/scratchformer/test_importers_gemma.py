@@ -17,7 +17,7 @@ from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.tokenizers import gpt2_tokenizer
-from tests.scratchformer.modern_checks import check_analyses
+from tests.scratchformer.modern_checks import check_analyses, padded_batch, relative_diffs, transformers_pairs
 
 SENTENCES = ["machine learning using PyTorch is fun and quick", "Attention is all you need."]
 ATOL = 1e-5
@@ -71,41 +71,7 @@ def folder(request, tmp_path_factory):
 
 
 def _batch(bundle, sentences):
-    """Right-padded (B, T) ids [start, text…] and (B, T) bool padding, as the walkthrough starts them."""
-    rows = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(s) for s in sentences]
-    n = max(map(len, rows))
-    ids = torch.tensor([r + [EOT] * (n - len(r)) for r in rows])  # (B, T)
-    pad = torch.tensor([[False] * len(r) + [True] * (n - len(r)) for r in rows])  # (B, T)
-    return ids, pad
-
-
-def _pairs(bundle, ref, ids, pad):
-    with torch.no_grad():
-        expected = ref(input_ids=ids, attention_mask=(~pad).long(), output_hidden_states=True,
-                       output_attentions=True)  # fmt: skip
-    logits, trace = bundle.model.run_with_trace(None, ids, None, pad)
-    n = bundle.config.n_decoder_layers
-    # transformers' hidden_states: the embeddings, each layer's output but the last, then the final norm
-    ours = [trace["tgt_embed.sum"].tensor]
-    ours += [trace[f"decoder.{i}.add_norm3.residual"].tensor for i in range(n - 1)]
-    ours.append(trace["decoder.final_norm.out"].tensor)
-    pairs = {f"hidden {i}": (a, b) for i, (a, b) in enumerate(zip(ours, expected.hidden_states, strict=True))}
-    for i in range(n):
-        pairs[f"attention {i}"] = (trace[f"decoder.{i}.self_attn.weights"].tensor, expected.attentions[i])
-    pairs["logits"] = (logits, expected.logits)
-    return pairs, trace
-
-
-def _relative_diffs(pairs, pad):
-    """max |ours − theirs| / (1 + max |theirs|) per pair, over the real positions' rows (a padding query whose
-    window holds only padding has no keys: a row of zeros here, transformers' uniform row there, read by none)."""
-    out = {}
-    for what, (a, b) in pairs.items():
-        assert a.shape == b.shape, what
-        rows = ~pad[:, None, :, None] if a.dim() == 4 else ~pad[:, :, None]  # (B, 1, T, 1) or (B, T, 1)
-        real = rows.expand_as(b) & ~torch.isinf(b)
-        out[what] = ((a - b).abs()[real].max() / (1 + b[real].abs().max())).item()
-    return out
+    return padded_batch(bundle, sentences, EOT)
 
 
 def test_every_family_matches_transformers_on_a_padded_batch(folder):
@@ -113,8 +79,8 @@ def test_every_family_matches_transformers_on_a_padded_batch(folder):
     bundle = load_model(str(directory))
     ids, pad = _batch(bundle, SENTENCES)
     assert pad.any()
-    pairs, trace = _pairs(bundle, ref, ids, pad)
-    diffs = _relative_diffs(pairs, pad)
+    pairs, trace = transformers_pairs(bundle, ref, ids, pad)
+    diffs = relative_diffs(pairs, pad)
     assert max(diffs.values()) < ATOL, diffs
     for i in range(bundle.config.n_decoder_layers):  # rows far from uniform, so a wrong map could not pass
         peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 3:].max(-1).values.mean()
@@ -239,8 +205,8 @@ def test_a_bfloat16_folder_opens_and_matches(tmp_path):
     ref = _save(tmp_path, "gemma2", seed=3, dtype=torch.bfloat16)
     bundle = load_model(str(tmp_path))
     ids, pad = _batch(bundle, SENTENCES)
-    pairs, _ = _pairs(bundle, ref, ids, pad)  # the same bfloat16 numbers, both computing in float32
-    assert max(_relative_diffs(pairs, pad).values()) < ATOL
+    pairs, _ = transformers_pairs(bundle, ref, ids, pad)  # the same bfloat16 numbers, both computing in float32
+    assert max(relative_diffs(pairs, pad).values()) < ATOL
 
 
 def test_the_rounded_embedding_scale_matches_in_bfloat16():

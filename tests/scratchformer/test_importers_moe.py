@@ -14,8 +14,8 @@ import transformers
 from scratchformer.bundle import load_model
 from scratchformer.decoding import greedy
 from scratchformer.departures import departures
-from tests.scratchformer.modern_checks import check_analyses
-from tests.scratchformer.test_importers_llama import EOT, SENTENCES, _batch, _pairs, _relative_diffs
+from tests.scratchformer.modern_checks import check_analyses, relative_diffs, transformers_pairs
+from tests.scratchformer.test_importers_llama import EOT, SENTENCES, _batch
 
 ATOL = 1e-5
 BASE = dict(vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -69,8 +69,8 @@ def test_every_family_matches_transformers_and_routes_alike(folder):
     family, directory, ref = folder
     bundle = load_model(str(directory))
     ids, pad = _batch(bundle, SENTENCES)
-    pairs, trace = _pairs(bundle, ref, ids, pad)
-    diffs = _relative_diffs(pairs, pad)
+    pairs, trace = transformers_pairs(bundle, ref, ids, pad)
+    diffs = relative_diffs(pairs, pad)
     assert max(diffs.values()) < ATOL, diffs
     for i in range(bundle.config.n_decoder_layers):  # rows far from uniform, so a wrong map could not pass
         peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 3:].max(-1).values.mean()
