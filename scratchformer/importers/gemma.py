@@ -36,9 +36,9 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..model_bundle import ModelBundle
 from .bert import HF_ACTIVATIONS
-from .hf import check_vocab_size, first_eos, hf_config, model_name, read_hf_config
-from .llama import llama_state, llama_tokenizer_from, rope_options
-from .weights import Weights, build_model
+from .hf import first_eos, read_hf_config
+from .llama import llama_state, open_decoder, rope_options
+from .weights import Weights
 
 # model_type → the transformers config class that reads its config.json
 FAMILIES = {"gemma": "GemmaConfig", "gemma2": "Gemma2Config", "gemma3_text": "Gemma3TextConfig"}
@@ -156,13 +156,7 @@ def load_gemma(directory: Path, device: str | torch.device = "cpu") -> ModelBund
     """A Gemma, Gemma 2 or Gemma 3 (text) folder → ModelBundle of a decoder-only scratchformer model in eval mode."""
     import transformers
 
-    data = read_hf_config(directory)
-    model_type = data.get("model_type")
-    hf = hf_config(getattr(transformers, FAMILIES[model_type]), directory)
-    tokenizer = llama_tokenizer_from(directory)
-    config = config_from_gemma(hf, model_type, directory, model_name(directory, data))
-    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
-    if config.bos_id is None:
-        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-    model = build_model(directory, config, gemma_state, prefixes=("model.", ""))
-    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))
+    model_type = read_hf_config(directory).get("model_type")
+    config_class = getattr(transformers, FAMILIES[model_type])
+    return open_decoder(directory, device, config_class,
+                        lambda hf, name: config_from_gemma(hf, model_type, directory, name), gemma_state)

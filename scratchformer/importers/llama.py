@@ -17,6 +17,7 @@ folder, and weights are read from safetensors (or a weights-only pickle).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -191,17 +192,31 @@ def llama_tokenizer_from(directory: Path) -> TextTokenizer:
     return TextTokenizer(hf, tokenizer_label(hf), token_kind(hf, "sentencepiece"))
 
 
+def open_decoder(directory: Path, device: str | torch.device, config_class,
+                 make_config: Callable[[object, str], TransformerConfig],
+                 state_for: Callable[[Weights, TransformerConfig], dict[str, torch.Tensor]],
+                 prefixes: tuple[str, ...] = ("model.", "")) -> ModelBundle:  # fmt: skip
+    """What opening any of today's decoder folders takes: transformers' config class read from config.json,
+    the folder's tokenizer, our config from `make_config(hf, name)`, a start token (the config's, else the
+    tokenizer's, else its end token: Qwen's and OLMo's tokenizers add none), and the weights mapped by
+    `state_for` under the families' name `prefixes`."""
+    data = read_hf_config(directory)
+    hf = hf_config(config_class, directory)
+    tokenizer = llama_tokenizer_from(directory)
+    config = make_config(hf, model_name(directory, data))
+    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
+    if config.bos_id is None:  # the decoder reads a start token first
+        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
+    model = build_model(directory, config, state_for, prefixes=prefixes)
+    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))
+
+
 def load_llama(directory: Path, device: str | torch.device = "cpu") -> ModelBundle:
-    """A Llama, Mistral, Qwen2 or Qwen3 folder → ModelBundle of a decoder-only scratchformer model in eval mode."""
+    """A Llama, Mistral, Qwen2, Qwen3 or Phi-3 folder → ModelBundle of a decoder-only scratchformer model in eval
+    mode."""
     import transformers
 
-    data = read_hf_config(directory)
-    model_type = data.get("model_type")
-    hf = hf_config(getattr(transformers, FAMILIES[model_type]), directory)
-    tokenizer = llama_tokenizer_from(directory)
-    config = config_from_llama(hf, model_type, directory, model_name(directory, data))
-    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
-    if config.bos_id is None:  # the decoder reads a start token first (Qwen's tokenizer adds none: its end token)
-        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-    model = build_model(directory, config, llama_state, prefixes=("model.", ""))
-    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))
+    model_type = read_hf_config(directory).get("model_type")
+    config_class = getattr(transformers, FAMILIES[model_type])
+    return open_decoder(directory, device, config_class,
+                        lambda hf, name: config_from_llama(hf, model_type, directory, name), llama_state)

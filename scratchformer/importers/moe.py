@@ -26,9 +26,9 @@ import torch
 
 from ..config import TransformerConfig
 from ..model_bundle import ModelBundle
-from .hf import check_vocab_size, hf_config, model_name, read_hf_config
-from .llama import config_from_llama, llama_state, llama_tokenizer_from
-from .weights import Weights, build_model
+from .hf import read_hf_config
+from .llama import config_from_llama, llama_state, open_decoder
+from .weights import Weights
 
 # model_type → (transformers config class, the dense family whose attention it has)
 FAMILIES = {
@@ -101,13 +101,7 @@ def load_moe(directory: Path, device: str | torch.device = "cpu") -> ModelBundle
     """A Mixtral or Qwen3-MoE folder → ModelBundle of a decoder-only scratchformer model in eval mode."""
     import transformers
 
-    data = read_hf_config(directory)
-    model_type = data.get("model_type")
-    hf = hf_config(getattr(transformers, FAMILIES[model_type][0]), directory)
-    tokenizer = llama_tokenizer_from(directory)
-    config = config_from_moe(hf, model_type, directory, model_name(directory, data))
-    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
-    if config.bos_id is None:  # the decoder reads a start token first (Qwen's tokenizer adds none: its end token)
-        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-    model = build_model(directory, config, moe_state, prefixes=("model.", ""))
-    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))
+    model_type = read_hf_config(directory).get("model_type")
+    config_class = getattr(transformers, FAMILIES[model_type][0])
+    return open_decoder(directory, device, config_class,
+                        lambda hf, name: config_from_moe(hf, model_type, directory, name), moe_state)

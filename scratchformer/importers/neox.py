@@ -21,9 +21,9 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..model_bundle import ModelBundle
 from .bert import activation_for
-from .hf import check_vocab_size, first_eos, hf_config, model_name, read_hf_config
-from .llama import llama_tokenizer_from, rope_options
-from .weights import Weights, build_model, put
+from .hf import first_eos
+from .llama import open_decoder, rope_options
+from .weights import Weights, put
 
 
 def config_from_neox(hf, directory: Path, name: str) -> TransformerConfig:
@@ -88,12 +88,5 @@ def load_neox(directory: Path, device: str | torch.device = "cpu") -> ModelBundl
     """A GPT-NeoX / Pythia folder → ModelBundle of a decoder-only scratchformer model in eval mode."""
     from transformers import GPTNeoXConfig
 
-    data = read_hf_config(directory)
-    hf = hf_config(GPTNeoXConfig, directory)
-    tokenizer = llama_tokenizer_from(directory)
-    config = config_from_neox(hf, directory, model_name(directory, data))
-    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
-    if config.bos_id is None:
-        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-    model = build_model(directory, config, neox_state, prefixes=("gpt_neox.", ""))
-    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))
+    return open_decoder(directory, device, GPTNeoXConfig, lambda hf, name: config_from_neox(hf, directory, name),
+                        neox_state, prefixes=("gpt_neox.", ""))

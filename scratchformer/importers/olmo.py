@@ -24,9 +24,8 @@ import torch
 
 from ..config import TransformerConfig
 from ..model_bundle import ModelBundle
-from .hf import check_vocab_size, hf_config, model_name, read_hf_config
-from .llama import config_from_llama, llama_tokenizer_from
-from .weights import Weights, build_model, put
+from .llama import config_from_llama, open_decoder
+from .weights import Weights, put
 
 
 def config_from_olmo2(hf, directory: Path, name: str) -> TransformerConfig:
@@ -66,12 +65,5 @@ def load_olmo2(directory: Path, device: str | torch.device = "cpu") -> ModelBund
     """An OLMo 2 folder → ModelBundle of a decoder-only scratchformer model in eval mode."""
     from transformers import Olmo2Config
 
-    data = read_hf_config(directory)
-    hf = hf_config(Olmo2Config, directory)
-    tokenizer = llama_tokenizer_from(directory)
-    config = config_from_olmo2(hf, directory, model_name(directory, data))
-    check_vocab_size(tokenizer, config.tgt_vocab_size, directory)
-    if config.bos_id is None:  # OLMo 2 has no start token of its own: the decoder reads its end token first
-        config.bos_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-    model = build_model(directory, config, olmo2_state, prefixes=("model.", ""))
-    return ModelBundle(model.to(device).eval(), tokenizer, tokenizer, config.name, str(directory))
+    return open_decoder(directory, device, Olmo2Config, lambda hf, name: config_from_olmo2(hf, directory, name),
+                        olmo2_state)
