@@ -83,3 +83,32 @@ def relative_diffs(pairs, pad):
         real = rows.expand_as(b) & ~torch.isinf(b)
         out[what] = ((a - b).abs()[real].max() / (1 + b[real].abs().max())).item()
     return out
+
+
+def save_and_reopen(ref, directory, model_class: str, shard: str | None = None):
+    """Save a transformers model with GPT-2's vocabulary (offline) as a Hugging Face folder, and reopen it as the
+    eager reference every family test compares with."""
+    import transformers
+
+    from scratchformer.tokenizers import gpt2_tokenizer
+
+    ref.save_pretrained(str(directory), max_shard_size=shard or "5GB")
+    gpt2_tokenizer().hf.save_pretrained(str(directory))
+    cls = getattr(transformers, model_class)
+    return cls.from_pretrained(str(directory), attn_implementation="eager", dtype=torch.float32).eval()
+
+
+def check_padded_batch(bundle, ref, family: str, sentences, pad_id: int, atol: float) -> None:
+    """Every hidden state, attention map and logit of a right-padded batch equals transformers' (real rows, within
+    `atol` relative), on maps far from uniform, and the untraced fast path agrees too."""
+    ids, pad = padded_batch(bundle, sentences, pad_id)
+    assert pad.any()
+    pairs, trace = transformers_pairs(bundle, ref, ids, pad)
+    diffs = relative_diffs(pairs, pad)
+    assert max(diffs.values()) < atol, diffs
+    for i in range(bundle.config.n_decoder_layers):  # rows far from uniform, so a wrong map could not pass
+        peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 3:].max(-1).values.mean()
+        assert peak > 0.4, f"{family} layer {i}: attention too flat to tell implementations apart ({peak:.2f})"
+    with torch.no_grad():  # the untraced fast path (the fused kernel, or written out where scores are capped)
+        fast = bundle.model(None, ids, tgt_pad=pad)
+    assert (fast - pairs["logits"][1]).abs()[~pad].max() < 1e-4

@@ -16,8 +16,14 @@ from scratchformer.bundle import load_model
 from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
-from scratchformer.tokenizers import gpt2_tokenizer
-from tests.scratchformer.modern_checks import check_analyses, padded_batch, relative_diffs, transformers_pairs
+from tests.scratchformer.modern_checks import (
+    check_analyses,
+    check_padded_batch,
+    padded_batch,
+    relative_diffs,
+    save_and_reopen,
+    transformers_pairs,
+)
 
 SENTENCES = ["machine learning using PyTorch is fun and quick", "Attention is all you need."]
 ATOL = 1e-5
@@ -57,11 +63,7 @@ def _save(directory, family, seed=0, dtype=None, **overrides):
                 p.normal_(0.0, 0.15)
     if dtype is not None:
         ref = ref.to(dtype)
-    ref.save_pretrained(str(directory))
-    gpt2_tokenizer().hf.save_pretrained(str(directory))
-    ref = getattr(transformers, model_name).from_pretrained(str(directory), attn_implementation="eager",
-                                                            dtype=torch.float32)  # fmt: skip
-    return ref.eval()
+    return save_and_reopen(ref, directory, model_name)
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
@@ -76,18 +78,7 @@ def _batch(bundle, sentences):
 
 def test_every_family_matches_transformers_on_a_padded_batch(folder):
     family, directory, ref = folder
-    bundle = load_model(str(directory))
-    ids, pad = _batch(bundle, SENTENCES)
-    assert pad.any()
-    pairs, trace = transformers_pairs(bundle, ref, ids, pad)
-    diffs = relative_diffs(pairs, pad)
-    assert max(diffs.values()) < ATOL, diffs
-    for i in range(bundle.config.n_decoder_layers):  # rows far from uniform, so a wrong map could not pass
-        peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 3:].max(-1).values.mean()
-        assert peak > 0.4, f"{family} layer {i}: attention too flat to tell implementations apart ({peak:.2f})"
-    with torch.no_grad():  # the untraced fast path agrees too (written out where the model soft-caps scores)
-        fast = bundle.model(None, ids, tgt_pad=pad)
-    assert (fast - pairs["logits"][1]).abs()[~pad].max() < 1e-4
+    check_padded_batch(load_model(str(directory)), ref, family, SENTENCES, EOT, ATOL)
 
 
 def test_the_soft_caps_bite(folder):

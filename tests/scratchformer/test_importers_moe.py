@@ -14,7 +14,12 @@ import transformers
 from scratchformer.bundle import load_model
 from scratchformer.decoding import greedy
 from scratchformer.departures import departures
-from tests.scratchformer.modern_checks import check_analyses, relative_diffs, transformers_pairs
+from tests.scratchformer.modern_checks import (
+    check_analyses,
+    relative_diffs,
+    save_and_reopen,
+    transformers_pairs,
+)
 from tests.scratchformer.test_importers_llama import EOT, SENTENCES, _batch
 
 ATOL = 1e-5
@@ -46,13 +51,7 @@ def _save(directory, family, seed=0, **overrides):
                 p.normal_(0.0, 0.5)
             else:
                 p.normal_(0.0, 0.15)
-    ref.save_pretrained(str(directory))
-    from scratchformer.tokenizers import gpt2_tokenizer
-
-    gpt2_tokenizer().hf.save_pretrained(str(directory))
-    ref = getattr(transformers, model_name).from_pretrained(str(directory), attn_implementation="eager",
-                                                            dtype=torch.float32)  # fmt: skip
-    return ref.eval()
+    return save_and_reopen(ref, directory, model_name)
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
