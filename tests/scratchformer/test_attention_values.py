@@ -165,3 +165,22 @@ def test_bidirectional_bias_looks_both_ways_as_integer_buckets_on_the_tables_dev
     assert torch.equal(bias(3, 3)[0], bias.buckets(3, 3).float())  # no offset: the queries start at 0
     assert relative_position_bucket(torch.tensor([[-1, 0, 1]]), True, 8, 16).dtype == torch.long
     assert bias.to("meta").buckets(2, 2).device.type == "meta"  # built where the table is (a GPU, say)
+
+
+def test_grouped_query_attention_by_hand():
+    """Four query heads, two key/value heads: query heads 1–2 read key/value head 1 and 3–4 read head 2, each
+    computing its own map from the shared keys, softmax(q kᵀ/√d_k) v head by head — and the fused kernel agrees."""
+    from scratchformer.attention import attention, fast_attention
+
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 3, 8, dtype=torch.float64)  # (B, h, Tq, d_k)
+    k = torch.randn(1, 2, 5, 8, dtype=torch.float64)  # (B, h_kv, Tk, d_k)
+    v = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+    context, maps = attention(q, k, v, None)
+    for h in range(4):
+        g = h // 2  # the key/value head this query head shares
+        weights = torch.softmax(q[0, h] @ k[0, g].T / 8**0.5, dim=-1)  # (Tq, Tk)
+        torch.testing.assert_close(maps["weights"][0, h], weights)
+        torch.testing.assert_close(context[0, h], weights @ v[0, g])
+    assert not torch.allclose(maps["weights"][0, 0], maps["weights"][0, 1])  # shared keys, maps of their own
+    torch.testing.assert_close(fast_attention(q, k, v, None), context)
