@@ -131,6 +131,13 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, run_menu, "Play / &pause", w.toggle_play, "Ctrl+Space")
     run_menu.addSeparator()
     add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)
+    stored = QAction("Open model folders in their &stored precision", w)
+    stored.setCheckable(True)
+    stored.setToolTip("A Hugging Face folder saved in bfloat16 opens as bfloat16 (half the memory, the published "
+                      "model's own rounding) instead of float32; takes effect at the next Run")  # fmt: skip
+    stored.toggled.connect(w.set_stored_precision)
+    run_menu.addAction(stored)
+    w.stored_precision_action = stored
     view_menu = mb.addMenu("&View")
     add_action(w, view_menu, "&Sublayers only", lambda: w.set_detail("major"), "Ctrl+Shift+S")
     add_action(w, view_menu, "&Every operation", lambda: w.set_detail("all"), "Ctrl+Shift+A")

@@ -233,6 +233,14 @@ class MainWindow(QMainWindow):
         """Select a model by name or path, adding a path to the list if it is not there yet."""
         self.input_bar.set_model(spec)
 
+    precision = "float32"  # how a Hugging Face folder's weights open (Run › stored precision)
+
+    def set_stored_precision(self, on: bool) -> None:
+        """Run › Open model folders in their stored precision: the next Run opens a bfloat16 folder as bfloat16."""
+        self.precision = "stored" if on else "float32"
+        self.show_message("Model folders open in their stored precision at the next Run." if on else
+                          "Model folders open in float32 at the next Run.")  # fmt: skip
+
     def set_device(self, device: str) -> None:
         self.input_bar.set_device(device)
 
@@ -305,6 +313,7 @@ class MainWindow(QMainWindow):
             memory_budget=budget_bytes(self.settings),
             interventions=tuple(self.interventions_panel.enabled()),
             continuation=self.input_bar.continuation(),
+            precision=self.precision,
         )
         self._remember(source, self.target_edit.text())
         self._queue_prebuild()  # while the run is in flight

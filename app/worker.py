@@ -38,6 +38,7 @@ class RunRequest:
     memory_budget: int | None = None  # bytes; a run that would need more is refused with one sentence
     interventions: tuple = ()  # scratchformer.interventions items applied to this run (heads from 0)
     continuation: Continuation | None = None  # how a decoder-only model continues the text (None: it does not)
+    precision: str = "float32"  # a Hugging Face folder's weights: float32, or "stored" (bfloat16 stays bfloat16)
 
 
 @dataclass
@@ -107,13 +108,13 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     import time
 
     t0 = time.perf_counter()
-    key = (request.model, request.device)
+    key = (request.model, request.device, request.precision)
     with _SHARED_LOCK:
         cache = _SHARED if cache is None else cache
         bundle = cache.get(key)
         if bundle is None:
             cache.clear()  # keep one model in memory: the paper preset alone is 300 MB
-            bundle = load_model(request.model, request.device)
+            bundle = load_model(request.model, request.device, precision=request.precision)
             cache[key] = bundle
     if is_stale():
         return None

@@ -88,3 +88,21 @@ def test_the_router_map_labels_its_experts_and_leaves_unchosen_ones_blank(qtbot,
     assert (chosen.sum(axis=1) == 2).all()  # two experts per token, the others blank
     assert np.allclose(hm.values.sum(axis=1), 1.0, atol=1e-5)  # renormalised over the chosen two
     assert "blank: expert not chosen" in hm.subtitle
+
+
+def test_run_menu_opens_a_bfloat16_folder_in_its_stored_precision(qtbot, make_window, tmp_path):
+    """Run › Open model folders in their stored precision: the next Run opens the saved bfloat16 model as
+    bfloat16 (half the memory); unticked, the same folder opens in float32 again."""
+    import torch
+
+    from tests.scratchformer.test_importers_llama import _save
+
+    _save(tmp_path, "llama", num_hidden_layers=1, dtype=torch.bfloat16)
+    w = make_window(source="the cat sat on the mat", target="", model=str(tmp_path))
+    w.stored_precision_action.setChecked(True)
+    run_and_wait(qtbot, w)
+    assert w._result.request.precision == "stored"
+    assert {p.dtype for p in w._result.bundle.model.parameters()} == {torch.bfloat16}
+    w.stored_precision_action.setChecked(False)
+    run_and_wait(qtbot, w)
+    assert {p.dtype for p in w._result.bundle.model.parameters()} == {torch.float32}
