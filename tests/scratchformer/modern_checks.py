@@ -112,3 +112,50 @@ def check_padded_batch(bundle, ref, family: str, sentences, pad_id: int, atol: f
     with torch.no_grad():  # the untraced fast path (the fused kernel, or written out where scores are capped)
         fast = bundle.model(None, ids, tgt_pad=pad)
     assert (fast - pairs["logits"][1]).abs()[~pad].max() < 1e-4
+
+
+def check_greedy_equals_generate(bundle, ref, pad_id: int, new: int = 12) -> None:
+    """The text behind the start token, continued greedily with and without the KV cache: generate()'s tokens
+    (longer than the test models' sliding windows, so cached keys outside a window must stay unseen)."""
+    from scratchformer.decoding import greedy
+
+    prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
+    with torch.no_grad():
+        theirs = ref.generate(torch.tensor([[bundle.start_id()] + prompt]), max_new_tokens=new, do_sample=False,
+                              num_beams=1, use_cache=True, pad_token_id=pad_id)[0, 1 + len(prompt):].tolist()
+    for cache in (True, False):
+        assert greedy(bundle, [], new, cache=cache, stop_at_eos=False, prefix=prompt) == theirs, cache
+    assert len(set(theirs)) > 1  # a real continuation, not one token repeated
+
+
+def check_explains_and_derives(bundle, family: str, cells=lambda step: 2) -> None:
+    """Every step has a complete explanation in this run's numbers, and `cells(step)` random cells of it recompute
+    from the cells and parameters they name."""
+    import random
+    import re
+
+    from scratchformer.analyses import derive
+    from scratchformer.explain import explain_step
+
+    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch is fun"))
+    rng = random.Random(0)
+    for step in trace:
+        ex = explain_step(trace, step, bundle.config)
+        assert ex.complete and not re.search(r"\{\w+\}", ex.what + ex.why + ex.numbers), (family, step.name)
+        for _ in range(cells(step)):
+            index = tuple(rng.randrange(n) for n in step.shape)
+            d = derive.compute(bundle, trace, step.name, index)
+            assert d.agrees(), (family, step.name, index, d.expression)
+
+
+def check_diagram_order(bundle) -> list:
+    """The trace walks the diagram's blocks in the diagram's order, and a rotary model's positional box says
+    where its positions go. Returns the blocks."""
+    from scratchformer.plotdata.blocks import architecture, block_key
+
+    blocks = architecture(bundle.config)
+    assert blocks[1].label == "⊕ No positional encoding (RoPE: in attention)"
+    _, trace = bundle.run(bundle.prepare("machine learning"))
+    firsts = list(dict.fromkeys(block_key(s) for s in trace))
+    assert firsts == [b.key for b in blocks], "the trace must walk the diagram's blocks in the diagram's order"
+    return blocks

@@ -5,19 +5,19 @@ window; every step explains and derives; departures name each of Gemma's; and wh
 refused in one sentence."""
 
 import json
-import random
-import re
 
 import pytest
 import torch
 import transformers
 
 from scratchformer.bundle import load_model
-from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from tests.scratchformer.modern_checks import (
     check_analyses,
+    check_diagram_order,
+    check_explains_and_derives,
+    check_greedy_equals_generate,
     check_padded_batch,
     padded_batch,
     relative_diffs,
@@ -97,16 +97,8 @@ def test_the_soft_caps_bite(folder):
 
 
 def test_greedy_decoding_with_the_cache_equals_generate(folder):
-    """Longer than the sliding window of 4, so the cached keys outside it must stay unseen."""
     _, directory, ref = folder
-    bundle = load_model(str(directory))
-    prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
-    with torch.no_grad():
-        theirs = ref.generate(torch.tensor([[bundle.start_id()] + prompt]), max_new_tokens=12, do_sample=False,
-                              num_beams=1, use_cache=True, pad_token_id=EOT)[0, 1 + len(prompt):].tolist()
-    for cache in (True, False):
-        assert greedy(bundle, [], 12, cache=cache, stop_at_eos=False, prefix=prompt) == theirs, cache
-    assert len(set(theirs)) > 1  # a real continuation, not one token repeated
+    check_greedy_equals_generate(load_model(str(directory)), ref, EOT)
 
 
 def test_family_options_are_read_from_the_config(folder):
@@ -162,34 +154,13 @@ def test_departures_and_trace_name_each_of_gemmas(folder):
 
 
 def test_every_step_explains_and_derives(folder):
-    """Each step has a complete explanation in this run's numbers, and random cells of every step recompute from
-    the cells and parameters they name ((1 + γ) norms, soft-caps and the local layers' rotation included)."""
-    from scratchformer.analyses import derive
-    from scratchformer.explain import explain_step
-
+    """(1 + γ) norms, soft-caps and the local layers' rotation included."""
     family, directory, _ = folder
-    bundle = load_model(str(directory))
-    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch is fun"))
-    rng = random.Random(0)
-    for step in trace:
-        ex = explain_step(trace, step, bundle.config)
-        assert ex.complete and not re.search(r"\{\w+\}", ex.what + ex.why + ex.numbers), (family, step.name)
-        for _ in range(2):
-            index = tuple(rng.randrange(n) for n in step.shape)
-            d = derive.compute(bundle, trace, step.name, index)
-            assert d.agrees(), (family, step.name, index, d.expression)
+    check_explains_and_derives(load_model(str(directory)), family)
 
 
 def test_the_diagram_walks_the_sandwich_in_order(folder):
-    from scratchformer.plotdata.blocks import architecture, block_key
-
-    _, directory, _ = folder
-    bundle = load_model(str(directory))
-    blocks = architecture(bundle.config)
-    assert blocks[1].label == "⊕ No positional encoding (RoPE: in attention)"
-    _, trace = bundle.run(bundle.prepare("machine learning"))
-    firsts = list(dict.fromkeys(block_key(s) for s in trace))
-    assert firsts == [b.key for b in blocks], "the trace must walk the diagram's blocks in the diagram's order"
+    check_diagram_order(load_model(str(folder[1])))
 
 
 def test_a_bfloat16_folder_opens_and_matches(tmp_path):

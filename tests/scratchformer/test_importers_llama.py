@@ -11,11 +11,13 @@ import torch
 import transformers
 
 from scratchformer.bundle import load_model
-from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from tests.scratchformer.modern_checks import (
     check_analyses,
+    check_diagram_order,
+    check_explains_and_derives,
+    check_greedy_equals_generate,
     check_padded_batch,
     padded_batch,
     relative_diffs,
@@ -84,16 +86,8 @@ def test_every_family_matches_transformers_on_a_padded_batch(folder):
 
 
 def test_greedy_decoding_with_the_cache_equals_generate(folder):
-    """Longer than Mistral's and Qwen2's windows, so the cached keys outside the window must stay unseen."""
     _, directory, ref = folder
-    bundle = load_model(str(directory))
-    prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
-    with torch.no_grad():
-        theirs = ref.generate(torch.tensor([[bundle.start_id()] + prompt]), max_new_tokens=12, do_sample=False,
-                              num_beams=1, use_cache=True, pad_token_id=EOT)[0, 1 + len(prompt):].tolist()
-    for cache in (True, False):
-        assert greedy(bundle, [], 12, cache=cache, stop_at_eos=False, prefix=prompt) == theirs, cache
-    assert len(set(theirs)) > 1  # a real continuation, not one token repeated
+    check_greedy_equals_generate(load_model(str(directory)), ref, EOT)
 
 
 def test_the_trace_names_rotation_grouped_heads_and_the_gate(folder):
@@ -237,37 +231,13 @@ def test_bias_options_a_family_ignores_are_ignored_as_transformers_does(tmp_path
         assert max(relative_diffs(pairs, pad).values()) < ATOL, family
 
 def test_every_step_explains_and_derives(folder):
-    """Each step of an imported model has a complete explanation in this run's numbers, and random cells of every
-    step recompute from the cells and parameters they name (rotations, shared heads and windows included)."""
-    import random
-    import re
-
-    from scratchformer.analyses import derive
-    from scratchformer.explain import explain_step
-
+    """Rotations, shared heads and windows included."""
     family, directory, _ = folder
-    bundle = load_model(str(directory))
-    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch is fun"))
-    rng = random.Random(0)
-    for step in trace:
-        ex = explain_step(trace, step, bundle.config)
-        assert ex.complete and not re.search(r"\{\w+\}", ex.what + ex.why + ex.numbers), (family, step.name)
-        for _ in range(2):
-            index = tuple(rng.randrange(n) for n in step.shape)
-            d = derive.compute(bundle, trace, step.name, index)
-            assert d.agrees(), (family, step.name, index, d.expression)
+    check_explains_and_derives(load_model(str(directory)), family)
 
 
 def test_the_diagram_says_positions_are_in_attention(folder):
-    from scratchformer.plotdata.blocks import architecture, block_key
-
-    _, directory, _ = folder
-    bundle = load_model(str(directory))
-    blocks = architecture(bundle.config)
-    assert blocks[1].label == "⊕ No positional encoding (RoPE: in attention)"
-    _, trace = bundle.run(bundle.prepare("machine learning"))
-    firsts = list(dict.fromkeys(block_key(s) for s in trace))
-    assert firsts == [b.key for b in blocks], "the trace must walk the diagram's blocks in the diagram's order"
+    check_diagram_order(load_model(str(folder[1])))
 
 
 def test_the_analyses_read_every_family(folder):

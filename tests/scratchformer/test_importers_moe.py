@@ -4,7 +4,6 @@ hidden state, attention map and logit of a right-padded batch, and its router ch
 decoding with the KV cache equals generate(); the weighted sum of the chosen experts is checked by hand; every
 step explains and derives; the lazy trace gives the eager trace's numbers."""
 
-import random
 import re
 
 import pytest
@@ -12,10 +11,11 @@ import torch
 import transformers
 
 from scratchformer.bundle import load_model
-from scratchformer.decoding import greedy
 from scratchformer.departures import departures
 from tests.scratchformer.modern_checks import (
     check_analyses,
+    check_explains_and_derives,
+    check_greedy_equals_generate,
     relative_diffs,
     save_and_reopen,
     transformers_pairs,
@@ -92,14 +92,7 @@ def test_every_family_matches_transformers_and_routes_alike(folder):
 
 def test_greedy_decoding_with_the_cache_equals_generate(folder):
     _, directory, ref = folder
-    bundle = load_model(str(directory))
-    prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
-    with torch.no_grad():
-        theirs = ref.generate(torch.tensor([[bundle.start_id()] + prompt]), max_new_tokens=12, do_sample=False,
-                              num_beams=1, use_cache=True, pad_token_id=EOT)[0, 1 + len(prompt):].tolist()
-    for cache in (True, False):
-        assert greedy(bundle, [], 12, cache=cache, stop_at_eos=False, prefix=prompt) == theirs, cache
-    assert len(set(theirs)) > 1
+    check_greedy_equals_generate(load_model(str(directory)), ref, EOT)
 
 
 def test_family_options_are_read_from_the_config(tmp_path_factory):
@@ -179,20 +172,9 @@ def test_the_trace_names_the_router_and_the_choices(folder):
 
 
 def test_every_step_explains_and_derives(folder):
-    from scratchformer.analyses import derive
-    from scratchformer.explain import explain_step
-
+    """The router, each choice and the weighted sum included (more cells of those)."""
     family, directory, _ = folder
-    bundle = load_model(str(directory))
-    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch is fun"))
-    rng = random.Random(0)
-    for step in trace:
-        ex = explain_step(trace, step, bundle.config)
-        assert ex.complete and not re.search(r"\{\w+\}", ex.what + ex.why + ex.numbers), (family, step.name)
-        for _ in range(2 if "moe" not in step.name else 6):
-            index = tuple(rng.randrange(n) for n in step.shape)
-            d = derive.compute(bundle, trace, step.name, index)
-            assert d.agrees(), (family, step.name, index, d.expression)
+    check_explains_and_derives(load_model(str(directory)), family, lambda step: 6 if "moe" in step.name else 2)
 
 
 def test_the_router_explanation_says_where_a_token_goes(folder):
