@@ -36,8 +36,8 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..model_bundle import ModelBundle
 from .bert import HF_ACTIVATIONS
-from .hf import first_eos, read_hf_config
-from .llama import llama_state, open_decoder, rope_options
+from .hf import read_hf_config
+from .llama import decoder_sizes, llama_state, open_decoder, rope_options
 from .weights import Weights
 
 # model_type → the transformers config class that reads its config.json
@@ -93,28 +93,11 @@ def config_from_gemma(hf, model_type: str, directory: Path, name: str) -> Transf
         rope = _gemma3_rope(hf, origin, bool(local))
     else:
         rope = rope_options(hf, origin)
-    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
     attn_cap = getattr(hf, "attn_logit_softcapping", None) if model_type == "gemma2" else None
     final_cap = getattr(hf, "final_logit_softcapping", None) if later else None
     scalar = getattr(hf, "query_pre_attn_scalar", None) if later else None
     return TransformerConfig(
-        d_model=hf.hidden_size,
-        n_heads=hf.num_attention_heads,
-        n_kv_heads=getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads,
-        d_kv=head_dim if head_dim * hf.num_attention_heads != hf.hidden_size else None,
-        d_ff=hf.intermediate_size,
-        n_encoder_layers=0,
-        n_decoder_layers=hf.num_hidden_layers,
-        dropout=0.0,  # trained without dropout here (attention_dropout 0)
-        src_vocab_size=hf.vocab_size,
-        tgt_vocab_size=hf.vocab_size,
-        max_len=int(hf.max_position_embeddings),
-        share_embeddings=False,
-        tie_output=bool(getattr(hf, "tie_word_embeddings", True)),
-        pad_id=None,  # padded batches give their padding explicitly
-        bos_id=hf.bos_token_id,
-        eos_id=first_eos(hf),
-        name=name,
+        **decoder_sizes(hf, name, tie_default=True),
         activation=_activation(hf, origin),
         positional="rotary",
         scale_embedding=True,

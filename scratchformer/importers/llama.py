@@ -99,18 +99,12 @@ def sliding_options(hf, model_type: str) -> dict:
     return {}
 
 
-def config_from_llama(hf, model_type: str, directory: Path, name: str) -> TransformerConfig:
-    """A transformers Llama/Mistral/Qwen2/Qwen3 config → TransformerConfig of a decoder-only model."""
-    origin = str(directory / "config.json")
-    act = str(getattr(hf, "hidden_act", "silu"))
-    if act not in HF_ACTIVATIONS:
-        raise UserError(f"{origin} uses the activation {act!r}; scratchformer supports "
-                        f"{', '.join(sorted(HF_ACTIVATIONS))}.")  # fmt: skip
+def decoder_sizes(hf, name: str, tie_default: bool) -> dict:
+    """The TransformerConfig fields every decoder family reads alike from its transformers config: sizes, heads
+    (with grouped-query attention and a head width of their own), the vocabulary, the special ids, no dropout
+    (trained without it), and a tied output matrix when `tie_word_embeddings` (default `tie_default`) says so."""
     head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
-    # only these families' attention reads attention_bias (Mistral, Qwen2, Phi-3 ignore it), only Llama's MLP mlp_bias
-    attention_bias = model_type in ATTENTION_BIAS and bool(getattr(hf, "attention_bias", False))
-    mlp_bias = model_type == "llama" and bool(getattr(hf, "mlp_bias", False))
-    return TransformerConfig(
+    return dict(
         d_model=hf.hidden_size,
         n_heads=hf.num_attention_heads,
         n_kv_heads=getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads,
@@ -118,16 +112,31 @@ def config_from_llama(hf, model_type: str, directory: Path, name: str) -> Transf
         d_ff=hf.intermediate_size,
         n_encoder_layers=0,
         n_decoder_layers=hf.num_hidden_layers,
-        dropout=0.0,  # these models are trained without dropout (attention_dropout 0)
+        dropout=0.0,
         src_vocab_size=hf.vocab_size,
         tgt_vocab_size=hf.vocab_size,
         max_len=int(hf.max_position_embeddings),
         share_embeddings=False,
-        tie_output=bool(getattr(hf, "tie_word_embeddings", False)),
+        tie_output=bool(getattr(hf, "tie_word_embeddings", tie_default)),
         pad_id=None,  # padded batches give their padding explicitly
         bos_id=hf.bos_token_id,
         eos_id=first_eos(hf),
         name=name,
+    )
+
+
+def config_from_llama(hf, model_type: str, directory: Path, name: str) -> TransformerConfig:
+    """A transformers Llama/Mistral/Qwen2/Qwen3 config → TransformerConfig of a decoder-only model."""
+    origin = str(directory / "config.json")
+    act = str(getattr(hf, "hidden_act", "silu"))
+    if act not in HF_ACTIVATIONS:
+        raise UserError(f"{origin} uses the activation {act!r}; scratchformer supports "
+                        f"{', '.join(sorted(HF_ACTIVATIONS))}.")  # fmt: skip
+    # only these families' attention reads attention_bias (Mistral, Qwen2, Phi-3 ignore it), only Llama's MLP mlp_bias
+    attention_bias = model_type in ATTENTION_BIAS and bool(getattr(hf, "attention_bias", False))
+    mlp_bias = model_type == "llama" and bool(getattr(hf, "mlp_bias", False))
+    return TransformerConfig(
+        **decoder_sizes(hf, name, tie_default=False),
         activation=HF_ACTIVATIONS[act],
         positional="rotary",
         scale_embedding=False,
