@@ -22,7 +22,41 @@ ACTIVATIONS = {
 
 
 
-class PositionwiseFeedForward(nn.Module):
+class RerunSublayer(nn.Module):
+    """A sublayer whose every intermediate a lazy trace may drop and get back by running it again on its kept input.
+
+    Subclasses give `interior(x)` (every intermediate, keyed by step-name suffix, "out" among them), `_record(tracer,
+    parts)` (the steps) and `trace_name`. The output is where a patch replaces the sublayer (interventions), never
+    its interior; a training-mode trace keeps everything, as dropout would draw new masks on a rerun."""
+
+    trace_name: str
+
+    def interior(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def _record(self, tracer, parts: dict[str, torch.Tensor]) -> None:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tracer, n = active_tracer(), self.trace_name
+        if tracer is None:
+            return patched(f"{n}.out", self.interior(x)["out"])
+        parts = self.interior(x)
+        parts["out"] = patched(f"{n}.out", parts["out"])  # a patch replaces the output, never the interior
+        kept = x.detach().cpu()
+        device = next(self.parameters()).device
+
+        def rerun() -> dict[str, torch.Tensor]:
+            with torch.inference_mode():
+                again = self.interior(kept.to(device))
+            return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}
+
+        with tracer.recompute_from(n, rerun, (kept,)) if not self.training else nullcontext():
+            self._record(tracer, parts)
+        return parts["out"]
+
+
+class PositionwiseFeedForward(RerunSublayer):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2  (paper §3.3), applied to each position separately.
 
     Gated (config.ffn_gated, T5 v1.1's "gated-gelu", Shazeer 2020 "GLU Variants Improve Transformer"):
@@ -51,25 +85,6 @@ class PositionwiseFeedForward(nn.Module):
         drops = self.training and self.dropout.p > 0
         parts = {"gate": gate, "linear": linear, "hidden": hidden, "dropout": dropped if drops else None, "out": out}
         return {k: v for k, v in parts.items() if v is not None}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tracer, n = active_tracer(), self.trace_name
-        if tracer is None:
-            return patched(f"{n}.out", self.interior(x)["out"])
-        parts = self.interior(x)
-        parts["out"] = patched(f"{n}.out", parts["out"])  # a patch replaces the output, never the interior
-
-        kept = x.detach().cpu()
-
-        def rerun() -> dict[str, torch.Tensor]:
-            with torch.inference_mode():
-                again = self.interior(kept.to(self.w_2.weight.device))
-            return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}
-
-        lazy = not self.training  # dropout draws new masks: a training-mode trace keeps everything
-        with tracer.recompute_from(n, rerun, (kept,)) if lazy else nullcontext():
-            self._record(tracer, parts)
-        return parts["out"]
 
     def _record(self, tracer, parts: dict[str, torch.Tensor]) -> None:
         n, p = self.trace_name, self.pos_dim

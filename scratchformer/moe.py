@@ -21,15 +21,12 @@ holds no rows of zeros for the tokens an expert did not get.
 from __future__ import annotations
 
 import dataclasses
-from contextlib import nullcontext
 
 import torch
 from torch import nn
 
 from .config import TransformerConfig
-from .feed_forward import PositionwiseFeedForward
-from .intervention_context import patched
-from .trace import active_tracer
+from .feed_forward import PositionwiseFeedForward, RerunSublayer
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
@@ -45,7 +42,7 @@ def expert_config(config: TransformerConfig) -> TransformerConfig:
     return dataclasses.replace(config, d_ff=config.d_expert or config.d_ff, dropout=0.0, n_experts=0)
 
 
-class MixtureOfExperts(nn.Module):
+class MixtureOfExperts(RerunSublayer):
     """MoE(x) = Σ_{e ∈ top-k(softmax(x W_router))} w_e · FFN_e(x), applied to each position separately."""
 
     def __init__(self, config: TransformerConfig, pos_dim: str, trace_name: str) -> None:
@@ -88,24 +85,6 @@ class MixtureOfExperts(nn.Module):
         parts.update({f"choice_{j + 1}": outputs[j] for j in range(self.k)})
         parts["out"] = out
         return parts
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tracer, n = active_tracer(), self.trace_name
-        if tracer is None:
-            return patched(f"{n}.out", self.interior(x)["out"])
-        parts = self.interior(x)
-        parts["out"] = patched(f"{n}.out", parts["out"])  # a patch replaces the output, never the interior
-
-        kept = x.detach().cpu()
-
-        def rerun() -> dict[str, torch.Tensor]:
-            with torch.inference_mode():
-                again = self.interior(kept.to(self.router.weight.device))
-            return {f"{n}.{k}": v.detach().cpu() for k, v in again.items()}
-
-        with tracer.recompute_from(n, rerun, (kept,)) if not self.training else nullcontext():
-            self._record(tracer, parts)
-        return parts["out"]
 
     def expert_formula(self, e: str = "e") -> str:
         """'(SiLU(x W_1^e) ⊙ x V^e) W_2^e': what one expert computes."""
