@@ -21,8 +21,7 @@ from ..config import TransformerConfig
 from ..errors import UserError
 from ..model_bundle import ModelBundle
 from .bert import activation_for
-from .hf import first_eos
-from .llama import open_decoder, rope_options
+from .llama import decoder_sizes, open_decoder, rope_options
 from .weights import Weights, put
 
 
@@ -32,21 +31,8 @@ def config_from_neox(hf, directory: Path, name: str) -> TransformerConfig:
     if not getattr(hf, "attention_bias", True):
         raise UserError(f"{origin} turns off the attention biases; scratchformer opens GPT-NeoX models with them.")
     return TransformerConfig(
-        d_model=hf.hidden_size,
-        n_heads=hf.num_attention_heads,
-        d_ff=hf.intermediate_size,
-        n_encoder_layers=0,
-        n_decoder_layers=hf.num_hidden_layers,
-        dropout=0.0,
-        src_vocab_size=hf.vocab_size,
-        tgt_vocab_size=hf.vocab_size,
-        max_len=int(hf.max_position_embeddings),
-        share_embeddings=False,
-        tie_output=bool(getattr(hf, "tie_word_embeddings", False)),
-        pad_id=None,
-        bos_id=hf.bos_token_id,
-        eos_id=first_eos(hf),
-        name=name,
+        # GPT-NeoX's attention has one key/value head per query head, whatever else config.json carries
+        **{**decoder_sizes(hf, name, tie_default=False), "n_kv_heads": None, "d_kv": None},
         activation=activation_for(hf.hidden_act, origin),
         positional="rotary",
         scale_embedding=False,
