@@ -233,11 +233,14 @@ class MainWindow(QMainWindow):
         """Select a model by name or path, adding a path to the list if it is not there yet."""
         self.input_bar.set_model(spec)
 
-    precision = "float32"  # how a Hugging Face folder's weights open (Run › stored precision)
+    @property
+    def precision(self) -> str:
+        """How a Hugging Face folder's weights open at the next Run: "stored" while Run › Open model folders in
+        their stored precision is ticked, else "float32"."""
+        return "stored" if self.stored_precision_action.isChecked() else "float32"
 
     def set_stored_precision(self, on: bool) -> None:
-        """Run › Open model folders in their stored precision: the next Run opens a bfloat16 folder as bfloat16."""
-        self.precision = "stored" if on else "float32"
+        """Run › Open model folders in their stored precision was ticked or unticked: say when it takes effect."""
         self.show_message("Model folders open in their stored precision at the next Run." if on else
                           "Model folders open in float32 at the next Run.")  # fmt: skip
 

@@ -35,6 +35,18 @@ def physical_memory() -> int | None:
         return None
 
 
+def available_memory() -> int | None:
+    """Bytes this machine can give a new model now (Linux: MemAvailable), else its RAM, or None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return physical_memory()
+
+
 def default_budget() -> int:
     """Half the machine's memory (the rest stays for the desktop), or 4 GiB where that is unknown."""
     ram = physical_memory()

@@ -21,7 +21,7 @@ from torch import nn
 
 from ..config import TransformerConfig
 from ..errors import UserError
-from ..memory import physical_memory
+from ..memory import available_memory
 from ..model import Transformer
 
 SAFETENSORS = "model.safetensors"
@@ -204,18 +204,6 @@ def _stored_dtype(state: Mapping[str, torch.Tensor]) -> torch.dtype:
         if t.is_floating_point():
             sizes[t.dtype] = sizes.get(t.dtype, 0) + t.numel()
     return max(sizes, key=sizes.get) if sizes else torch.float32
-
-
-def available_memory() -> int | None:
-    """Bytes this machine can give a new model now (Linux: MemAvailable), else its RAM, or None if unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return physical_memory()
 
 
 def check_fits(directory: Path, config: TransformerConfig, n_params: int) -> None:
