@@ -57,6 +57,7 @@ from scratchformer.plotdata.special import (
 )
 
 from ..fonts import min_pixels, scaled
+from .bar_ticks import bar_ticks
 from .cached_axis import CachedAxisItem
 from .colormaps import MASKED_RGBA, colormap, rgba_image, swatch_css
 from .draw_queue import draw_queue
@@ -446,6 +447,7 @@ class HeatmapWidget(QWidget):
                 # (hidden, it re-laid out and painted the plot twice on each mask step, and the map jumped)
                 self.colorbar.setOpacity(0.0 if heatmap.colormap == MASK else 1.0)
             self.colorbar.setLevels(values=heatmap.levels)
+            self.colorbar.axis.setTicks([bar_ticks(*self.colorbar.levels())])  # a few round values (bar_ticks.py)
             self._colorbar_state = colorbar_state
         if self.title_label.text() != heatmap.title:
             self.title_label.setText(heatmap.title)
