@@ -17,6 +17,7 @@ _EXPORTS = {
     "UserError": "errors",
     "causal_mask": "masks", "cross_mask": "masks", "decoder_self_mask": "masks", "encoder_self_mask": "masks",
     "Transformer": "model",
+    "Run": "api", "run": "api",
     "KINDS": "trace", "Step": "trace", "Trace": "trace", "tracing": "trace",
 }  # fmt: skip
 

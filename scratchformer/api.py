@@ -1,0 +1,213 @@
+"""The Python API: scratchformer in a notebook.
+
+    import scratchformer as sf
+    run = sf.run("en-hi", "the girl eats an apple")
+    run.plot("decoder.0.cross_attn.attention_weights")      # every head, inline in Jupyter
+
+`sf.run` opens a model (any spec `--model` takes), reads the input with the rules of `scratchformer trace` and the
+window (a typed target is teacher forcing; none: the model's own greedy output, or a decoder-only model's text
+and its greedy continuation), and makes one traced forward pass. The `Run` it returns reads the trace by step
+name, draws any step with the exporters' plot data and renderer (`Plot`, in scratchformer/notebook.py), shows the
+interactive page inline (`run.show()`), and runs the analyses: each returns what its command's `--json` prints,
+as Python objects (dicts and lists), computed on this run's trace.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import torch
+
+from .bundle import default_model_name, load_model
+from .errors import UserError
+from .generation import Continuation
+from .memory import default_budget
+from .trace import Step, Trace
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One row of `Run.steps`: a step's index (from 0), name, kind, shape, dims and title."""
+
+    index: int
+    name: str
+    kind: str
+    shape: tuple[int, ...]
+    dims: tuple[str, ...]
+    title: str
+
+
+class StepTable(list):
+    """`Run.steps`: a list of StepRow that prints as a table (and as an HTML table in Jupyter)."""
+
+    @property
+    def names(self) -> list[str]:
+        """The step names in order."""
+        return [r.name for r in self]
+
+    def __repr__(self) -> str:
+        width = max((len(r.name) for r in self), default=4)
+        lines = [f"{'#':>4}  {'name':<{width}}  {'kind':<19}  {'shape':<18}  dims"]
+        for r in self:
+            shape = "×".join(map(str, r.shape))
+            lines.append(f"{r.index:>4}  {r.name:<{width}}  {r.kind:<19}  {shape:<18}  {' × '.join(r.dims)}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        head = "".join(f"<th>{h}</th>" for h in ("#", "name", "kind", "shape", "dims", "title"))
+        rows = "".join(
+            f"<tr><td>{r.index}</td><td><code>{escape(r.name)}</code></td><td>{escape(r.kind)}</td>"
+            f"<td>{'×'.join(map(str, r.shape))}</td><td>{escape(' × '.join(r.dims))}</td>"
+            f"<td>{escape(r.title)}</td></tr>"
+            for r in self
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def run(model: str | None = None, source: str | None = None, target: str | None = None, device: str | None = None,
+        *, start_only: bool = False, precision: str = "float32") -> Run:  # fmt: skip
+    """Open `model` (a preset, a bundled model such as "en-hi", a folder, a Hugging Face id in the local cache, or
+    any of these with "@step-N" for a training snapshot; None: the default model), read `source`, and trace one
+    forward pass. `target`: a typed decoder input (teacher forcing); `start_only`: the decoder reads its start
+    token alone; neither: the model's own greedy output. `device`: "cpu", "cuda", "cuda:1" (None: CPU).
+    `precision`: "float32", or "stored" to keep a folder's stored dtype. Bad input raises UserError with the
+    sentence the command line prints."""
+    if source is None or not str(source).strip():
+        raise UserError("Give a sentence to run, e.g. sf.run(\"en-hi\", \"the girl eats an apple\").")
+    if start_only and target:
+        raise UserError("start_only and target exclude each other: a typed target is the decoder input.")
+    bundle = load_model(model or default_model_name(), device or "cpu", precision=precision)
+    inputs = bundle.prepare_run(source, target or "", start_only, continuation=Continuation())
+    _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
+    return Run(bundle, inputs, trace, source, target)
+
+
+class Run:
+    """One traced forward pass: `run[step]` is a step's tensor, `run.steps` the table of steps; `plot`, `show`,
+    `explain` and the analyses read it. Made by `scratchformer.run(...)`."""
+
+    def __init__(self, bundle, inputs, trace: Trace, source: str, target: str | None = None) -> None:
+        self.bundle = bundle  # the model, its tokenizers and name (scratchformer.model_bundle.ModelBundle)
+        self.inputs = inputs  # token ids and how the text was read (scratchformer.model_bundle.Inputs)
+        self.trace = trace  # every step's tensor, by name (scratchformer.trace.Trace)
+        self.source = source
+        self.target = target
+
+    def __repr__(self) -> str:
+        tokens = " ".join((self.trace.source_tokens or self.trace.target_tokens or [[]])[0])
+        return f"<scratchformer run: {self.bundle.name}, {len(self.trace)} steps, tokens: {tokens[:80]}>"
+
+    # --- the trace -------------------------------------------------------------------------------------------
+
+    def step(self, name: str | int) -> Step:
+        """The Step of a name (or its index from 0). An unknown name raises KeyError naming the closest ones."""
+        if isinstance(name, int) and not isinstance(name, bool):
+            if not -len(self.trace) <= name < len(self.trace):
+                raise KeyError(f"step index {name} is out of range; this run has {len(self.trace)} steps (0 to "
+                               f"{len(self.trace) - 1}).")  # fmt: skip
+            return self.trace[name % len(self.trace)]
+        names = [s.name for s in self.trace]
+        if name in names:
+            return self.trace[name]
+        close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.4)
+        hint = f"; the closest are {', '.join(close)}" if close else "; run.steps lists them all"
+        raise KeyError(f"no step named {name!r} in this run{hint}.")
+
+    def __getitem__(self, name: str | int) -> torch.Tensor:
+        """A step's tensor (its shape and dims are in `run.steps`)."""
+        return self.step(name).tensor
+
+    def __len__(self) -> int:
+        return len(self.trace)
+
+    def __iter__(self):
+        return iter(s.name for s in self.trace)
+
+    def __contains__(self, name) -> bool:
+        return any(s.name == name for s in self.trace)
+
+    @property
+    def steps(self) -> StepTable:
+        """Every step: index, name, kind, shape, dims and title."""
+        return StepTable(StepRow(s.index, s.name, s.kind, tuple(s.shape), tuple(s.dims), s.title) for s in self.trace)
+
+    @property
+    def translation(self) -> str:
+        """The model's own output as text when the decoder read it ("" when a target was typed, or there is no
+        decoder): a translation, or a decoder-only model's continuation."""
+        return self.inputs.translation
+
+    @property
+    def tokens(self) -> dict[str, list[str]]:
+        """The tokens of the first batch item: {"source": [...], "target": [...]} (a side the model lacks: [])."""
+        src, tgt = self.trace.source_tokens, self.trace.target_tokens
+        return {"source": list(src[0]) if src else [], "target": list(tgt[0]) if tgt else []}
+
+    def explain(self, step: str | int, batch: int = 0) -> str:
+        """What the step computes, in words and with this run's numbers (the window's explanation panel)."""
+        from .explain import explain_step
+
+        labels = self.bundle.tgt_tokenizer.token_strings
+        return explain_step(self.trace, self.step(step), self.bundle.config, batch, vocab_labels=labels).text()
+
+    # --- pictures --------------------------------------------------------------------------------------------
+
+    def plot(self, step: str | int, head: int | None = None, batch: int = 0):
+        """A figure of one step, drawn like the exports (PNG/SVG/PDF): every head side by side, or only `head`
+        (from 0). Jupyter shows it inline; `.save("map.svg")` writes a file."""
+        from .notebook import step_plot
+
+        return step_plot(self.trace, self.step(step), head, batch, self.bundle.tgt_tokenizer.token_strings)
+
+    def show(self, height: int = 640):
+        """The interactive page of this run (the one `scratchformer export --format html` writes), inline in
+        Jupyter, JupyterLab and VS Code; works offline. `.save("run.html")` writes it as a file."""
+        from .notebook import PageView
+
+        return PageView(self, height)
+
+    # --- analyses: what each command's --json prints, as objects ------------------------------------------------
+
+    def derive(self, step: str | int, index) -> dict:
+        """How one cell was computed from its inputs (`scratchformer derive --json`). `index`: one index per axis."""
+        from .analyses import derive
+
+        idx = (index,) if isinstance(index, int) else tuple(index)
+        return derive.compute(self.bundle, self.trace, self.step(step).name, idx).to_dict()
+
+    def lens(self, top: int = 5, batch: int = 0) -> dict:
+        """The logit lens (`scratchformer lens --json`): each residual-stream point read through the output layer."""
+        from .analyses import lens
+
+        if top < 1:
+            raise UserError(f"top must be at least 1, not {top}.")
+        return lens.compute(self.bundle, self.trace, batch, top).to_dict()
+
+    def rollout(self, method: str = "rollout", batch: int = 0) -> dict:
+        """Attention rollout or flow (`scratchformer rollout --json`)."""
+        from .analyses import rollout
+
+        return rollout.compute(self.bundle, self.trace, method, batch).to_dict()
+
+    def attribute(self, position: int, method: str = "ig", steps: int | None = None, baseline: str = "zero",
+                  max_steps: int | None = None, batch: int = 0) -> dict:  # fmt: skip
+        """Which input tokens the prediction at decoder `position` rests on (`scratchformer attribute --json`):
+        Integrated Gradients ("ig", refined until complete within 1 %) or gradient × input."""
+        from .analyses import attribute as a
+
+        steps = a.DEFAULT_STEPS if steps is None else steps
+        if method == "ig" and steps < 1:
+            raise UserError(f"Integrated Gradients needs at least 1 step, not {steps}.")
+        max_steps = a.MAX_STEPS if max_steps is None else max_steps
+        result = a.compute(self.bundle, self.inputs, self.trace, position, method, steps, baseline, batch, max_steps)
+        return result.to_dict()
+
+    def experiment(self, name: str, **controls) -> dict:
+        """A live experiment on this model and input (`scratchformer experiment NAME --json`): mask, order, norm,
+        scaling, teacher-forcing, temperature …; `controls` as the command's options (d_k=…, temperature=…)."""
+        from .experiments import run_experiment
+
+        return run_experiment(name, self.bundle, self.source, self.target, **controls)
