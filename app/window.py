@@ -82,6 +82,7 @@ class MainWindow(QMainWindow):
         self._prefetch_timer.setInterval(0)
         self._prefetch_timer.timeout.connect(self._prefetch)
         self._stats = JobRunner("scratchformer-stats")  # the inspector's statistics of a large step (_show_inspector)
+        self.page_jobs = JobRunner("scratchformer-page")  # File › Export › Interactive page… (export/page_export.py)
         self._diagram_timer = QTimer(self)  # a new run's diagram, on the turn after its first step (_show_diagram)
         self._diagram_timer.setObjectName("scratchformer-diagram-soon")
         self._diagram_timer.setSingleShot(True)
@@ -893,7 +894,7 @@ class MainWindow(QMainWindow):
         self._prefetch_timer.stop()
         self._diagram_timer.stop()
         self.explain_panel.stop()
-        for jobs in (self._recompute, self._prefetcher, self._stats):
+        for jobs in (self._recompute, self._prefetcher, self._stats, self.page_jobs):
             jobs.shutdown()  # a sublayer's rerun in flight finishes (it cannot be interrupted midway)
         for view in self.views:  # a view's own background work (head importance)
             view.shutdown()
