@@ -96,9 +96,12 @@ def reduce_to(values: np.ndarray, budget: float, colormap: str, ratio: float = R
     allowed = budget / (2 * ratio * BASE64) / heads  # cells per head
     if rows * cols <= allowed:
         return values, (1, 1)
-    scale = math.sqrt(max(allowed, 1.0) / (rows * cols))
-    target = (max(rows * scale, min(rows, MIN_SIDE)), max(cols * scale, min(cols, MIN_SIDE)))
-    block = display_blocks((rows, cols), target)
+    allowed = max(allowed, 1.0)
+    scale = math.sqrt(allowed / (rows * cols))  # the same factor on both axes, unless one is at its floor
+    r = max(rows * scale, min(rows, MIN_SIDE))
+    c = max(min(cols, allowed / r), min(cols, MIN_SIDE))
+    r = max(min(rows, allowed / c), min(rows, MIN_SIDE))
+    block = display_blocks((rows, cols), (r, c))
     mode = display_reduction(colormap)
     reduced = np.stack([block_reduce(v, block, mode) for v in values])  # (heads, ⌈rows/br⌉, ⌈cols/bc⌉)
     return reduced, block
@@ -107,16 +110,21 @@ def reduce_to(values: np.ndarray, budget: float, colormap: str, ratio: float = R
 def packed_within(values: np.ndarray, share: float, colormap: str
                   ) -> tuple[np.ndarray, tuple[int, int], str, str]:  # fmt: skip
     """(values kept, block, packed text, dtype): the whole map when its packed text fits `share`, else the map
-    reduced to blocks. A map that may fit is packed to find out; one far over its share is reduced at once."""
+    reduced to blocks. A map that may fit is packed to find out; one far over its share is reduced at once, and
+    again with the compression it showed if it came out too large (down to MIN_SIDE blocks a side)."""
     estimate = values.size * 2 * RATIO * BASE64
     ratio = RATIO
     if estimate <= 1.6 * share:
         text, dtype = pack_values(values)
         if len(text) <= share:
             return values, (1, 1), text, dtype
-        ratio = len(text) / (values.size * (2 if dtype == "f16" else 4) * BASE64)
-    kept, block = reduce_to(values, share, colormap, ratio)
-    text, dtype = pack_values(kept)
+        ratio = len(text) / (values.size * 2 * BASE64)
+    for _ in range(4):
+        kept, block = reduce_to(values, share, colormap, ratio)
+        text, dtype = pack_values(kept)
+        if len(text) <= share or max(kept.shape[1:]) <= MIN_SIDE:  # smaller than that it cannot go
+            break
+        ratio = len(text) / (kept.size * 2 * BASE64)  # what this map really packs to, header included
     return kept, block, text, dtype
 
 
