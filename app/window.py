@@ -851,10 +851,12 @@ class MainWindow(QMainWindow):
 
     def request_export(self, kind: str) -> None:
         """Every export menu item and plot context menu lands here; app/export/actions.py does the work."""
+        # the interactive page has a module of its own (it uses actions' dialogs, so actions cannot import it)
+        name = "app.export.page_export" if kind == "page" else "app.export.actions"
         try:
-            actions = importlib.import_module("app.export.actions")
+            actions = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name in ("app.export", "app.export.actions"):
+            if exc.name in ("app.export", name):
                 self.show_message("Export is not available in this build.")
                 return
             raise

@@ -437,6 +437,7 @@
     }
     document.body.dataset.step = String(i);
     document.body.dataset.head = String(state.head);
+    if (!document.body.dataset.ready) document.body.dataset.readyMs = String(Math.round(performance.now())); // since navigation
     document.body.dataset.ready = "1";
   }
   function move(delta) {

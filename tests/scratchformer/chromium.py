@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -39,6 +40,20 @@ def find_chromium() -> str | None:
         if found:
             return found
     return None
+
+
+# argv: read end, write end, executable, arguments. Both ends first move to fresh numbers (from 10, closed on exec),
+# so that placing one on 3 or 4 can never overwrite the other before it has moved; Chromium keeps only 3 and 4.
+TRAMPOLINE = """
+import fcntl, os, sys
+given = [int(fd) for fd in sys.argv[1:3]]
+moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in given]
+for fd in given:
+    os.close(fd)
+os.dup2(moved[0], 3)
+os.dup2(moved[1], 4)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
 
 
 class ProtocolError(RuntimeError):
@@ -83,12 +98,11 @@ class Browser:
                 "--proxy-server=127.0.0.1:9",  # a proxy that leads nowhere: no request can leave the machine
                 "--allow-file-access-from-files", f"--window-size={self.size[0]},{self.size[1]}"]
 
-        # Chromium expects the pipe on fds 3 and 4: a POSIX shell puts the two ends there and becomes Chromium
-        # (no preexec_fn, which is unsafe in a process with threads)
-        wire = 'exec "$0" "$@" 3<&"$CDP_IN" 4>&"$CDP_OUT"'
-        env = {**os.environ, "CDP_IN": str(to_browser_r), "CDP_OUT": str(from_browser_w)}
-        self.proc = subprocess.Popen(["/bin/sh", "-c", wire, exe, *args], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        # Chromium expects the pipe on fds 3 and 4: a small Python trampoline moves the two ends there and becomes
+        # Chromium (a shell's `3<&N` takes only one-digit N in dash; preexec_fn is unsafe with threads)
+        self._log = open(os.path.join(self.profile, "chromium.log"), "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen([sys.executable, "-c", TRAMPOLINE, str(to_browser_r), str(from_browser_w), exe,
+                                      *args], stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      pass_fds=(to_browser_r, from_browser_w))  # fmt: skip
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -116,7 +130,7 @@ class Browser:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        for f in (getattr(self, "_out", None), getattr(self, "_in", None)):
+        for f in (getattr(self, "_out", None), getattr(self, "_in", None), getattr(self, "_log", None)):
             if f is not None:
                 try:
                     f.close()
@@ -176,13 +190,24 @@ class Browser:
         with self._cond:
             while ident not in self._answers:
                 left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
+                if self.proc.poll() is not None:
+                    raise ProtocolError(f"Chromium ended (status {self.proc.returncode}) before answering {method}: "
+                                        f"{self.log_tail()}")  # fmt: skip
+                if left <= 0:
                     raise ProtocolError(f"no answer to {method} within {timeout or self.timeout} s")
                 self._cond.wait(min(left, 0.5))
             answer = self._answers.pop(ident)
         if "error" in answer:
             raise ProtocolError(f"{method}: {answer['error'].get('message')}")
         return answer.get("result", {})
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines Chromium wrote on stdout and stderr, for failure messages (its D-Bus noise left out)."""
+        try:
+            text = Path(self.profile, "chromium.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join([line for line in text.splitlines() if "dbus" not in line][-lines:])
 
     def page(self, method: str, **params) -> dict:
         """A command to the attached page."""
