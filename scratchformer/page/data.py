@@ -94,7 +94,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
         "derive": derivations,
         "derive_batch": 0,
         "run_args": run_args,
-        "lens": _lens(bundle, trace, items),
+        "lens": _lens(bundle, trace, sorted({items[0], item})),  # a lens reads the whole vocabulary per point
         "interventions": [i.spec() for i in trace.interventions],
     }  # fmt: skip
     return {"index": index, "chunks": chunks}

@@ -373,7 +373,12 @@
     const box = $("sf-lens");
     if (D.lens.note) { box.textContent = D.lens.note; return; }
     const L = D.lens.items[String(state.item)];
-    if (!L || !$("sf-lens-box").open) return;
+    if (!L) {
+      lensDrawn = -1;
+      box.textContent = `The lens is stored for batch item ${Object.keys(D.lens.items).map((b) => +b + 1).join(" and ")} only.`;
+      return;
+    }
+    if (!$("sf-lens-box").open) return;
     if (lensDrawn !== state.item) {
       lensDrawn = state.item;
       const table = el("table"), headRow = el("tr", {}, el("th", { textContent: L.stack === "encoder" ? "point \\ position holds → head predicts" : "point \\ position reads → emits" }));
