@@ -82,12 +82,12 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
     index = {
         "version": VERSION,
         "title": _title(bundle, trace, item),
-        "model": {"name": bundle.name, "describe": bundle.describe(), "untrained": bundle.untrained},
+        "model": {"name": bundle.name, "describe": bundle.describe(), "untrained": bool(bundle.untrained)},
         "input": _input(trace, inputs),
         "items": items, "n_items": n_items, "item": item,
         "blocks": _blocks(bundle.config, trace),
         "steps": [{"name": s.name, "kind": s.kind, "title": s.title, "path": step_path(s), "formula": s.formula,
-                   "shape": list(s.shape), "dims": list(s.dims), "block": block_key(s), "major": s.major}
+                   "shape": list(s.shape), "dims": list(s.dims), "block": block_key(s), "major": bool(s.major)}
                   for s in trace],
         "maps": maps,
         "explain": explanations,

@@ -45,7 +45,7 @@ def compact(d: derive.Derivation, trace: Trace) -> dict:
             steps[i] = steps.get(i, 0) + 1
         elif cell.param is not None:
             params[cell.param] = params.get(cell.param, 0) + 1
-    return {"v": finite_or_text(d.value), "r": finite_or_text(d.recomputed), "ok": d.agrees(), "f": d.formula,
+    return {"v": finite_or_text(d.value), "r": finite_or_text(d.recomputed), "ok": bool(d.agrees()), "f": d.formula,
             "e": d.expression, "n": d.note, "t": [[t.label, finite_or_text(t.value)] for t in d.terms],
             "in": [[i, n] for i, n in steps.items()], "p": [[k, n] for k, n in params.items()],
             "u": d.unlisted}  # fmt: skip

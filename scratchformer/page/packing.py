@@ -77,7 +77,15 @@ def unpack_values(text: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
 
 def pack_json(obj) -> str:
     """Compact UTF-8 JSON, gzipped and base64-encoded. Non-finite floats must be replaced first (JSON has none)."""
-    return compress(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"))
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain)
+    return compress(text.encode("utf-8"))
+
+
+def _plain(value):
+    """numpy's scalars (a bool_ from a comparison, an int64 id) as the Python values JSON knows."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def unpack_json(text: str):

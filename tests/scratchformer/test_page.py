@@ -214,3 +214,19 @@ def test_a_batch_of_items_has_one_map_per_item_and_opens_at_the_chosen_one():
     with pytest.raises(UserError, match="out of range"):
         page_data(bundle, trace, inputs, item=3)
     assert torch.equal(trace["src_embed.tokens"].tensor[1], inputs.src[1])
+
+
+def test_a_vocabulary_axis_keeps_the_heatmaps_chosen_tokens_and_ids(tmp_path):
+    bundle = load_model("blog", "cpu")  # GPT-2's 50 257 tokens, untrained
+    inputs = bundle.prepare_run("machine learning using PyTorch")
+    _, trace = bundle.run(inputs, keep_output=False)
+    write_page(tmp_path / "blog.html", page_data(bundle, trace, inputs))
+    index, chunks = read_page((tmp_path / "blog.html").read_text(encoding="utf-8"))
+    assert index["model"]["untrained"] is True
+    step = trace["generator.probs"]
+    hm = step_heatmap(trace, step, 0, 0, bundle.tgt_tokenizer.token_strings)
+    info = index["maps"][f"{step.index}/0"]
+    assert info["cols"] == hm.col_labels and info["vocab_ids"] == hm.extra["vocab_ids"].tolist()
+    assert info["rows"] == "tgt" and info["levels"] == [0.0, pytest.approx(hm.levels[1], rel=1e-6)]
+    stored = unpack_values(chunks[info["chunk"]], info["dtype"], tuple(info["shape"]))
+    np.testing.assert_array_equal(stored[0], f16(hm.values))
