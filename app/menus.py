@@ -15,6 +15,7 @@ EXPORT_MENU = (
     ("All attention maps…", "all_attention", ""),
     ("Current tensor…", "tensor_current", ""),
     ("All tensors…", "tensors_all", ""),
+    ("Interactive page…", "page", ""),  # one self-contained HTML file of the whole run (app/export/page_export.py)
     ("Copy current view to clipboard", "clipboard", "Ctrl+Shift+C"),
 )
 

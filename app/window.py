@@ -82,6 +82,7 @@ class MainWindow(QMainWindow):
         self._prefetch_timer.setInterval(0)
         self._prefetch_timer.timeout.connect(self._prefetch)
         self._stats = JobRunner("scratchformer-stats")  # the inspector's statistics of a large step (_show_inspector)
+        self.page_jobs = JobRunner("scratchformer-page")  # File › Export › Interactive page… (export/page_export.py)
         self._diagram_timer = QTimer(self)  # a new run's diagram, on the turn after its first step (_show_diagram)
         self._diagram_timer.setObjectName("scratchformer-diagram-soon")
         self._diagram_timer.setSingleShot(True)
@@ -850,10 +851,12 @@ class MainWindow(QMainWindow):
 
     def request_export(self, kind: str) -> None:
         """Every export menu item and plot context menu lands here; app/export/actions.py does the work."""
+        # the interactive page has a module of its own (it uses actions' dialogs, so actions cannot import it)
+        name = "app.export.page_export" if kind == "page" else "app.export.actions"
         try:
-            actions = importlib.import_module("app.export.actions")
+            actions = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name in ("app.export", "app.export.actions"):
+            if exc.name in ("app.export", name):
                 self.show_message("Export is not available in this build.")
                 return
             raise
@@ -893,7 +896,7 @@ class MainWindow(QMainWindow):
         self._prefetch_timer.stop()
         self._diagram_timer.stop()
         self.explain_panel.stop()
-        for jobs in (self._recompute, self._prefetcher, self._stats):
+        for jobs in (self._recompute, self._prefetcher, self._stats, self.page_jobs):
             jobs.shutdown()  # a sublayer's rerun in flight finishes (it cannot be interrupted midway)
         for view in self.views:  # a view's own background work (head importance)
             view.shutdown()

@@ -14,6 +14,11 @@ APT_PACKAGES=(xvfb libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 lib
   libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0 libxcb-cursor0 libegl1 libgl1 libfontconfig1 libdbus-1-3
   fonts-noto-core fonts-droid-fallback fonts-noto-color-emoji poppler-utils python3-venv)
 # python3-venv: Debian's and Ubuntu's own python3 cannot make a virtual environment without it
+# chromium: the interactive page's browser tests (tests/scratchformer/test_page_browser.py). Only on Debian, whose
+# `chromium` is a real package (Ubuntu's is a stub for a snap); without it those tests skip, saying so.
+if [ -r /etc/os-release ] && grep -qx 'ID=debian' /etc/os-release; then
+  APT_PACKAGES+=(chromium)
+fi
 
 if command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
   missing=()

@@ -93,6 +93,7 @@ def test_wheel_bundles_models_tokenizers_and_icon(installed):
         assert sum(n.endswith("/model.safetensors") for n in snapshots) >= 4, model
         assert sum(n.endswith("/config.json") for n in snapshots) >= 4, model
     assert {"app/main.py", "scratchformer/cli.py", "scratchformer/commands/install_desktop.py"} <= names
+    assert {f"scratchformer/page/viewer.{ext}" for ext in ("html", "css", "js")} <= names  # the page's viewer
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "scratchformer = scratchformer.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
@@ -131,3 +132,13 @@ def test_installed_console_script_takes_a_screenshot(installed):
     assert out.startswith("saved ") and png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width >= 800 and height >= 500
+
+
+def test_installed_export_writes_the_interactive_page_with_its_viewer(installed):
+    _, site, work, env = installed
+    out = _run([sys.executable, "-m", "scratchformer", "export", "--model", "en-hi", "--source", "we are friends",
+                "--format", "html", "--out", "page"], work, env)
+    assert out.startswith("Wrote ")
+    page = (work / "page" / "page.html").read_text(encoding="utf-8")
+    viewer = (site / "scratchformer" / "page" / "viewer.js").read_text(encoding="utf-8")
+    assert viewer in page and 'id="sf-index"' in page  # the installed viewer, inlined

@@ -6,11 +6,16 @@ image format is asked for, so npz and csv export need no Qt at all and the core 
 
 With --snapshots it follows one attention map over a trained model's snapshots instead
 (exporting/snapshots.py): an animation (gif, apng) and a grid of small multiples (png, svg, pdf).
+
+With --format html it writes one self-contained interactive page of the whole run (scratchformer.page), PAGE_NAME
+in --out. The page builder uses the analyses (derivations, lens), which sit above the commands, so it is imported
+by name when asked for, as cli.py imports the analyses' commands.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from .. import frontends
 from ..batching import read_text_file
@@ -33,8 +38,9 @@ def add_parser(sub) -> None:
     add_model_args(p)
     add_input_args(p)
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
-    p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); with --snapshots "
-                   "from gif,apng,png,svg,pdf (default gif,png)")
+    p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); or html alone: one "
+                   f"self-contained interactive page of every step ({PAGE_NAME}); with --snapshots from "
+                   "gif,apng,png,svg,pdf (default gif,png)")
     p.add_argument(
         "--steps", nargs="+", default=None, metavar="STEPS",
         help="attention (every layer × head × attention type, one file each), all (every step), "
@@ -54,6 +60,9 @@ def add_parser(sub) -> None:
                    "snapshot: the guided one if the model was trained with guided alignment)")
 
 
+PAGE_NAME = "page.html"
+
+
 def run(args: argparse.Namespace) -> int:
     if not 0.25 <= args.scale <= 8:
         raise UserError("--scale must be between 0.25 and 8.")
@@ -62,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("attention", "layer", "head"):
         if getattr(args, name) is not None:
             raise UserError(f"--{name} chooses the map that --snapshots follows; add --snapshots or leave it out.")
+    if args.format and "html" in args.format.lower().replace(",", " ").split():
+        return run_page(args)
     formats = parse_formats(args.format or "png")
     args.steps = args.steps or ["attention"]
     folder = prepare_folder(args.out, create=True)
@@ -75,6 +86,26 @@ def run(args: argparse.Namespace) -> int:
     result = ExportRun(tasks, folder, renderer, overwrite=args.overwrite).run()
     print(result.summary())
     print(folder.resolve())
+    return 0
+
+
+def run_page(args: argparse.Namespace) -> int:
+    """`export --format html`: the interactive page of the whole run, one file in --out."""
+    if args.format.lower().replace(",", " ").split() != ["html"]:
+        raise UserError("--format html writes one page on its own; export the other formats in a second run.")
+    if args.steps is not None:
+        raise UserError("The page holds every step; leave out --steps with --format html.")
+    page = importlib.import_module("scratchformer.page")  # see the module's docstring: above the commands
+    folder = prepare_folder(args.out, create=True)
+    target = folder / PAGE_NAME
+    if target.exists() and not args.overwrite:
+        raise UserError(f"{target} already exists; add --overwrite to replace it or choose another folder.")
+    bundle, inputs, trace, item = traced_run(args)
+    run_args = page.run_arguments(args.model or default_model_name(), args.source, args.target, args.start_only,
+                                  args.text_file, args.seq_len, args.batch)  # fmt: skip
+    data = page.page_data(bundle, trace, inputs, item=item, run_args=run_args)
+    size = page.write_page(target, data, overwrite=args.overwrite)
+    print(f"Wrote {target} ({size / 1e6:.1f} MB): the interactive page of {len(trace)} steps; open it in a browser.")
     return 0
 
 
