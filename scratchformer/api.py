@@ -162,9 +162,10 @@ class Run:
 
         return step_plot(self.trace, self.step(step), head, batch, self.bundle.tgt_tokenizer.token_strings)
 
-    def show(self, height: int = 640):
+    def show(self, height: int | None = None):
         """The interactive page of this run (the one `scratchformer export --format html` writes), inline in
-        Jupyter, JupyterLab and VS Code; works offline. `.save("run.html")` writes it as a file."""
+        Jupyter, JupyterLab and VS Code in a frame `height` pixels high; works offline. `.save("run.html")`
+        writes it as a file."""
         from .notebook import PageView
 
         return PageView(self, height)

@@ -78,28 +78,32 @@ def step_plot(trace: Trace, step: Step, head: int | None = None, batch: int = 0,
 class PageView:
     """The interactive page of a run, inline in a notebook (`_repr_html_`); `save(path)` writes the .html file."""
 
-    def __init__(self, run, height: int = 640) -> None:
+    def __init__(self, run, height: int | None = None) -> None:
         self.run = run
         self.height = height
         self._html: str | None = None
 
     def html(self) -> str:
-        """The whole self-contained page."""
+        """The whole self-contained page (scratchformer.page), made on first use."""
         if self._html is None:
-            from .exporting.page import page_html
+            from .page import page_data, page_html, run_arguments
 
-            self._html = page_html(self.run.bundle, self.run.inputs, self.run.trace)
+            run = self.run
+            again = run_arguments(run.bundle.name, run.source, run.target or "")
+            self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again))
         return self._html
 
     def _repr_html_(self) -> str:
-        from .exporting.page import notebook_html
+        from .page import NOTEBOOK_HEIGHT, notebook_html
 
-        return notebook_html(self.html(), self.height)
+        return notebook_html(self.html(), self.height or NOTEBOOK_HEIGHT)
 
     def save(self, path: str | Path, overwrite: bool = True) -> Path:
         """Write the page as one .html file that opens anywhere, offline. Returns the path written."""
+        from .page import write_page
+
         path = Path(path).expanduser()
         if path.suffix.lower() not in (".html", ".htm"):
             raise UserError(f"Name the page with an .html suffix, not {path.name!r}.")
-        atomic_write_bytes(path, self.html().encode("utf-8"), overwrite)
+        write_page(path, self.html(), overwrite)
         return path

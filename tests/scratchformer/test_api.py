@@ -115,3 +115,17 @@ def test_a_typed_target_is_teacher_forcing():
     forced = sf.run("en-hi", SOURCE, target="लड़की सेब खाती है")
     assert forced.translation == ""
     assert forced.tokens["target"][1:] == ["लड़की", "सेब", "खाती", "है"]
+
+
+def test_show_embeds_the_page_and_saves_it(run, tmp_path):
+    from scratchformer.page import read_page
+
+    view = run.show()
+    inline = view._repr_html_()
+    assert inline.startswith("<iframe") and "srcdoc=" in inline
+    written = view.save(tmp_path / "run.html")
+    index, _chunks = read_page(written.read_text(encoding="utf-8"))
+    assert [s["name"] for s in index["steps"]] == run.steps.names
+    assert index["input"]["translation"] == run.translation == "लड़की सेब खाती है"
+    with pytest.raises(sf.UserError, match="html"):
+        view.save(tmp_path / "run.txt")
