@@ -442,6 +442,7 @@
     }
     document.body.dataset.step = String(i);
     document.body.dataset.head = String(state.head);
+    try { history.replaceState(null, "", `#${encodeURIComponent(s.name)}`); } catch (e) { /* a frame may refuse */ }
     if (!document.body.dataset.ready) document.body.dataset.readyMs = String(Math.round(performance.now())); // since navigation
     document.body.dataset.ready = "1";
   }
@@ -478,7 +479,10 @@
     });
     let resized = 0;
     window.addEventListener("resize", () => { clearTimeout(resized); resized = setTimeout(() => show(state.step), 150); });
-    await show(0);
+    // a link may name a step: page.html#decoder.1.cross_attn.weights opens there (and the address follows the steps)
+    const named = () => D.steps.findIndex((s) => s.name === decodeURIComponent(location.hash.slice(1)));
+    window.addEventListener("hashchange", () => { const k = named(); if (k >= 0 && k !== state.step) show(k); });
+    await show(Math.max(0, named()));
   }
   start().catch((err) => {
     document.body.dataset.error = String(err);

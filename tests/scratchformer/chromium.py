@@ -229,10 +229,11 @@ class Browser:
     # --- what the tests use ---------------------------------------------------------------------------------
 
     def open(self, path: Path | str) -> None:
-        """Navigate to a file and wait for its load event."""
+        """Navigate to a file (or a file: URL, e.g. with a #fragment) and wait for its load event."""
         while not self._events.empty():
             self._events.get_nowait()
-        self.page("Page.navigate", url=Path(path).resolve().as_uri())
+        url = str(path) if str(path).startswith("file:") else Path(path).resolve().as_uri()
+        self.page("Page.navigate", url=url)
         self.wait_event("Page.loadEventFired")
 
     def evaluate(self, expression: str, await_promise: bool = False):

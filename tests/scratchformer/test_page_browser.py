@@ -160,3 +160,18 @@ def test_two_views_in_one_notebook_do_not_interfere(run, tmp_path, browser):
                         ".map((s) => s.textContent))")
     assert tokens == [trace.source_tokens[0], other.source_tokens[0]]
     assert b.requests == []
+
+
+def test_a_link_to_a_step_opens_there_and_the_address_follows(run, page_file, browser, tmp_path):
+    trace = run[2]
+    b = browser
+    linked = tmp_path / "linked.html"  # another file: a new document, not a jump within the one already open
+    linked.write_bytes(page_file.read_bytes())
+    b.open(linked.as_uri() + "#decoder.1.cross_attn.weights")
+    b.wait_for(READY, timeout=20)
+    assert b.evaluate("document.body.dataset.step") == str(trace["decoder.1.cross_attn.weights"].index)
+    b.key("ArrowRight", "ArrowRight", 39)
+    b.wait_for(f"document.body.dataset.step === '{trace['decoder.1.cross_attn.weights'].index + 1}'")
+    following = trace[trace["decoder.1.cross_attn.weights"].index + 1].name
+    assert b.evaluate("decodeURIComponent(location.hash)") == "#" + following
+    assert b.requests == []
