@@ -11,40 +11,32 @@ from __future__ import annotations
 from functools import cache
 
 import numpy as np
-import pyqtgraph as pg
 
-from scratchformer.plotdata.special import GAP, MASKED, NAN, NEG_INF, POS_INF, cell_classes, heatmap_classes
-
-MASKED_RGBA = (118, 118, 118, 255)  # −∞: "blocked", drawn the same on screen and in exports
-NAN_RGBA = (255, 0, 255, 255)  # NaN: magenta
-POS_INF_RGBA = (255, 140, 0, 255)  # +∞: orange
-NEG_INF_RGBA = (0, 255, 255, 255)  # −∞ that no mask explains: cyan
-GAP_RGBA = (0, 0, 0, 0)  # no data: transparent
-SPECIAL_RGBA = {MASKED: MASKED_RGBA, NAN: NAN_RGBA, POS_INF: POS_INF_RGBA, NEG_INF: NEG_INF_RGBA, GAP: GAP_RGBA}
-
-# ColorBrewer RdBu, reversed so that negative is blue and positive is red (matplotlib's "RdBu_r").
-_RDBU_R = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
-           "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"]  # fmt: skip
-# Allowed mask cells are a pale blue; the map only ever sees 0, but a gradient keeps the colour bar readable.
-_MASK = ["#e3eef9", "#9ecae1"]
+from scratchformer.plotdata.colours import (  # noqa: F401 — the special colours are re-exported for the views
+    GAP_RGBA,
+    MASKED_RGBA,
+    NAN_RGBA,
+    NEG_INF_RGBA,
+    POS_INF_RGBA,
+    SPECIAL_RGBA,
+    colour_table,
+)
+from scratchformer.plotdata.special import cell_classes, heatmap_classes
 
 
 @cache
-def colormap(name: str) -> pg.ColorMap:
-    """The pyqtgraph ColorMap for a plotdata colour-map name (unknown names fall back to viridis)."""
-    if name == "RdBu_r":
-        return pg.ColorMap(np.linspace(0.0, 1.0, len(_RDBU_R)), _RDBU_R, name="RdBu_r")
-    if name == "mask":
-        return pg.ColorMap(np.array([0.0, 1.0]), _MASK, name="mask")
-    return pg.colormap.get("viridis")
+def colormap(name: str):
+    """The pyqtgraph ColorMap (for colour bars) of a plotdata colour-map name: the 256 colours of its table
+    (scratchformer.plotdata.colours), so bar and cells agree. pyqtgraph loads here, not with this module: the
+    exporters draw from the tables alone."""
+    import pyqtgraph as pg
+
+    table = colour_table(name)
+    return pg.ColorMap(np.linspace(0.0, 1.0, 256), table, name=name)
 
 
-@cache
 def _lut(name: str) -> np.ndarray:
-    lut = colormap(name).getLookupTable(0.0, 1.0, 256, alpha=True, mode="byte")
-    lut = np.ascontiguousarray(lut, dtype=np.uint8)
-    lut.setflags(write=False)
-    return lut
+    return colour_table(name)
 
 
 def lookup_table(name: str) -> np.ndarray:

@@ -26,6 +26,16 @@ MAX_ITEMS = 8  # batch items a page holds (a walkthrough's batch of windows); th
 VERSION = 1
 
 
+def _colours() -> dict:
+    """The window's colour tables and special-cell colours (plotdata.colours), so the page paints the same RGB."""
+    from ..plotdata.colours import SPECIAL_RGBA, STOPS, table_hex
+    from ..plotdata.special import GAP, MASKED, NAN, NEG_INF, POS_INF
+
+    names = {MASKED: "masked", NAN: "nan", POS_INF: "posinf", NEG_INF: "neginf", GAP: "gap"}
+    return {"tables": {name: table_hex(name) for name in ("viridis", *STOPS)},
+            "special": {names[code]: list(rgba) for code, rgba in SPECIAL_RGBA.items()}}
+
+
 def run_arguments(model: str, source: str | None = None, target: str = "", start_only: bool = False,
                   text_file: str | None = None, seq_len: int | None = None, batch: int | None = None) -> str:
     """The command-line options that repeat a run ('--model en-hi --source "the girl …"'), for the page's hint of
@@ -90,6 +100,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
                    "shape": list(s.shape), "dims": list(s.dims), "block": block_key(s), "major": bool(s.major)}
                   for s in trace],
         "maps": maps,
+        "colours": _colours(),
         "explain": explanations,
         "derive": derivations,
         "derive_batch": 0,

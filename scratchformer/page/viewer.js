@@ -59,22 +59,14 @@
     return cache.get(key);
   }
 
-  // ---- colours (the window's maps: app/widgets/colormaps.py) -------------------------------------------------
-  const STOPS = {
-    viridis: ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"],
-    RdBu_r: ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"],
-    mask: ["#e3eef9", "#9ecae1"],
-  };
-  const SPECIAL = { masked: [118, 118, 118, 255], nan: [255, 0, 255, 255], posinf: [255, 140, 0, 255],
-    neginf: [0, 255, 255, 255], gap: [0, 0, 0, 0] };
+  // ---- colours: the window's own tables (scratchformer/plotdata/colours.py), carried in the page's data ---------
+  let SPECIAL = null;
   const luts = {};
   function lut(name) {
     if (luts[name]) return luts[name];
-    const stops = (STOPS[name] || STOPS.viridis).map((h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)));
-    const t = new Uint8ClampedArray(256 * 4);
+    const hex = D.colours.tables[name] || D.colours.tables.viridis, t = new Uint8ClampedArray(256 * 4);
     for (let i = 0; i < 256; i++) {
-      const x = (i / 255) * (stops.length - 1), k = Math.min(Math.floor(x), stops.length - 2), f = x - k;
-      for (let c = 0; c < 3; c++) t[4 * i + c] = Math.round(stops[k][c] * (1 - f) + stops[k + 1][c] * f);
+      for (let c = 0; c < 3; c++) t[4 * i + c] = parseInt(hex.slice(6 * i + 2 * c, 6 * i + 2 * c + 2), 16);
       t[4 * i + 3] = 255;
     }
     return (luts[name] = t);
@@ -458,6 +450,7 @@
   async function start() {
     const raw = await gunzip(base64Bytes(document.getElementById("sf-index").textContent));
     D = JSON.parse(new TextDecoder().decode(raw));
+    SPECIAL = D.colours.special;
     state.item = D.item;
     header();
     strip();
