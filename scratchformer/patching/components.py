@@ -50,6 +50,26 @@ class Component:
         return self.step.rpartition(".")[0] if self.head_axis else ""
 
 
+_SUBLAYERS = {"encoder": {1: "self-attention", 2: "feed-forward"},
+              "decoder": {1: "self-attention", 2: "cross-attention", 3: "feed-forward"}}
+
+
+def component_label(c: Component, position: bool = True) -> str:
+    """'decoder layer 2 cross-attention head 1 at position 3', 'encoder layer 1 feed-forward output', 'decoder
+    embeddings' (layers, heads and positions from 1, as the window's titles count them)."""
+    where = f" at position {c.position + 1}" if position and c.position is not None else ""
+    if c.head_axis:
+        kind = {"self_attn": "self-attention", "cross_attn": "cross-attention"}[c.attention.split(".")[2]]
+        part = "" if c.kind == "head" else f" {c.kind}"
+        return f"{c.stack} layer {c.layer + 1} {kind} head {c.head + 1}{part}{where}"
+    if c.kind == "mlp":
+        return f"{c.stack} layer {c.layer + 1} feed-forward{where}"
+    m = re.fullmatch(r"\w+\.\d+\.add_norm(\d)\.\w+", c.step)
+    if m is None:
+        return f"{c.stack} embeddings{where}"
+    return f"{c.stack} layer {c.layer + 1} after {_SUBLAYERS[c.stack][int(m[1])]}{where}"
+
+
 def step_layer(step: str) -> tuple[str, int]:
     """'decoder.1.ffn.out' → ('decoder', 1); the embeddings' steps → (stack, -1)."""
     m = _IN_LAYER.match(step)

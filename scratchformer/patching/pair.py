@@ -50,6 +50,10 @@ class Pair:
             return torch.zeros_like(m_patched)
         return (m_patched - self.m_corrupt) / self.gap
 
+    def share(self, change: torch.Tensor) -> torch.Tensor:
+        """A change of m (m_patched − m_corrupt, or an estimate of it) as a share of m_clean − m_corrupt."""
+        return torch.zeros_like(change) if self.gap == 0 else change / self.gap
+
     def n_positions(self, axis: str) -> int:
         return self.tgt_clean.shape[1] if axis == "tgt" else self.src_clean.shape[1]
 
