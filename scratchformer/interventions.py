@@ -203,8 +203,8 @@ def patchable_steps(model) -> dict[str, torch.nn.Module]:
             steps[f"{n}.out"] = module
         elif isinstance(module, Embeddings):
             steps[f"{n}.layer_norm" if module.layer_norm is not None else f"{n}.sum"] = module
-        elif isinstance(module, RerunSublayer):  # a feed-forward or a mixture of experts
-            steps[f"{n}.out"] = module
+        elif isinstance(module, RerunSublayer) and ".experts." not in n:  # a feed-forward or a mixture of experts
+            steps[f"{n}.out"] = module  # (not the experts inside one: the mixture runs their interiors)
         elif isinstance(module, AddNorm):
             steps[f"{n}.residual" if module.norm_first else f"{n}.out"] = module
     for stack in ("encoder", "decoder"):

@@ -117,9 +117,9 @@ def layer_input_step(model, stack: str, layer: int) -> str:
 
 
 def mlp_steps(model, stack: str) -> list[str]:
-    """Each layer's feed-forward (or mixture-of-experts) output."""
-    return [f"{m.trace_name}.out" for m in model.modules()
-            if isinstance(m, RerunSublayer) and m.trace_name.startswith(f"{stack}.")]  # fmt: skip
+    """Each layer's feed-forward (or mixture-of-experts) output (not the experts' inside a mixture)."""
+    return [f"{m.trace_name}.out" for m in model.modules() if isinstance(m, RerunSublayer)
+            and re.fullmatch(rf"{stack}\.\d+\.(ffn|moe)", m.trace_name)]  # fmt: skip
 
 
 def stacks(model) -> list[str]:

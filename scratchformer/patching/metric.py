@@ -38,12 +38,14 @@ class Metric:
             x = x * gen.scale  # T5 v1.0: d_model^-0.5 before the output layer
         if self.kind == "logprob":
             logits = gen.cap(gen.logits(x[:, None]))[:, 0]  # (B, vocab)
-            return logits.float().log_softmax(-1)[:, self.answer]  # (B,)
+            return _wide(logits).log_softmax(-1)[:, self.answer]  # (B,)
         rows = torch.tensor([self.answer, self.wrong], device=x.device)
-        two = x @ gen.proj.weight[rows].T  # (B, 2): the answer's and the wrong token's logits
+        # (B, 2): the answer's and the wrong token's logits, as products summed row by row: a matrix product's
+        # rounding may depend on how many rows it is given, and a patched batch must give what one run gives
+        two = (x[:, None, :] * gen.proj.weight[rows][None]).sum(-1)
         if gen.final_logits_bias is not None:
             two = two + gen.final_logits_bias[rows]
-        two = gen.cap(two).float()  # soft-capping acts on each logit alone
+        two = _wide(gen.cap(two))  # soft-capping acts on each logit alone
         return two[:, 0] - two[:, 1]  # (B,)
 
     def describe(self) -> str:
@@ -58,6 +60,11 @@ class Metric:
         if self.kind == "logit-diff":
             out["wrong"] = {"id": self.wrong, "token": self.wrong_token}
         return out
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """float32 for half-precision logits; float64 stays float64 (the tests' finite differences need it)."""
+    return t if t.dtype == torch.float64 else t.float()
 
 
 def read_token(text: str, tokenizer, option: str) -> int:

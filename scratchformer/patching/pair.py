@@ -115,7 +115,7 @@ def make_pair(bundle, clean, corrupt, answer: str | None = None, wrong: str | No
         logits = model.generator(torch.cat([h_clean, h_corrupt])[:, None])[:, 0]  # (2, vocab)
     metric = choose(bundle.tgt_tokenizer, logits[0], logits[1], answer, wrong, kind)
     with torch.inference_mode():
-        m = metric.values(model, torch.cat([h_clean, h_corrupt]))  # (2,)
+        m = [metric.values(model, h) for h in (h_clean, h_corrupt)]  # each (1,), one run at a time
     corrupt_tokens = corrupt.source_tokens[0] if corrupt.source_tokens else []
     return Pair(bundle, src_clean, src_corrupt, tgt_clean, tgt_corrupt, acts_clean, acts_corrupt, metric,
                 float(m[0]), float(m[1]), list(clean.source_tokens[0]) if clean.source_tokens else [],
