@@ -196,13 +196,19 @@ def patched_metrics(pair: Pair, components: list[Component], source: dict[str, t
     return out
 
 
-def one_at_a_time(pair: Pair, component: Component, source: dict[str, torch.Tensor] | None = None) -> float:
-    """m_patched of one component by a whole forward pass of the corrupted input with a Patch of its step (the
-    corrupted values, the component's cells taken from `source`): the method the batched sweep must equal."""
+def patch_of(pair: Pair, component: Component, source: dict[str, torch.Tensor] | None = None) -> Patch:
+    """The component's patch as one Patch intervention: its step's corrupted values with the component's cells
+    taken from `source` (default: the clean run). Run the corrupted input inside intervene(model, [patch]) — traced,
+    to show it — and this is the patched run that made the component's number."""
     source = pair.clean if source is None else source
     values = pair.corrupt[component.step].clone()
     mask = _mask(component, values.shape).to(values.device)
-    values = torch.where(mask, source[component.step], values)
-    with torch.inference_mode(), intervene(pair.model, [Patch(component.step, values, "the clean run")]):
+    return Patch(component.step, torch.where(mask, source[component.step], values), "the clean run")
+
+
+def one_at_a_time(pair: Pair, component: Component, source: dict[str, torch.Tensor] | None = None) -> float:
+    """m_patched of one component by a whole forward pass of the corrupted input with its Patch (patch_of): the
+    method the batched sweep must equal."""
+    with torch.inference_mode(), intervene(pair.model, [patch_of(pair, component, source)]):
         hidden = final_hidden(pair.model, pair.src_corrupt, pair.tgt_corrupt)
         return float(pair.metric.values(pair.model, hidden)[0])
