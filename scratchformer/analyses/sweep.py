@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UserError
+from ..memory import default_budget
 from ..patching import attribution, components
 from ..patching.batched import patched_metrics
 from ..patching.components import Component, component_label
@@ -131,7 +132,10 @@ def grids(model, pair: Pair, per_position: bool) -> tuple[Grid, Grid, Grid]:
 def sweep_pair(pair: Pair, method: str = "exact", per_position: bool = False, path: tuple[str, str] | None = None,
                check_top: int = 0, budget: int | None = None, progress: Callable[[int, int], None] | None = None,
                cancelled: Callable[[], bool] | None = None) -> Sweep | None:  # fmt: skip
-    """The sweep of an existing pair of runs (the window keeps one); None when cancelled() turns true."""
+    """The sweep of an existing pair of runs (the window keeps one); None when cancelled() turns true. `budget`:
+    the memory the patched batches may take, in bytes (default: half the machine's memory); progress(done, total)
+    is called after each batch."""
+    budget = default_budget() if budget is None else budget
     if method not in METHODS:
         raise UserError(f"--method is one of {', '.join(METHODS)}, not {method!r}.")
     if check_top and method == "exact":

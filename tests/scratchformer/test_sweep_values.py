@@ -186,3 +186,12 @@ def test_a_small_memory_budget_shrinks_the_batches_says_so_once_and_changes_noth
     small = patched_metrics(pair, comps, budget=weights + 3 * bytes_per_item(pair), notes=notes)
     assert len(notes) == 1 and "3 patched copies at a time" in notes[0]
     assert (small - patched_metrics(pair, comps)).abs().max() <= 1e-5
+
+
+def test_a_sweep_reports_progress_per_batch_and_stops_when_cancelled(gpt2_folder):
+    pair = pair_of(gpt2_folder)
+    comps = grid(gpt2_folder, pair)
+    seen: list[tuple[int, int]] = []
+    patched_metrics(pair, comps, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1][0] == seen[-1][1] and [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    assert patched_metrics(pair, comps, cancelled=lambda: True) is None
