@@ -1,6 +1,6 @@
 """Interventions: change the forward pass on purpose and watch what breaks ("what if this head were gone?").
 
-Four kinds, each a small explicit value, several at once:
+Five kinds, each a small explicit value, several at once:
 - `HeadChange`: one head of one attention, changed in its context head_i = A_i V_i (before the output
   projection W^O): "zero" sets it to 0; "mean" replaces it by that head's context averaged over the positions of
   this input (an encoder's: over all its positions; a decoder's: over each position and those before it, so that
@@ -11,6 +11,9 @@ Four kinds, each a small explicit value, several at once:
 - `Patch`: activation patching — one step's tensor replaced by the same step of another run (a clean sentence
   of the same length). Patchable are each attention's q, k, v, weights, context and out, and the output of every
   embedding, feed-forward, Add & Norm and final norm (`patchable_steps`).
+- `StepEdit`: a function of one patchable step's tensor that returns the tensor the run carries on with — what the
+  patching sweeps (scratchformer.patching) build their batched patches, their recordings and attribution
+  patching's zero nudges from.
 
 They act while `intervene(model, [...])` is open, through a context variable like the tracer's. With nothing
 active the modules run exactly their usual code (the fused attention kernel included); an attention an
@@ -24,7 +27,7 @@ positions counted from 1 in titles, from 0 in specs, like layers), and lists the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -33,9 +36,10 @@ import torch
 from .attention import MultiHeadAttention, attention, expand_kv
 from .embeddings import Embeddings
 from .errors import UserError
+from .feed_forward import RerunSublayer
 from .intervention_context import active_interventions as active_interventions  # re-exported: its old home
 from .intervention_context import applying
-from .layers import AddNorm, PositionwiseFeedForward
+from .layers import AddNorm
 
 HEAD_HOWS = ("zero", "mean", "keep", "scale")
 ATTENTION_PARTS = ("q", "k", "v", "weights", "context")  # patched inside the attention's written-out path
@@ -114,7 +118,27 @@ class Patch:
         return (self.step,)
 
 
-Intervention = HeadChange | KeyKnockout | Patch
+@dataclass(frozen=True, eq=False)
+class StepEdit:
+    """Step `step` carries on as `edit(tensor)`: many patches at once (each batch item its own cells), a recording
+    that returns the tensor unchanged, or tensor + a zero that gradients are taken against. `edit` must return a
+    tensor of the same shape."""
+
+    step: str
+    edit: Callable[[torch.Tensor], torch.Tensor]
+    what: str = "patched by a sweep"  # for titles
+
+    def spec(self) -> str:
+        return f"{self.step} {self.what}"
+
+    def note(self) -> str:
+        return self.what
+
+    def steps(self) -> tuple[str, ...]:
+        return (self.step,)
+
+
+Intervention = HeadChange | KeyKnockout | Patch | StepEdit
 
 _SPEC = re.compile(r"(?P<att>(?:encoder|decoder)\.\d+\.(?:self_attn|cross_attn))\."
                    r"(?:head(?P<head>\d+)(?::(?P<how>zero|mean|keep|scale=(?P<factor>[-+0-9.eE]+)))?"
@@ -179,8 +203,8 @@ def patchable_steps(model) -> dict[str, torch.nn.Module]:
             steps[f"{n}.out"] = module
         elif isinstance(module, Embeddings):
             steps[f"{n}.layer_norm" if module.layer_norm is not None else f"{n}.sum"] = module
-        elif isinstance(module, PositionwiseFeedForward):
-            steps[f"{n}.out"] = module
+        elif isinstance(module, RerunSublayer) and ".experts." not in n:  # a feed-forward or a mixture of experts
+            steps[f"{n}.out"] = module  # (not the experts inside one: the mixture runs their interiors)
         elif isinstance(module, AddNorm):
             steps[f"{n}.residual" if module.norm_first else f"{n}.out"] = module
     for stack in ("encoder", "decoder"):
@@ -202,7 +226,7 @@ class Interventions:
         for item in self.items:
             for step in item.steps():
                 self.notes.setdefault(step, []).append(item.note())
-            if isinstance(item, Patch):
+            if isinstance(item, Patch | StepEdit):
                 att, _, part = item.step.rpartition(".")
                 if part in (*ATTENTION_PARTS, *TURNED_PARTS, "out"):  # the fused kernel's path has no point to patch
                     self._touched.add(att)
@@ -221,7 +245,11 @@ class Interventions:
         return [item.spec() for item in self.items]
 
     def patched(self, step: str, tensor: torch.Tensor) -> torch.Tensor:
-        """The patch's values for this step (the last patch of it wins), or the tensor itself."""
+        """The patch's values for this step (the last patch of it wins), or the tensor itself; the step's edits
+        (StepEdit) apply in their order before that."""
+        for item in self.items:
+            if isinstance(item, StepEdit) and item.step == step:
+                tensor = item.edit(tensor)
         for item in reversed(self.items):
             if isinstance(item, Patch) and item.step == step:
                 if tuple(item.values.shape) != tuple(tensor.shape):
@@ -308,7 +336,7 @@ def intervene(model, items: Sequence[Intervention] | None) -> Iterator[Intervent
     steps = patchable_steps(model)
     names = set(attention_names(model))
     for item in items:
-        if isinstance(item, Patch):
+        if isinstance(item, Patch | StepEdit):
             if item.step not in steps:
                 raise UserError(f"{item.step} cannot be patched; patchable steps are each attention's q, k (as the "
                                 "scores read them: q_rotated and k_rotated in a model with rotary positions), v, "

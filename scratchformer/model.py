@@ -271,11 +271,17 @@ class Transformer(nn.Module):
         if not self.config.has_encoder:
             raise UserError("This model has no encoder.")
         self._check_length(src, "source")
-        b, s = src.shape
         x = self.src_embed(src, token_type_ids=token_type_ids)  # (B, S, d_model)
-        mask = masks.encoder_self_mask(src_pad, b, s, src.device)  # (B, S, S) or None
+        return self.encode_layers(x, src_pad)
+
+    def encode_layers(self, x: torch.Tensor, src_pad: torch.Tensor | None = None, first: int = 0) -> torch.Tensor:
+        """The encoder's layers from `first` on, and its final norm: x (B, S, d_model), the input of layer
+        `first` → memory (B, S, d_model). encode() starts at 0; the patching sweeps start later, on a corrupted
+        run's stored layer input (scratchformer.patching)."""
+        b, s = x.shape[:2]
+        mask = masks.encoder_self_mask(src_pad, b, s, x.device)  # (B, S, S) or None
         bias = self._position_bias(self.encoder, s, s)  # (h, S, S) or None
-        for layer in self.encoder:
+        for layer in self.encoder[first:]:
             x = layer(x, mask, bias)
         return _final_norm(self.encoder_norm, x, "encoder", "src_pos", norm_kind(self.config))
 
@@ -300,22 +306,34 @@ class Transformer(nn.Module):
         self._check_length(tgt, "target", offset)
         if self.config.has_encoder and memory is None:
             raise UserError("The decoder needs the encoder output (memory); call encode() first.")
-        b, t = tgt.shape
         x = self.tgt_embed(tgt, offset=offset)  # (B, T, d_model)
+        return self.decode_layers(x, memory, src_pad, tgt_pad, cache, offset, causal)
+
+    def decode_layers(self, x: torch.Tensor, memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
+                      tgt_pad: torch.Tensor | None = None, cache: list[dict] | None = None, offset: int = 0,
+                      causal: bool = True, first: int = 0) -> torch.Tensor:  # fmt: skip
+        """The decoder's layers from `first` on, and its final norm: x (B, T, d_model), the input of layer `first`
+        at positions offset … offset + T − 1 → hidden (B, T, d_model). decode() starts at 0; the patching sweeps
+        start later, on a corrupted run's stored layer input and keys and values (scratchformer.patching); then
+        `cache` holds a dict per layer, of which those from `first` on are read."""
+        b, t = x.shape[:2]
+        device = x.device
         # One new token with nothing padded (cached decoding) may see every earlier position: no mask needed.
         one_free_token = tgt_pad is None and t == 1
-        self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device)
+        self_mask = None if one_free_token else masks.decoder_self_mask(tgt_pad, b, t, offset, device)
         if not causal:  # padding only: (B, T, offset + T), or None when nothing is padded
             self_mask = None if tgt_pad is None else masks.padding_mask(tgt_pad).expand(b, t, offset + t)
         window = self.config.sliding_window
         cut = window and causal and offset + t > window  # some key lies outside a query's window
-        window_mask = masks.decoder_self_mask(tgt_pad, b, t, offset, tgt.device, window) if cut else self_mask
-        cross = masks.cross_mask(src_pad, b, t, memory.shape[1], tgt.device) if memory is not None else None
+        window_mask = masks.decoder_self_mask(tgt_pad, b, t, offset, device, window) if cut else self_mask
+        cross = masks.cross_mask(src_pad, b, t, memory.shape[1], device) if memory is not None else None
         pure_causal = causal and tgt_pad is None and offset == 0 and t > 1  # exactly the causal triangle
         bias = self._position_bias(self.decoder, t, offset + t, offset)  # (h, T, T_past + T) or None
         rope = self.rotary(t, offset) if self.rotary is not None else None  # (cos, sin), each (T, d_rot)
         rope_local = self.rotary_local(t, offset) if self.rotary_local is not None else None  # Gemma 3's local θ
         for i, layer in enumerate(self.decoder):
+            if i < first:
+                continue
             local = cut and self.config.windowed(i)  # this layer's queries see the last `window` keys only
             angles = rope_local if self.config.local_rope(i) else rope
             x = layer(x, memory, window_mask if local else self_mask, cross, cache[i] if cache is not None else None,

@@ -13,6 +13,7 @@ ANALYSES: dict[str, str] = {
     "lens": "scratchformer.analyses.lens",
     "rollout": "scratchformer.analyses.rollout",
     "attribute": "scratchformer.analyses.attribute",
+    "sweep": "scratchformer.analyses.sweep",
     "experiment": "scratchformer.experiments.command",  # the live experiments (scratchformer.experiments)
     "lesson": "scratchformer.lessons.command",  # the guided lessons: lesson list | check (scratchformer.lessons)
 }
