@@ -82,19 +82,21 @@ def run(model: str | None = None, source: str | None = None, target: str | None 
     bundle = load_model(model or default_model_name(), device or "cpu", precision=precision)
     inputs = bundle.prepare_run(source, target or "", start_only, continuation=Continuation())
     _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
-    return Run(bundle, inputs, trace, source, target)
+    return Run(bundle, inputs, trace, source, target, start_only)
 
 
 class Run:
     """One traced forward pass: `run[step]` is a step's tensor, `run.steps` the table of steps; `plot`, `show`,
     `explain` and the analyses read it. Made by `scratchformer.run(...)`."""
 
-    def __init__(self, bundle, inputs, trace: Trace, source: str, target: str | None = None) -> None:
+    def __init__(self, bundle, inputs, trace: Trace, source: str, target: str | None = None,
+                 start_only: bool = False) -> None:  # fmt: skip
         self.bundle = bundle  # the model, its tokenizers and name (scratchformer.model_bundle.ModelBundle)
         self.inputs = inputs  # token ids and how the text was read (scratchformer.model_bundle.Inputs)
         self.trace = trace  # every step's tensor, by name (scratchformer.trace.Trace)
         self.source = source
         self.target = target
+        self._start_only = start_only
 
     def __repr__(self) -> str:
         tokens = " ".join((self.trace.source_tokens or self.trace.target_tokens or [[]])[0])
@@ -204,6 +206,26 @@ class Run:
             raise UserError(f"Integrated Gradients needs at least 1 step, not {steps}.")
         max_steps = a.MAX_STEPS if max_steps is None else max_steps
         result = a.compute(self.bundle, self.inputs, self.trace, position, method, steps, baseline, batch, max_steps)
+        return result.to_dict()
+
+    def sweep(self, corrupt_source: str | None = None, corrupt_word: str | None = None, answer: str | None = None,
+              wrong: str | None = None, metric: str = "logit-diff", per_position: bool = False, method: str = "exact",
+              path: tuple[str, str] | None = None, check_top: int = 0) -> dict:  # fmt: skip
+        """Activation patching from this run's sentence (clean) into a corrupted one (`scratchformer sweep --json`):
+        give `corrupt_source` (the same number of tokens) or `corrupt_word="I=WORD"` (word I, from 0, replaced).
+        Each head, residual point and feed-forward is patched in turn (batched); `method` "attribution" or
+        "both" adds attribution patching's estimates; `path=(sender, receiver)` patches one path. The sentence is
+        read as `sweep` reads it: a decoder-only model's text as it is, never continued."""
+        from .analyses import sweep
+
+        if check_top < 0:
+            raise UserError(f"check_top must be 0 or more, not {check_top}.")
+        text = sweep.corrupted_text(self.source, corrupt_source, corrupt_word)
+        clean = self.bundle.prepare_run(self.source, self.target or "", self._start_only)
+        corrupt = self.bundle.prepare(text, self.target or "")
+        result = sweep.compute(self.bundle, clean, corrupt, answer, wrong, metric, method=method,
+                               per_position=per_position, path=tuple(path) if path else None, check_top=check_top,
+                               budget=default_budget())  # fmt: skip
         return result.to_dict()
 
     def experiment(self, name: str, **controls) -> dict:

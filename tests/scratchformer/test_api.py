@@ -56,6 +56,9 @@ def test_analyses_return_what_the_commands_print(run, capsys):
     attributed = run.attribute(1, method="grad-input")
     assert attributed == cli_json(capsys, "attribute", "--position", "1", "--method", "grad-input", *common)
     assert run.experiment("mask") == cli_json(capsys, "experiment", "mask", *common)
+    swept = run.sweep(corrupt_word="1=boy", per_position=True)
+    assert swept == cli_json(capsys, "sweep", "--corrupt-word", "1=boy", "--per-position", *common)
+    assert swept["clean"] != swept["corrupt"] and swept["heads"][0]["position"] is not None
 
 
 def test_an_unknown_step_names_the_closest(run):
