@@ -15,12 +15,10 @@ cell's number, so every number on the map can be traced to the run that made it.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (
     QComboBox,
@@ -34,13 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.analyses.sweep import Sweep, corrupted_text, sweep_pair
 from scratchformer.errors import UserError
 from scratchformer.exporting.files import atomic_write_bytes
-from scratchformer.patching.attribution import DISAGREE, check_top_k
-from scratchformer.patching.components import component_label
-from scratchformer.patching.pair import Pair, make_pair
-from scratchformer.patching.replay import cell_patch, corrupted_inputs, logits_step, metric_from_logits
+from scratchformer.patching.attribution import DISAGREE
+from scratchformer.patching.replay import cell_patch, corrupted_inputs
 from scratchformer.plotdata import Heatmap
 from scratchformer.plotdata.sweep import explanation, head_maps, point_maps, sweep_csv
 
@@ -49,83 +44,13 @@ from ..jobs import JobRunner
 from ..memory_status import budget_bytes
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
-from .patching_controls import PatchingControls, SweepAsk
+from .patching_controls import PatchingControls
+from .patching_work import Made, Replay, checked_rows, make_sweep, replayed_metric
 
 FAMILIES = (("heads", "heads"), ("residual stream", "resid"), ("feed-forward", "mlp"))
 ASK = ("Pick a word of the source and the word that replaces it (or type a corrupted sentence of the same token "
        "length), then press Sweep: every head, residual-stream point and feed-forward output is patched from the "
        "clean run into the corrupted one.")  # fmt: skip
-OPTIONS = {"--answer": "The answer token", "--wrong": "The wrong token", "--metric logprob": "the log-probability"}
-
-
-@dataclass
-class Made:
-    """A finished sweep and what it was made from (the window replays its cells from `pair`)."""
-
-    ask: SweepAsk
-    like: object  # the clean run's RunRequest: its model, device and precision
-    pair: Pair
-    sweep: Sweep
-    clean: object  # scratchformer.model_bundle.Inputs
-    corrupt: object
-    text: str  # the corrupted sentence
-    seconds: float
-
-
-@dataclass
-class Replay:
-    """A cell's patched run, asked of the window: its inputs (to recognise the run), the cell and its number."""
-
-    inputs: object
-    cell: dict
-    value: float
-    which: str  # the map's numbers: "exact" or "attribution"
-    made: Made
-    measured: tuple[float, float] | None = None  # (m, effect) read from the patched run's logits
-
-
-def window_words(text: str) -> str:
-    """A core sentence written for the command line, reworded for the window's fields."""
-    for option, words in OPTIONS.items():
-        text = text.replace(option, words)
-    return text
-
-
-def make_sweep(bundle, ask: SweepAsk, like, budget: int | None, job) -> Made | None:
-    """The sweep (the work of a job): both runs, the metric, the grid; None once cancelled."""
-    t0 = time.perf_counter()
-    try:
-        text = corrupted_text(ask.source, ask.corrupt_source, ask.corrupt_word)
-        clean = bundle.prepare_run(ask.source, ask.target, ask.start_only)  # the text as it is, never continued
-        corrupt = bundle.prepare(text, ask.target)
-        pair = make_pair(bundle, clean, corrupt, ask.answer, ask.wrong, ask.metric)
-        sweep = sweep_pair(pair, ask.method, ask.per_position, ask.path, budget=budget, progress=job.progress,
-                           cancelled=job.cancelled)  # fmt: skip
-    except UserError as exc:
-        raise UserError(window_words(str(exc))) from None
-    if sweep is None:
-        return None
-    return Made(ask, like, pair, sweep, clean, corrupt, text, time.perf_counter() - t0)
-
-
-def checked_rows(pair: Pair, sweep: Sweep, k: int, budget: int | None) -> list[dict]:
-    """Attribution patching's k largest estimates patched for real (the work of a job), as the sweep's `checked`."""
-    grids = (sweep.heads, sweep.positions, sweep.mlp)
-    every = [c for g in grids for c in g.components]
-    estimates = torch.cat([g.estimates for g in grids])
-    rows = []
-    for i, est, exact in check_top_k(pair, every, estimates, k, budget):
-        c = every[i]
-        rows.append({"component": component_label(c), "step": c.step, "head": c.head, "position": c.position,
-                     "estimate": est, "effect": exact, "disagree": abs(est - exact) > DISAGREE})  # fmt: skip
-    return rows
-
-
-def replayed_metric(result, metric) -> float:
-    """m of a finished run, read from its own logits at the last decoder position (the work of a job: a lazy
-    trace may rerun the output layer)."""
-    trace = result.trace
-    return metric_from_logits(metric, trace[logits_step(trace)].tensor[0, -1])
 
 
 class PatchingView(View):
@@ -158,7 +83,7 @@ class PatchingView(View):
             self.family.addItem(text, data)
         self.family.setToolTip("Which components' maps to show")
         self.family.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.family.setMinimumContentsLength(8)
+        self.family.setMinimumContentsLength(11)
         self.family.currentIndexChanged.connect(lambda _i: self._draw())
         self.top_k = QSpinBox()
         self.top_k.setRange(1, 100)
@@ -203,6 +128,7 @@ class PatchingView(View):
         self.grid.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.grid_host, 1)
         self.widgets: list[HeatmapWidget] = []
+        self._places: dict[int, tuple | None] = {}  # widget → (row, column) in the grid
         self.maps: list[Heatmap] = []
         self.made: Made | None = None
         self._replay: Replay | None = None
@@ -334,9 +260,10 @@ class PatchingView(View):
     def _draw(self) -> None:
         if self.made is None:
             self.maps = []
-        elif self.made.sweep.method == "both":  # the estimate beside the exact sweep, map by map
+        elif self.made.sweep.method == "both":  # the estimate beside the exact sweep, map by map, titled so
             pairs = zip(self._family_maps("exact"), self._family_maps("attribution"))
-            self.maps = [m for two in pairs for m in two]
+            self.maps = [replace(m, title=m.title.replace("Patching ", f"{how} of ", 1)) for two in pairs
+                         for m, how in zip(two, ("Exact patching", "Attribution estimate"))]  # fmt: skip
         else:
             self.maps = self._family_maps(None)
         if self.made is not None:
@@ -351,12 +278,20 @@ class PatchingView(View):
             w.describe = lambda r, c, i=i: self.describe(i, r, c)
             self.connect_heatmap(w)
             self.widgets.append(w)
+        for c in range(2):  # equal columns (the estimate as wide as the exact sweep beside it), equal rows
+            self.grid.setColumnStretch(c, 1 if c < columns else 0)
+        rows = -(-len(self.maps) // columns)
+        for r in range(max(rows, self.grid.rowCount())):
+            self.grid.setRowStretch(r, 1 if r < rows else 0)
         for i, w in enumerate(self.widgets):
-            self.grid.removeWidget(w)
             shown = i < len(self.maps)
+            place = (i // columns, i % columns) if shown else None
+            if self._places.get(i) != place:  # moved only when the layout changes (one or two columns)
+                self.grid.removeWidget(w)
+                if place is not None:
+                    self.grid.addWidget(w, *place)
+                self._places[i] = place
             w.setVisible(shown)
-            if shown:
-                self.grid.addWidget(w, i // columns, i % columns)
             w.set_heatmap(self.maps[i] if shown else None)
             flags = self.maps[i].extra.get("disagree") if shown else None
             w.set_highlight([tuple(int(x) for x in rc) for rc in np.argwhere(flags)] if flags is not None else [])
@@ -433,8 +368,8 @@ class PatchingView(View):
         replay.measured = (m, effect)
         what = "the map's effect" if replay.which == "exact" else "attribution patching estimated"
         text = (f"Compare shows {replay.cell['label']} patched into the corrupted run: its logits give m = {m:.4g}, "
-                f"so effect = ({m:.4g} − {s.m_corrupt:.4g}) / ({s.m_clean:.4g} − {s.m_corrupt:.4g}) = {effect:+.4f}; "
-                f"{what}: {replay.value:+.4f}.")  # fmt: skip
+                f"so effect = (m − m_corrupt) / (m_clean − m_corrupt) = {m - s.m_corrupt:.4g} / {gap:.4g} = "
+                f"{effect:+.4f}; {what}: {replay.value:+.4f}.")  # fmt: skip
         self.replay_label.setText(text)
         self.replay_label.setVisible(True)
         self.main.show_message(text)

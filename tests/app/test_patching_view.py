@@ -59,7 +59,7 @@ def reference(w, **options):
 def test_a_sweep_runs_off_the_ui_thread_and_draws_the_cores_numbers(qtbot, en_hi, monkeypatch):
     threads: list[str] = []
     real = sweep_module.sweep_pair
-    monkeypatch.setattr("app.views.patching_view.sweep_pair",
+    monkeypatch.setattr("app.views.patching_work.sweep_pair",
                         lambda *a, **k: threads.append(threading.current_thread().name) or real(*a, **k))
     w = en_hi
     view = swept(qtbot, w)
@@ -148,7 +148,7 @@ def test_cancel_stops_the_sweep_and_draws_nothing(qtbot, en_hi, monkeypatch):
         kw["progress"] = lambda done, total: release.wait(10)
         return real(*args, **{**kw, "cancelled": inner})
 
-    monkeypatch.setattr("app.views.patching_view.sweep_pair", slow)
+    monkeypatch.setattr("app.views.patching_work.sweep_pair", slow)
     w = en_hi
     view = show(w, PatchingView)
     view.controls.set_word(1, "boy")
