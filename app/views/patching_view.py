@@ -45,7 +45,7 @@ from ..memory_status import budget_bytes
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
 from .patching_controls import PatchingControls
-from .patching_work import Made, Replay, checked_rows, make_sweep, replayed_metric
+from .patching_work import Made, Replay, checked_rows, make_sweep, replayed_metric, window_words
 
 FAMILIES = (("heads", "heads"), ("residual stream", "resid"), ("feed-forward", "mlp"))
 ASK = ("Pick a word of the source and the word that replaces it (or type a corrupted sentence of the same token "
@@ -238,7 +238,7 @@ class PatchingView(View):
         s = self.made.sweep
         parts = [f"m_clean = {s.m_clean:.4g}, m_corrupt = {s.m_corrupt:.4g}: {s.metric.describe()} at the last "
                  "decoder position. Effect 1: the clean m restored; 0: nothing (the explanation panel says more)."]
-        parts += list(s.notes)
+        parts += [window_words(note) for note in s.notes]
         if s.path is not None:
             p = s.path
             parts.append(f"Path {p.sender} → {p.receiver}: effect {p.path:+.3f} through the receiver (directly to "

@@ -17,7 +17,9 @@ from scratchformer.patching.replay import logits_step, metric_from_logits
 
 from .patching_controls import SweepAsk
 
-OPTIONS = {"--answer": "The answer token", "--wrong": "The wrong token", "--metric logprob": "the log-probability"}
+# the core's sentences name its command-line options; the window names its fields (in this order)
+OPTIONS = {"other --answer/--wrong tokens": "another answer and wrong token", "--answer": "The answer token",
+           "--wrong": "The wrong token", "--metric logprob": "the log-probability"}
 
 
 @dataclass

@@ -218,3 +218,26 @@ def test_the_maps_export_as_png_svg_and_csv(qtbot, en_hi, tmp_path, monkeypatch)
     assert len(rows) == n + 1 and rows[-1]["family"] == "metric"
     heads = [float(r["effect"]) for r in rows if r["family"] == "head"]
     assert torch.allclose(torch.tensor(heads), sweep.heads.effects, atol=1e-5)
+
+
+def test_a_decoder_only_models_cell_replays_as_its_patched_run(qtbot, make_window):
+    """llama-tiny (random weights) reads the text itself: the corrupted text is the patched run's input."""
+    w = make_window(source="When Mary and John went to the store, John gave a drink to", target="", model="llama-tiny")
+    run_and_wait(qtbot, w)
+    view = show(w, PatchingView)
+    view.controls.set_word(8, "Mary")  # the second "John"
+    view.controls.per_position.setChecked(True)
+    view.sweep()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
+    assert view.made is not None, view.status.text()
+    hm = view.maps[0]
+    row, col = np.unravel_index(np.nanargmax(np.abs(np.nan_to_num(hm.values))), hm.values.shape)
+    assert abs(float(hm.values[row, col])) > 0.01
+    view.widgets[0].clicked.emit(int(row), int(col))
+    qtbot.waitUntil(lambda: view._replay is not None and view._replay.measured is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=WAIT_MS)
+    result = w.current_result()
+    assert result.request.source.endswith("store, Mary gave a drink to")
+    assert torch.equal(result.inputs.tgt, view.made.corrupt.tgt)  # the patched run read the corrupted text
+    assert torch.equal(w.current_trace()["tgt_embed.tokens"].tensor.cpu(), view.made.corrupt.tgt.cpu())
+    assert view._replay.measured[1] == pytest.approx(float(hm.values[row, col]), abs=1e-4)
