@@ -23,6 +23,7 @@ from .views.neuron_view import NeuronView
 from .views.norm_view import NormView
 from .views.output_view import OutputView
 from .views.overview_view import OverviewView
+from .views.patching_view import PatchingView
 from .views.pe_view import PositionalView
 from .views.rollout_view import RolloutView
 from .views.rotary_view import RotaryView
@@ -36,7 +37,7 @@ GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Encoding", [PositionalView, RotaryView, MasksView, NormView]),
     ("Attention", [OverviewView, NeuronView, WeightedSumView, RolloutView]),
     ("Output", [OutputView, DecodingView, LensView, AttributionView]),
-    ("What if", [CompareView, ImportanceView, ExperimentsView]),
+    ("What if", [CompareView, ImportanceView, PatchingView, ExperimentsView]),
     ("Training", [TrainingView]),
     ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lesson_panel.py)
 ]

@@ -39,6 +39,7 @@ class RunRequest:
     interventions: tuple = ()  # scratchformer.interventions items applied to this run (heads from 0)
     continuation: Continuation | None = None  # how a decoder-only model continues the text (None: it does not)
     precision: str = "float32"  # a Hugging Face folder's weights: float32, or "stored" (bfloat16 stays bfloat16)
+    prepared: Inputs | None = None  # run these inputs as they are (a patching sweep's corrupted run), not `source`
 
 
 @dataclass
@@ -120,7 +121,9 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
         return None
     changes = list(request.interventions)
     with intervene(bundle.model, changes):  # a generated decoder input is the changed model's own output
-        if request.windows:
+        if request.prepared is not None:
+            inputs = request.prepared
+        elif request.windows:
             s, b = request.windows
             inputs = bundle.prepare_windows(request.source, s, b)
         elif request.padded:
@@ -162,6 +165,8 @@ def _compare(result: RunResult, changes: list) -> None:
     except UserError as exc:
         raise UserError(f"Comparing needs a second run without the interventions, which does not fit: {exc}") from None
     c = bundle.config
+    if request.prepared is not None:  # a patch fits its own input's length only: nothing to decode afresh
+        return
     if c.has_encoder and c.has_decoder and request.windows is None and inputs.src is not None:
         result.before_output = bundle.prepare_run(request.source, "", truncate=True).translation
         if inputs.decoder_input == "generated":

@@ -142,6 +142,17 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
         "why": "Many heads can be removed with little effect, and a few cannot; this finds those few. A click "
                "on a cell goes to that head, where the Compare tab shows what zeroing it changes.",
     },
+    "patching": {
+        "what": "Activation patching: the sentence runs twice, clean and with one word changed (corrupted). Each "
+                "head's output, each residual-stream point and each feed-forward output at each position is copied "
+                "from the clean run into the corrupted one, one at a time, and the map shows how much of the clean "
+                "answer at the last position comes back: effect = (m_patched − m_corrupt) / (m_clean − m_corrupt).",
+        "why": "Ablating a component asks what breaks without it; patching asks which components carry the "
+               "difference between two inputs, the information the answer depends on. Attribution patching "
+               "estimates every cell from one backward pass, a straight-line guess that can miss where attention "
+               "saturates, so the view can set it beside the real patches; path patching follows one head's "
+               "output into one later head. A click on a cell opens its patched run in Compare.",
+    },
 }
 
 # The lens tab for an encoder-only model read through its masked-language-model head.
@@ -310,6 +321,9 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         if changes:
             return f"Changed in this run: {'; '.join(changes)}."
         return "Nothing is changed yet: right-click a head in the Heads, Overview or Step tab to ablate it."
+    if tab == "patching":
+        return facts.get("patching") or ("Pick a word to change and press Sweep; the metric is then written out "
+                                         "here with this run's numbers.")
     if tab == "importance":
         heads = sum(layers * h for layers, h in _attention_counts(trace).values())
         return f"This model has {heads} heads, so the measurement runs the input {heads + 1} times (once untouched)."

@@ -125,9 +125,10 @@ def test_every_view_reports_what_it_shows(qtbot, ran_window):
         if view.title == "Rotary positions":  # the blog preset adds sinusoids: the tab says so instead
             assert view.other.isVisible() and not view.current_heatmaps()
             continue
-        if view.title in ("Compare", "Head importance", "How this number was made", "Lessons", "Attribution"):
+        if view.title in ("Compare", "Head importance", "How this number was made", "Lessons", "Attribution",
+                          "Patching"):
             # nothing to show before an intervention, a measurement or a click on a cell (Attribution: on a row of
-            # Output, or its Attribute button); the lessons are a list
+            # Output, or its Attribute button; Patching: a corrupted input and Sweep); the lessons are a list
             assert not view.current_heatmaps()
             continue
         # the Decoding tab computes its timeline in a thread: wait for what the user would wait for
