@@ -13,6 +13,9 @@ ANALYSES: dict[str, str] = {
     "lens": "scratchformer.analyses.lens",
     "rollout": "scratchformer.analyses.rollout",
     "attribute": "scratchformer.analyses.attribute",
+    "diff": "scratchformer.analyses.diff",
+    "trajectory": "scratchformer.analyses.trajectory",
+    "head_metrics": "scratchformer.analyses.head_metrics",  # the command is head-metrics
     "experiment": "scratchformer.experiments.command",  # the live experiments (scratchformer.experiments)
     "lesson": "scratchformer.lessons.command",  # the guided lessons: lesson list | check (scratchformer.lessons)
 }
