@@ -152,7 +152,7 @@ def _careful(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
     cell finite in one model only is an infinite difference."""
     a, b = _floats(a), _floats(b)
     same = (a == b) | (a.isnan() & b.isnan())
-    d = (a - b).abs().masked_fill(same, 0.0).nan_to_num(nan=math.inf)
+    d = (a - b).abs().masked_fill(same, 0.0).nan_to_num(nan=math.inf, posinf=math.inf)
     magnitude = torch.maximum(a.abs(), b.abs()).nan_to_num(nan=0.0, posinf=0.0)
     return float(d.amax()), float(magnitude.amax())
 
@@ -332,6 +332,8 @@ def run(args: argparse.Namespace) -> int:
     from ..bundle import default_model_name, load_model
     from ..commands.common import open_model
 
+    if not args.tolerance >= 0:
+        raise UserError(f"The tolerance must be a number of at least 0, not {args.tolerance}.")
     if args.text_file or args.seq_len or args.batch:
         raise UserError("diff compares one sentence: give it with --source (and --target if you like).")
     if args.source is None:
