@@ -8,6 +8,8 @@ maps keep only the positions the diff compared (ModelDiff.positions).
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass
 
@@ -140,3 +142,23 @@ def diff_bars(diff) -> DiffBars:
     first = diff.first_difference
     return DiffBars(steps, [math.inf if s.relative_diff is None else s.relative_diff for s in diff.steps],
                     steps.index(first) if first is not None else None, diff.tolerance)  # fmt: skip
+
+
+def _cell(x: float | None) -> str:
+    return "" if x is None else f"{x:.6g}"
+
+
+def diff_csv(diff) -> str:
+    """Every compared step (step, block, shapes, max |A − B|, relative, differs), then every parameter that
+    differs; an empty cell where the shapes differ, 'inf' where a cell is finite in one model only."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["kind", "name", "block", "shape_a", "shape_b", "max_abs_diff", "relative_diff", "differs"])
+    for s in diff.steps:
+        w.writerow(["step", s.step, s.block, "×".join(map(str, s.shape_a)), "×".join(map(str, s.shape_b)),
+                    _cell(s.max_abs_diff), _cell(s.relative_diff), int(s.differs(diff.tolerance))])  # fmt: skip
+    for p in diff.parameters:
+        shape = lambda t: "" if t is None else "×".join(map(str, t))  # noqa: E731
+        w.writerow(["parameter", p.name, "", shape(p.shape_a), shape(p.shape_b), _cell(p.max_abs_diff),
+                    _cell(p.relative_diff), 1])  # fmt: skip
+    return out.getvalue()

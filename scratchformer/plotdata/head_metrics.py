@@ -5,6 +5,8 @@ slider can mark the same step on both plots.
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,3 +78,18 @@ def checkpoint_at(metrics, step: int | None) -> int | None:
         if (step is None and c.final) or (step is not None and c.step == step and not c.final):
             return i
     return None
+
+
+def head_metrics_csv(metrics) -> str:
+    """One row per checkpoint, metric, attention type, layer and head (layers and heads from 1, as people count)."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["checkpoint", "step", "metric", "attention", "layer", "head", "value"])
+    for metric in METRICS:
+        for kind, arr in getattr(metrics, metric).items():
+            for i, c in enumerate(metrics.checkpoints):
+                for li, row in enumerate(np.asarray(arr)[i]):
+                    for h, v in enumerate(row):
+                        w.writerow([c.label, "" if c.step is None else c.step, metric, kind, li + 1, h + 1,
+                                    f"{float(v):.6g}"])  # fmt: skip
+    return out.getvalue()

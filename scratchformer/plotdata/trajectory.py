@@ -5,6 +5,8 @@ click can go to the step.
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
 
 
@@ -48,3 +50,14 @@ def trajectory_paths(t) -> TrajectoryPlot:
     axes = [f"PC{k + 1} ({v:.1%} of the variance)" for k, v in enumerate(t.explained_variance)]
     return TrajectoryPlot(list(paths.values()), axes[0], axes[1],
                           f"Token trajectories through the residual stream (PCA {fitted})", list(t.notes))  # fmt: skip
+
+
+def trajectory_csv(t) -> str:
+    """One row per point and token: the point, its step and stack, the token and its position, x and y."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["point", "step", "stack", "position", "token", "pc1", "pc2"])
+    for label, name, stack, tokens, xy in zip(t.labels, t.points, t.stacks, t.tokens, t.coords):
+        for j, (token, (x, y)) in enumerate(zip(tokens, xy.tolist())):
+            w.writerow([label, name, stack, j, token, f"{x:.6g}", f"{y:.6g}"])
+    return out.getvalue()

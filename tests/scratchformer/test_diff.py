@@ -189,3 +189,40 @@ def test_the_command_line_refuses_in_one_sentence(capsys):
     assert "The tolerance must be a number of at least 0" in refused(
         "--model", "en-hi", "--against", "en-hi", "--source", SOURCE, "--tolerance", "-1")
     assert "Give a sentence with --source" in refused("--model", "en-hi", "--against", "en-hi")
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_against_itself_and_a_nudged_copy(name, en_hi):
+    """Each family's small model: 0 against itself; a copy with every weight nudged by 0.01 differs from its
+    embeddings on, at every point of its residual stream."""
+    a = family_bundle(en_hi, FAMILIES[name])
+    assert diff.compute(a, a, SOURCE).first_difference is None
+    nudged = copy.deepcopy(a.model)
+    with torch.no_grad():
+        for p in nudged.parameters():
+            p.add_(0.01)
+    b = ModelBundle(nudged, a.src_tokenizer, a.tgt_tokenizer, "nudged", "preset")
+    d = diff.compute(a, b, SOURCE)
+    first = d.first_difference
+    assert first is not None and first.split(".")[0] in ("src_embed", "tgt_embed")
+    c = a.config
+    for stack in [s for s, has in (("encoder", c.has_encoder), ("decoder", c.has_decoder)) if has]:
+        for point in residual_points(d.trace_a, stack, c.norm_first):
+            assert d.step(point).differs(d.tolerance), point
+
+
+def test_the_csv_holds_every_step_and_parameter(one_weight_changed):
+    import csv
+    import io
+
+    from scratchformer.plotdata.diff import diff_csv
+
+    a, b = one_weight_changed
+    d = diff.compute(a, b, SOURCE, target="लड़की सेब खाती है")
+    rows = list(csv.DictReader(io.StringIO(diff_csv(d))))
+    steps = [r for r in rows if r["kind"] == "step"]
+    assert [r["name"] for r in steps] == [s.step for s in d.steps]
+    first = next(r for r in steps if r["differs"] == "1")
+    assert first["name"] == d.first_difference
+    assert float(first["max_abs_diff"]) == pytest.approx(d.step(first["name"]).max_abs_diff, rel=1e-5)
+    assert [r["name"] for r in rows if r["kind"] == "parameter"] == [CHANGED]

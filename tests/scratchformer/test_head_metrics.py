@@ -179,3 +179,18 @@ def test_the_command_line_prints_json_and_refuses_in_one_sentence(capsys):
     assert main(["head-metrics", "--model", "blog"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("scratchformer: blog has no training snapshots") and "\n" not in err
+
+
+def test_the_csv_holds_every_checkpoint_metric_and_head(series):
+    import csv
+    import io
+
+    from scratchformer.plotdata.head_metrics import head_metrics_csv
+
+    result = head_metrics.compute(str(series), pairs=[PAIR])
+    rows = list(csv.DictReader(io.StringIO(head_metrics_csv(result))))
+    n = sum(arr.size for d in (result.entropy, result.alignment, result.importance) for arr in d.values())
+    assert len(rows) == n
+    row = next(r for r in rows if r["checkpoint"] == "step 2" and r["metric"] == "alignment" and r["layer"] == "2"
+               and r["head"] == "3")  # fmt: skip
+    assert float(row["value"]) == pytest.approx(result.alignment["decoder.cross_attn"][1, 1, 2], abs=1e-6)

@@ -108,3 +108,18 @@ def test_the_command_line_prints_json_of_the_designed_shape(capsys):
     assert main(["trajectory", "--model", "en-hi", "--source", "we are friends", "--fit-on", "nowhere"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("scratchformer: --fit-on nowhere is not a step") and "\n" not in err
+
+
+def test_the_csv_holds_every_point_and_token(en_hi):
+    import csv
+    import io
+
+    from scratchformer.plotdata.trajectory import trajectory_csv
+
+    result = trajectory.compute(en_hi, run(en_hi))
+    rows = list(csv.DictReader(io.StringIO(trajectory_csv(result))))
+    assert len(rows) == sum(len(t) for t in result.tokens)
+    row = next(r for r in rows if r["step"] == "decoder.0.add_norm2.out" and r["position"] == "2")
+    i = result.points.index("decoder.0.add_norm2.out")
+    assert row["token"] == result.tokens[i][2]
+    assert (float(row["pc1"]), float(row["pc2"])) == pytest.approx(tuple(result.coords[i][2]), rel=1e-5)
