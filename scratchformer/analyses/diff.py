@@ -215,8 +215,9 @@ def paired_inputs(a, b, source: str, target: str = "", start_only: bool = False)
                             "snapshots, its fine-tunes or its imported twin).")
         positions[dim] = keep
         said.append(f"{len(keep)} of {ids_a.shape[1]} {'source' if dim == 'src_pos' else 'decoder-input'} positions")
-    notes.append(f"{a.name} and {b.name} tokenize this input differently, so the steps are compared only where "
-                 f"the token ids agree: {' and '.join(said)}.")
+    if said:
+        notes.append(f"{a.name} and {b.name} tokenize this input differently, so the steps are compared only where "
+                     f"the token ids agree: {' and '.join(said)}.")
     return inputs_a, inputs_b, positions, notes
 
 
