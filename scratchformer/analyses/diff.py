@@ -121,6 +121,7 @@ def _number(x: float | None) -> float | None:
 # --- comparing tensors ---------------------------------------------------------------------------------------------
 
 
+@torch.inference_mode()
 def largest_differences(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[tuple[float, float]]:
     """(max |a − b|, max(|a|, |b|) over finite cells) for each pair of equally shaped tensors. The plain formula
     first, all pairs read back at once; a pair whose answer is not finite (masking's −∞ in both gives
@@ -130,14 +131,18 @@ def largest_differences(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[
     found = []
     for a, b in pairs:
         if a.numel() == 0:
-            found.append(torch.zeros(2))
+            found.append(torch.zeros(6))
             continue
         a, b = _floats(a), _floats(b)
-        found.append(torch.stack([(a - b).abs().amax(), torch.maximum(a.abs().amax(), b.abs().amax())]))
-    out = [tuple(row) for row in torch.stack(found).double().tolist()]  # (pairs, 2), one read-back
-    for i, (d, m) in enumerate(out):
-        if not (math.isfinite(d) and math.isfinite(m)):
-            out[i] = _careful(*pairs[i])
+        d, ra, rb = (a - b).aminmax(), a.aminmax(), b.aminmax()  # one pass each gives both ends
+        found.append(torch.stack([d.min, d.max, ra.min, ra.max, rb.min, rb.max]))
+    out = []
+    for pair, ends in zip(pairs, torch.stack(found).double().tolist()):  # (pairs, 6), one read-back
+        if all(math.isfinite(v) for v in ends):
+            dn, dx, an, ax, bn, bx = ends
+            out.append((max(-dn, dx), max(-an, ax, -bn, bx)))
+        else:
+            out.append(_careful(*pair))
     return out
 
 

@@ -194,3 +194,13 @@ def test_the_csv_holds_every_checkpoint_metric_and_head(series):
     row = next(r for r in rows if r["checkpoint"] == "step 2" and r["metric"] == "alignment" and r["layer"] == "2"
                and r["head"] == "3")  # fmt: skip
     assert float(row["value"]) == pytest.approx(result.alignment["decoder.cross_attn"][1, 1, 2], abs=1e-6)
+
+
+def test_the_task_pairs_are_the_first_pairs_of_the_validation_split(en_hi):
+    from scratchformer.tasks import load_task_splits
+
+    assert head_metrics.task_pairs(en_hi.config, 32) == load_task_splits("en-hi")["valid"][:32]
+    assert head_metrics.gold_alignment(en_hi.config, PAIR.source, PAIR.target) == (1, 4, 2, 2)
+    copy_model = load_model("copy")
+    assert head_metrics.gold_alignment(copy_model.config, "3 1 4", "3 1 4") == (0, 1, 2)
+    assert head_metrics.gold_alignment(copy_model.config, "3 1 4", "4 1 3") == ()
