@@ -70,6 +70,22 @@ def resolve(repo_id: str) -> Path:
                     "there is a network, or give the model's folder.")  # fmt: skip
 
 
+def revisions(repo_id: str) -> dict[str, Path]:
+    """Every named revision of `repo_id` in the cache with a complete snapshot: refs/<name> → its folder. A model
+    published with its training checkpoints as revisions (Pythia: `step1000`, …) keeps one ref per revision
+    downloaded (`hf download org/name --revision step1000`)."""
+    refs = _repo_dir(repo_id) / "refs"
+    out: dict[str, Path] = {}
+    if not refs.is_dir():
+        return out
+    for ref in sorted(p for p in refs.rglob("*") if p.is_file()):
+        revision = ref.read_text(encoding="utf-8", errors="replace").strip()
+        folder = _repo_dir(repo_id) / "snapshots" / revision
+        if revision and (folder / "config.json").is_file():
+            out[ref.relative_to(refs).as_posix()] = folder
+    return out
+
+
 def is_cached(repo_id: str) -> bool:
     """Whether `repo_id` has a complete snapshot in the cache (what resolve would open)."""
     try:

@@ -14,6 +14,9 @@ ANALYSES: dict[str, str] = {
     "rollout": "scratchformer.analyses.rollout",
     "attribute": "scratchformer.analyses.attribute",
     "sweep": "scratchformer.analyses.sweep",
+    "diff": "scratchformer.analyses.diff",
+    "trajectory": "scratchformer.analyses.trajectory",
+    "head_metrics": "scratchformer.analyses.head_metrics",  # the command is head-metrics
     "experiment": "scratchformer.experiments.command",  # the live experiments (scratchformer.experiments)
     "lesson": "scratchformer.lessons.command",  # the guided lessons: lesson list | check (scratchformer.lessons)
 }
