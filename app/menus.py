@@ -130,6 +130,9 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, run_menu, "&Last step", w.last_step, "Alt+End")
     add_action(w, run_menu, "Play / &pause", w.toggle_play, "Ctrl+Space")
     run_menu.addSeparator()
+    add_action(w, run_menu, "&Compare with…", w.comparison.ask, "Ctrl+Shift+D")  # app/model_diff.py
+    add_action(w, run_menu, "S&top comparing", w.comparison.stop)
+    run_menu.addSeparator()
     add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)
     stored = QAction("Open model folders in their &stored precision", w)
     stored.setCheckable(True)
