@@ -32,7 +32,7 @@ def _paint(painter: QPainter, widget: QWidget, title: str) -> None:
     painter.setPen(QColor(20, 20, 20))
     painter.drawText(QRectF(8, 0, widget.width() - 16, TITLE_H), Qt.AlignmentFlag.AlignVCenter, title)
     painter.translate(0, TITLE_H)
-    widget.render(painter, QPoint(0, 0))
+    QWidget.render(widget, painter, QPoint(0, 0))  # a QGraphicsView's own render() draws its scene only
 
 
 def plot_bytes(widget: QWidget, fmt: str, title: str = "") -> bytes:
@@ -49,9 +49,11 @@ def plot_bytes(widget: QWidget, fmt: str, title: str = "") -> bytes:
         img = QImage(int(size.width() * PNG_SCALE), int(size.height() * PNG_SCALE), QImage.Format.Format_RGB32)
         img.fill(Qt.GlobalColor.white)
         painter = QPainter(img)
-        painter.scale(PNG_SCALE, PNG_SCALE)
-        _paint(painter, widget, title)
-        painter.end()
+        try:
+            painter.scale(PNG_SCALE, PNG_SCALE)
+            _paint(painter, widget, title)
+        finally:
+            painter.end()
         return encode_png(img)
     if fmt == "svg":
         device = QSvgGenerator()
@@ -61,8 +63,10 @@ def plot_bytes(widget: QWidget, fmt: str, title: str = "") -> bytes:
         device.setResolution(72)
         device.setTitle(title)
         painter = QPainter(device)
-        _paint(painter, widget, title)
-        painter.end()
+        try:
+            _paint(painter, widget, title)
+        finally:
+            painter.end()
     else:
         device = QPdfWriter(buf)
         device.setResolution(300)
@@ -71,9 +75,11 @@ def plot_bytes(widget: QWidget, fmt: str, title: str = "") -> bytes:
         device.setTitle(title)
         device.setCreator("scratchformer")
         painter = QPainter(device)
-        painter.scale(300 / 72.0, 300 / 72.0)
-        _paint(painter, widget, title)
-        painter.end()
+        try:
+            painter.scale(300 / 72.0, 300 / 72.0)
+            _paint(painter, widget, title)
+        finally:
+            painter.end()
     buf.close()
     return bytes(data.data())
 
