@@ -88,7 +88,8 @@ class BlockItem(QGraphicsRectItem):
         self.setToolTip("\n".join(lines))
 
     def set_current(self, on: bool) -> None:
-        self.setPen(QPen(HIGHLIGHT, 3.0) if on else QPen(QColor("#8a8a8a"), 1.0))
+        mark = HIGHLIGHT if self.difference is None else QColor("#222")  # red on a red shade would not show
+        self.setPen(QPen(mark, 3.0) if on else QPen(QColor("#8a8a8a"), 1.0))
         base = self.fill()
         self.setBrush(QBrush(base.darker(112) if on else base))
         f = self.label.font()
@@ -97,7 +98,7 @@ class BlockItem(QGraphicsRectItem):
         self.setZValue(2 if on else 1)
 
 
-DIFF_COLOURS = ("#f2f7ee", "#fdd49e", "#fc8d59", "#d7301f")  # shade 0 (within tolerance) … 1 (differs fully)
+DIFF_COLOURS = ("#eef6e9", "#fee8c8", "#fdbb84", "#f07b5a")  # shade 0 (within tolerance) … 1 (differs fully)
 
 
 def difference_colour(shade: float) -> QColor:

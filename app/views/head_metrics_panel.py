@@ -10,6 +10,7 @@ curves: scratchformer.plotdata.head_metrics; CSV: scratchformer.plotdata.compare
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyqtgraph as pg
@@ -63,8 +64,7 @@ class HeadMetricsPanel(QWidget):
         self.layer_box = QComboBox()
         self.layer_box.setToolTip("One layer's heads, or every layer's (a line style per layer)")
         for box in (self.metric_box, self.type_box, self.layer_box):
-            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            box.setMinimumContentsLength(8)
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
             box.currentIndexChanged.connect(lambda _i: self._draw())
             bar.addWidget(box)
         bar.addStretch(1)
@@ -92,9 +92,11 @@ class HeadMetricsPanel(QWidget):
         self.plot = pg.PlotWidget()
         self.plot.setBackground("w")
         self.plot.setMinimumHeight(120)
-        self.plot.setLabel("bottom", "training step")
+        self.plot.setLabel("bottom", "training step (log scale)")
+        self.plot.setLogMode(x=True, y=False)  # snapshots come early (en-hi: 32 … 256 of 2,030)
         fix_value_axis(self.plot)
-        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend = self.plot.addLegend(offset=(-4, 4), brush=pg.mkBrush(255, 255, 255, 210), colCount=2,
+                                          labelTextSize="8pt", verSpacing=-6)  # fmt: skip
         self.marker = pg.InfiniteLine(angle=90, pen=pg.mkPen("#d62728", width=2, style=Qt.PenStyle.DashLine))
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         layout.addWidget(self.plot, 1)
@@ -224,11 +226,21 @@ class HeadMetricsPanel(QWidget):
         if m is None or metric is None:
             return
         types = list(getattr(m, metric))
+        fresh = self.type_box.count() == 0
         self._fill(self.type_box, [ATTENTION_TITLES.get(t, t) for t in types], types)
+        if fresh and "decoder.cross_attn" in types:  # where the heads learn the alignment: the one to watch first
+            self.type_box.blockSignals(True)
+            self.type_box.setCurrentIndex(types.index("decoder.cross_attn"))
+            self.type_box.blockSignals(False)
         kind = self.type_box.currentData()
         layers = getattr(m, metric)[kind].shape[1] if kind in getattr(m, metric) else 0
+        fresh = self.layer_box.count() == 0
         self._fill(self.layer_box, ["all layers"] + [f"layer {i + 1}" for i in range(layers)],
                    [None] + list(range(layers)))  # fmt: skip
+        if fresh and layers > 1:  # the last layer's heads first: every layer's at once crowd the chart
+            self.layer_box.blockSignals(True)
+            self.layer_box.setCurrentIndex(layers)
+            self.layer_box.blockSignals(False)
 
     def curves(self):
         """The HeadCurves drawn now (plotdata.head_metrics), or None."""
@@ -247,7 +259,7 @@ class HeadMetricsPanel(QWidget):
             return
         item = self.plot.getPlotItem()
         item.setTitle(shown.title, size="9pt")
-        item.setLabel("left", shown.y_label)
+        item.setLabel("left", shown.y_label, **{"font-size": "8pt"})
         for c in shown.curves:
             guided = shown.guided == (c.layer, c.head)
             pen = pg.mkPen(PALETTE[c.head % len(PALETTE)], width=3 if guided else 1.6,
@@ -265,8 +277,8 @@ class HeadMetricsPanel(QWidget):
             return
         at = checkpoint_at(m, self._step)
         self.marker.setVisible(at is not None)
-        if at is not None:
-            self.marker.setPos(self.curves().steps[at] if self.curves() is not None else 0)
+        if at is not None:  # the x axis is log10(step)
+            self.marker.setPos(math.log10(max(self.curves().steps[at], 1)) if self.curves() is not None else 0)
 
     def _clicked(self, event) -> None:
         if self.metrics is None or event.button() != Qt.MouseButton.LeftButton:
@@ -274,7 +286,7 @@ class HeadMetricsPanel(QWidget):
         vb = self.plot.getPlotItem().getViewBox()
         if not vb.sceneBoundingRect().contains(event.scenePos()):
             return
-        x = vb.mapSceneToView(event.scenePos()).x()
+        x = 10 ** vb.mapSceneToView(event.scenePos()).x()  # the x axis is log10(step)
         shown = self.curves()
         if shown is None or not shown.steps:
             return

@@ -170,9 +170,9 @@ class TrainingView(View):
         self.snapshot_title, self.snapshot_map, self.snapshot_output = self._panel(maps)
         self.final_title, self.final_map, self.final_output = self._panel(maps)
         self.body.addWidget(maps)
-        self.body.setStretchFactor(0, 1)
-        self.body.setStretchFactor(1, 1)
-        self.body.setStretchFactor(2, 2)
+        self.body.setStretchFactor(0, 2)
+        self.body.setStretchFactor(1, 2)
+        self.body.setStretchFactor(2, 3)
         layout.addWidget(self.body, 1)
 
         self.timer = QTimer(self)

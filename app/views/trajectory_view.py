@@ -21,8 +21,6 @@ from scratchformer.plotdata.trajectory import TrajectoryPlot, trajectory_paths
 
 from .analysis_base import AnalysisView
 
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf"]  # fmt: skip
 NEAR_PX = 9.0  # a hover or click this close to a dot (in pixels) is on it
 LABEL_CHARS = 12
 
@@ -88,8 +86,8 @@ class TrajectoryView(AnalysisView):
         item.setLabel("left", paths.y_title)
         item.setTitle(paths.title, size="10pt")
         both = len({p.stack for p in paths.paths}) > 1
-        for path in paths.paths:
-            colour = PALETTE[path.position % len(PALETTE)]
+        for i, path in enumerate(paths.paths):
+            colour = pg.intColor(i, hues=max(len(paths.paths), 1), maxValue=210, sat=230)  # one hue per token
             dashed = both and path.stack == "encoder"
             pen = pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
             line = pg.PlotDataItem(path.xs, path.ys, pen=pen, symbol="s" if dashed else "o", symbolSize=6,
@@ -106,9 +104,9 @@ class TrajectoryView(AnalysisView):
         self.plot.enableAutoRange()
         shares = ", ".join(f"PC{k + 1} {v:.1%}" for k, v in enumerate(value.explained_variance))
         fitted = f"the vectors of {value.fit_on}" if value.fit_on else "every vector of every point"
-        text = (f"{len(paths.paths)} tokens × {len(value.points)} points. The two components explain {shares} "
-                f"(together {sum(value.explained_variance):.1%}) of the variance of {fitted}. A triangle marks "
-                "each path's start (the embeddings); hover a dot to name it, click it to go to its step.")
+        text = (f"{len(paths.paths)} token paths through {len(value.points)} points. The two components explain "
+                f"{shares} (together {sum(value.explained_variance):.1%}) of the variance of {fitted}. A triangle "
+                "marks each path's start (the embeddings); hover a dot to name it, click it to go to its step.")
         if both:
             text += " Dashed: the encoder's tokens; solid: the decoder's."
         self.caption.setText(" ".join([text, *value.notes]))

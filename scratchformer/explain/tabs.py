@@ -10,6 +10,7 @@ only the window knows (the translation, the snapshots' steps, the interventions)
 from __future__ import annotations
 
 import math
+import re
 
 from ..config import TransformerConfig
 from ..plotdata.masks import ATTENTION_TITLES, attention_types
@@ -275,10 +276,9 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
                 f"each of {config.n_decoder_layers} decoder layers) × {t} positions, each read against "
                 f"{config.tgt_vocab_size:,} vocabulary entries.")
     if tab == "trajectory":
-        from ..analyses.stream import residual_points
-
-        points = {side: len(residual_points(trace, side, config.norm_first)) if on else 0
-                  for side, on in (("encoder", config.has_encoder), ("decoder", config.has_decoder))}  # fmt: skip
+        part = "residual" if config.norm_first else "out"  # the stream after a sublayer (analyses/stream.py)
+        points = {side: 1 + sum(bool(re.fullmatch(rf"{side}\.\d+\.add_norm\d\.{part}", st.name)) for st in trace)
+                  if on else 0 for side, on in (("encoder", config.has_encoder), ("decoder", config.has_decoder))}
         parts = [f"{n} tokens × {points[side]} points of the {side}" for n, side in
                  ((s, "encoder"), (t, "decoder")) if n and points[side]]  # fmt: skip
         shown = facts.get(tab, "")

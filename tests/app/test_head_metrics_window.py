@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 import numpy as np
 import pytest
@@ -45,6 +46,8 @@ def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_
     # the metrics offered: entropy, alignment (en-hi has a gold alignment) and importance
     assert [panel.metric_box.itemData(i) for i in range(panel.metric_box.count())] == \
         ["entropy", "alignment", "importance"]
+    assert panel.type_box.currentData() == "decoder.cross_attn" and panel.layer_box.currentData() == 1  # the last
+    panel.layer_box.setCurrentIndex(0)  # every layer's heads
     for metric in ("entropy", "alignment", "importance"):
         panel.metric_box.setCurrentIndex(panel.metric_box.findData(metric))
         kind = panel.type_box.currentData()
@@ -52,21 +55,21 @@ def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_
         want = getattr(core_metrics, metric)[kind]  # (checkpoints, layers, heads)
         assert len(lines) == want.shape[1] * want.shape[2]  # every head of every layer
         for line, curve in zip(lines, panel.curves().curves):
-            xs, ys = line.getData()
+            xs, ys = line.xData, line.yData  # (as given: the chart's x axis shows them on a log scale)
             np.testing.assert_allclose(ys, want[:, curve.layer, curve.head], rtol=1e-9, atol=1e-12)
             assert list(xs) == [c.step for c in core_metrics.checkpoints]
     # one layer's heads only
-    panel.layer_box.setCurrentIndex(2)
+    panel.layer_box.setCurrentIndex(2)  # layer 2 alone
     assert len(panel.plot.getPlotItem().listDataItems()) == want.shape[2]
 
     # the marker follows the snapshot slider; the final model has no snapshot of its own
     for i, snap in enumerate(view._snapshots):
         view.slider.setValue(i)
-        assert panel.marker.isVisible() and panel.marker.value() == snap.step
+        assert panel.marker.isVisible() and panel.marker.value() == pytest.approx(math.log10(snap.step))
     # a click on the chart's first checkpoint moves the slider there
     view.slider.setValue(len(view._snapshots) - 1)
     panel.checkpoint_clicked.emit(view._snapshots[0].step)
-    assert view.slider.value() == 0 and panel.marker.value() == view._snapshots[0].step
+    assert view.slider.value() == 0 and panel.marker.value() == pytest.approx(math.log10(view._snapshots[0].step))
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
 
     # exports: the curves as PNG, SVG, PDF; every number as CSV
