@@ -193,6 +193,7 @@ def shortcut_rows(window) -> list[tuple[str, str]]:
         ("Ctrl+O", "open a text file"),
         ("Ctrl+Shift+O", "open a model folder"),
         ("Ctrl+Shift+T", "train a model (File › Train…)"),
+        ("Ctrl+Shift+D", "compare with a second model or snapshot (Run › Compare with…)"),
         ("Ctrl+E", "export the current view as PNG"),
         ("Ctrl+Shift+C", "copy the current view to the clipboard"),
         (f"Ctrl+1 … Ctrl+{len(groups)}", "show a group of views: " + ", ".join(groups)),

@@ -140,3 +140,19 @@ def test_the_comparison_exports(qtbot, make_window, core_diff, tmp_path, monkeyp
     assert [r["step"] for r in rows] == [s.step for s in core_diff.steps]
     first = next(r for r in rows if r["first_difference"] == "1")
     assert first["step"] == core_diff.first_difference
+
+
+def test_the_dialog_offers_the_snapshots_first(qtbot, make_window):
+    from app.compare_dialog import CompareDialog, choices
+
+    offered = choices("en-hi", ["en-hi", "copy"])
+    assert [spec for _, spec in offered] == [f"en-hi@step-{s:06d}" for s in (32, 64, 128, 256)] + ["copy"]
+    assert choices("en-hi@step-000064", [])[0][1] == "en-hi"  # a snapshot: its final model first
+    w = make_window(source=SOURCE, target=TARGET, model="en-hi")
+    dialog = CompareDialog(w, "en-hi", ["en-hi", "copy"])
+    qtbot.addWidget(dialog)
+    got = []
+    dialog.chosen.connect(got.append)
+    dialog.list.setCurrentRow(1)
+    dialog.accept()
+    assert got == ["en-hi@step-000064"]
