@@ -58,6 +58,21 @@ class BlockItem(QGraphicsRectItem):
         self.shape_text.setBrush(QBrush(QColor("#555")))
         self.shape_text.setPos(rect.x() + 8, rect.y() + rect.height() - 17)
         self.enabled = True
+        self.difference: tuple[float, str] | None = None  # (shade in [0, 1], tooltip line) while comparing
+
+    def fill(self) -> QColor:
+        """The block's kind colour, or while two models are compared, its difference's shade."""
+        if self.difference is not None:  # a negative shade: no step both models compute
+            return difference_colour(self.difference[0]) if self.difference[0] >= 0 else QColor("#e0e0e0")
+        return QColor(FILL.get(self.block.kind, "#eee"))
+
+    def set_difference(self, difference: tuple[float, str] | None) -> None:
+        self.difference = difference
+        self.set_current(self.pen().width() > 1.5)
+        lines = [line for line in self.toolTip().split("\n") if not line.startswith("A vs B")]
+        if difference is not None:
+            lines.insert(1, difference[1])
+        self.setToolTip("\n".join(lines))
 
     def set_shape(self, text: str, tooltip: str, params: str = "") -> None:
         self.shape_text.setText(text)
@@ -68,16 +83,31 @@ class BlockItem(QGraphicsRectItem):
             lines.append(f"parameters: {params}")
         if tooltip:
             lines.append("click to go here")
+        if self.difference is not None:
+            lines.insert(1, self.difference[1])
         self.setToolTip("\n".join(lines))
 
     def set_current(self, on: bool) -> None:
-        self.setPen(QPen(HIGHLIGHT, 3.0) if on else QPen(QColor("#8a8a8a"), 1.0))
-        base = QColor(FILL.get(self.block.kind, "#eee"))
+        mark = HIGHLIGHT if self.difference is None else QColor("#222")  # red on a red shade would not show
+        self.setPen(QPen(mark, 3.0) if on else QPen(QColor("#8a8a8a"), 1.0))
+        base = self.fill()
         self.setBrush(QBrush(base.darker(112) if on else base))
         f = self.label.font()
         f.setBold(on)
         self.label.setFont(f)
         self.setZValue(2 if on else 1)
+
+
+DIFF_COLOURS = ("#eef6e9", "#fee8c8", "#fdbb84", "#f07b5a")  # shade 0 (within tolerance) … 1 (differs fully)
+
+
+def difference_colour(shade: float) -> QColor:
+    """A block's colour while two models are compared: pale green where they agree, through orange to red."""
+    shade = min(1.0, max(0.0, shade))
+    at = shade * (len(DIFF_COLOURS) - 1)
+    i = min(int(at), len(DIFF_COLOURS) - 2)
+    a, b, t = QColor(DIFF_COLOURS[i]), QColor(DIFF_COLOURS[i + 1]), at - i
+    return QColor.fromRgbF(*(a.getRgbF()[k] * (1 - t) + b.getRgbF()[k] * t for k in range(3)))
 
 
 class ArchitectureDiagram(QGraphicsView):
@@ -99,6 +129,19 @@ class ArchitectureDiagram(QGraphicsView):
         self._both = False
         self.columns = 2  # the stacks side by side (2) or one above the other (1)
         self._shapes: tuple[dict, dict | None] = ({}, None)
+        self._differences: dict[str, tuple[float, str]] | None = None  # block key → (shade, tooltip line)
+
+    def set_differences(self, differences: dict[str, tuple[float, str]] | None) -> None:
+        """While two models are compared: block key → (shade in [0, 1], a tooltip line); blocks with no step both
+        compute are greyed. None: the usual colours again."""
+        self._differences = differences
+        for key, item in self.items_by_key.items():
+            found = None if differences is None else differences.get(key, (-1.0, "A vs B: no step in common"))
+            item.set_difference(found)
+
+    def difference_fill(self, key: str) -> QColor:
+        """The colour a block is filled with now (for tests)."""
+        return self.items_by_key[key].brush().color()
 
     def one_column_width(self) -> int:
         """The width that shows one stack at full size, with the vertical scroll bar and the frame."""
@@ -200,6 +243,8 @@ class ArchitectureDiagram(QGraphicsView):
             self.set_shapes(shapes, params)
         if current is not None:
             self.set_current(current)
+        if self._differences is not None:
+            self.set_differences(self._differences)
         self._fit()
 
     @staticmethod

@@ -131,6 +131,9 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, run_menu, "&Last step", w.last_step, "Alt+End")
     add_action(w, run_menu, "Play / &pause", w.toggle_play, "Ctrl+Space")
     run_menu.addSeparator()
+    add_action(w, run_menu, "&Compare with…", w.comparison.ask, "Ctrl+Shift+D")  # app/model_diff.py
+    add_action(w, run_menu, "S&top comparing", w.comparison.stop)
+    run_menu.addSeparator()
     add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)
     stored = QAction("Open model folders in their &stored precision", w)
     stored.setCheckable(True)
@@ -191,6 +194,7 @@ def shortcut_rows(window) -> list[tuple[str, str]]:
         ("Ctrl+O", "open a text file"),
         ("Ctrl+Shift+O", "open a model folder"),
         ("Ctrl+Shift+T", "train a model (File › Train…)"),
+        ("Ctrl+Shift+D", "compare with a second model or snapshot (Run › Compare with…)"),
         ("Ctrl+E", "export the current view as PNG"),
         ("Ctrl+Shift+C", "copy the current view to the clipboard"),
         (f"Ctrl+1 … Ctrl+{len(groups)}", "show a group of views: " + ", ".join(groups)),

@@ -29,6 +29,7 @@ from .views.rollout_view import RolloutView
 from .views.rotary_view import RotaryView
 from .views.step_view import StepView
 from .views.training_view import TrainingView
+from .views.trajectory_view import TrajectoryView
 from .views.weighted_sum_view import WeightedSumView
 
 # (group title, its views in tab order). One line per group; a new view is one more class in a list.
@@ -36,7 +37,7 @@ GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Step", [StepView, HeadsView, DerivationView]),
     ("Encoding", [PositionalView, RotaryView, MasksView, NormView]),
     ("Attention", [OverviewView, NeuronView, WeightedSumView, RolloutView]),
-    ("Output", [OutputView, DecodingView, LensView, AttributionView]),
+    ("Output", [OutputView, DecodingView, LensView, TrajectoryView, AttributionView]),
     ("What if", [CompareView, ImportanceView, PatchingView, ExperimentsView]),
     ("Training", [TrainingView]),
     ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lesson_panel.py)

@@ -39,6 +39,7 @@ from .inspector import Inspector
 from .interventions_panel import InterventionsPanel, add_head_actions
 from .jobs import JobRunner
 from .memory_status import MemoryStatus, ask_budget, budget_bytes
+from .model_diff import ModelComparison
 from .prebuild import Prebuild
 from .run_banner import RunBanner
 from .settings import AppSettings
@@ -106,6 +107,7 @@ class MainWindow(QMainWindow):
         self.banner.example_chosen.connect(self.use_example)
         self.banner.nonfinite_step_requested.connect(self.go_to_step)
         self._build_centre()
+        self.comparison = ModelComparison(self)  # Run › Compare with…: A against a second model (model_diff.py)
         self.stepper = StepperBar(self)
         st = self.stepper
         self.play_timer, self.speed_combo, self.detail_combo = st.play_timer, st.speed_combo, st.detail_combo
@@ -119,6 +121,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.input_bar)
         layout.addWidget(self.banner)
         layout.addWidget(self.splitter, 1)
+        layout.addWidget(self.comparison.bar)
         layout.addWidget(self.stepper)
         self.setCentralWidget(central)
         self._build_status()
@@ -420,7 +423,7 @@ class MainWindow(QMainWindow):
 
     def is_busy(self) -> bool:
         """Drawing (is_drawing), or the inspector's statistics still being made."""
-        return self.is_drawing() or self._stats.busy()
+        return self.is_drawing() or self._stats.busy() or self.comparison.is_busy()
 
     def is_drawing(self) -> bool:
         """A run in flight, a step being recomputed before it is drawn, large maps waiting their turn to draw, or a
@@ -464,6 +467,7 @@ class MainWindow(QMainWindow):
         else:
             self.go_to(self._visible[0] if self._visible else 0, force=True)
         self._queue_prebuild()  # now with this run's numbers of heads and masks
+        self.comparison.run_changed(result)  # a comparison on: this run against the same second model
 
     def _show_diagram(self) -> None:
         """The run's architecture and every block's shape, the current block marked (set_result's next turn)."""
@@ -477,6 +481,7 @@ class MainWindow(QMainWindow):
             last = trace[indices[-1]]
             shapes[key] = (short_shape(last), last.shape_text())
         self.diagram.set_shapes(shapes, result.parameters)
+        self.comparison.colour_diagram()
         step = self.current_step()
         if step is not None:
             self.diagram.set_current(block_key(step))
@@ -613,6 +618,7 @@ class MainWindow(QMainWindow):
         step = trace[index]
         self.stepper.show_step(self._position(), len(self._visible), step)
         self.diagram.set_current(block_key(step))
+        self.comparison.show_step(step)
         self._update_controls()
         self._when_ready(self._show_current)
 
@@ -912,6 +918,7 @@ class MainWindow(QMainWindow):
         self._prefetch_timer.stop()
         self._diagram_timer.stop()
         self.explain_panel.stop()
+        self.comparison.shutdown()
         for jobs in (self._recompute, self._prefetcher, self._stats, self.page_jobs):
             jobs.shutdown()  # a sublayer's rerun in flight finishes (it cannot be interrupted midway)
         for view in self.views:  # a view's own background work (head importance)

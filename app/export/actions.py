@@ -187,9 +187,18 @@ def save_numbers(window, caption: str, name: str, filters: str, save) -> Path | 
     return path
 
 
+def current_chart(window):
+    """The chart a view shows instead of heatmaps (a pyqtgraph widget: token paths), or None."""
+    view = window.current_view()
+    chart = getattr(view, "current_chart", None)
+    return chart() if chart is not None and not view.current_heatmaps() else None
+
+
 def export_view(window, fmt: str) -> Path | None:
-    """The current view as PNG, SVG or PDF: what is shown, with its title, labels and colour bar."""
-    fig = current_figure(window)
+    """The current view as PNG, SVG or PDF: what is shown, with its title, labels and colour bar (a chart that
+    is not a heatmap: as it is drawn, by plot_export)."""
+    chart = current_chart(window)
+    fig = current_figure(window) if chart is None else None
     suggested = str(Path(last_folder()) / f"{_suggested_stem(window)}.{fmt}")
     filters = ";;".join([IMAGE_FILTERS[fmt]] + [f for k, f in IMAGE_FILTERS.items() if k != fmt])
     raw = ask_save_path(window, "Export the current view", suggested, filters)
@@ -199,6 +208,13 @@ def export_view(window, fmt: str) -> Path | None:
     fmt = path.suffix.lower().lstrip(".")  # the extension decides the format
     if not _confirm_replace(window, [path]):
         return None
+    if chart is not None:
+        from .plot_export import save_plot
+
+        save_plot(chart, path, window.current_view().view_title())
+        remember_folder(path.parent)
+        _tell(window, f"Saved {path}.")
+        return path
     task = FileTask(path, fmt, {}, figure=fig)
     result = ExportRun([task], path.parent, renderer(PNG_SCALE), overwrite=True, index=False).run()
     remember_folder(path.parent)
@@ -209,7 +225,13 @@ def export_view(window, fmt: str) -> Path | None:
 def copy_view(window) -> None:
     from PySide6.QtGui import QGuiApplication
 
-    image = render_image(current_figure(window), PNG_SCALE)
+    chart = current_chart(window)
+    if chart is not None:
+        from .plot_export import plot_image
+
+        image = plot_image(chart, window.current_view().view_title())
+    else:
+        image = render_image(current_figure(window), PNG_SCALE)
     QGuiApplication.clipboard().setImage(image)
     _tell(window, f"Copied the plot to the clipboard ({image.width()} × {image.height()} pixels).")
 

@@ -22,6 +22,7 @@ from ..widgets.heatmap import HeatmapWidget, ImageCache, display_image
 from ..widgets.steady_label import SteadyLabel
 from ..widgets.token_table import TokenTable
 from .base import View
+from .step_diff_panel import StepDiffPanel
 
 KEPT_HEATMAPS = 64  # per run; a Heatmap mostly views the trace's tensor, so this is little memory
 TABLE_NOTE = (
@@ -93,6 +94,9 @@ class StepView(View):
         table_layout.addWidget(self.token_table, 1, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.table_host.setVisible(False)
         layout.addWidget(self.table_host, 1)
+        self.diff_panel = StepDiffPanel(self)  # A, B and A − B while two models are compared (app/model_diff.py)
+        self.diff_panel.setVisible(False)
+        layout.addWidget(self.diff_panel, 1)
         self.batch_spin.valueChanged.connect(lambda v: self.main.set_batch(v - 1))
         self.head_spin.valueChanged.connect(lambda v: self.main.set_head(v - 1))
         self._shown: Heatmap | None = None
@@ -128,6 +132,8 @@ class StepView(View):
                 label.setVisible(on)
         self.shape_label.setText(step.shape_text())
         key = map_key(step, batch, head)
+        if self._show_diff(step, key):
+            return
         previous = self._shown
         self._shown = self._heatmap(step, key)
         if step.kind == "tokens":  # ids are labels, not magnitudes: a table, not a colour strip
@@ -145,6 +151,26 @@ class StepView(View):
         ids = self._shown.extra.get("vocab_ids")
         cells = [map_cell(step, c, ids) for c in self._highlighted(step)]
         self.heatmap.set_highlight([c for b, h, c in cells if c is not None and (b, h) == key[1:]])
+
+    def _show_diff(self, step, key: tuple[int, int, int]) -> bool:
+        """While two models are compared: the step's A, B and A − B maps instead of the one map (False: the
+        comparison is off, or B has no step of this name, which the shape line then says)."""
+        diff = getattr(getattr(self.main, "comparison", None), "diff", None)
+        shown = diff is not None and self.diff_panel.show_step(diff, step, key[1], key[2], self._vocab_labels())
+        if diff is not None and not shown:
+            self.shape_label.setText(f"{step.shape_text()}  ·  B has no step of this name")
+        if self.diff_panel.isVisibleTo(self) != shown:
+            self.diff_panel.setVisible(shown)
+            if shown:
+                self.heatmap.setVisible(False)
+                self.table_host.setVisible(False)
+            else:
+                self.heatmap.setVisible(True)
+        return shown
+
+    def _vocab_labels(self):
+        result = self.main.current_result()
+        return getattr(result, "vocab_labels", None)
 
     def highlight(self, step_name: str, cells: list[tuple[int, ...]]) -> None:
         """Outline these cells (full indices) when `step_name` is drawn: a derivation's inputs."""
@@ -234,7 +260,18 @@ class StepView(View):
             self.heatmap.image_cache.clear()
 
     def current_heatmaps(self) -> list[Heatmap]:
+        if self.diff_panel.isVisibleTo(self):
+            return list(self.diff_panel.shown)
         return [self._shown] if self._shown is not None else []
 
+    def is_busy(self) -> bool:
+        return self.diff_panel.is_busy()
+
+    def shutdown(self) -> None:
+        self.diff_panel.shutdown()
+
     def view_title(self) -> str:
+        if self.diff_panel.isVisibleTo(self) and self.diff_panel.shown:
+            step = self.main.current_step()
+            return f"A, B and A − B: {step.name if step is not None else ''}"
         return self._shown.title if self._shown is not None else "Step"

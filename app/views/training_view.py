@@ -42,6 +42,7 @@ from scratchformer.plotdata.training import CROSS, attention_layers
 from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder
+from .head_metrics_panel import HeadMetricsPanel
 
 PLAY_INTERVAL_MS = 900
 NO_SNAPSHOTS = "This model has no training snapshots; train one with scratchformer train --snapshots N."
@@ -160,13 +161,18 @@ class TrainingView(View):
         curves_layout.addWidget(self.loss_plot, 2)
         curves_layout.addWidget(self.accuracy_plot, 1)
         self.body.addWidget(curves)
+        self.head_metrics = HeadMetricsPanel(window)  # each head's metrics over training, under the loss curve
+        self.head_metrics.checkpoint_clicked.connect(self._go_to_checkpoint)
+        self.body.addWidget(self.head_metrics)
 
         maps = QSplitter()
+        self.maps_box = maps
         self.snapshot_title, self.snapshot_map, self.snapshot_output = self._panel(maps)
         self.final_title, self.final_map, self.final_output = self._panel(maps)
         self.body.addWidget(maps)
-        self.body.setStretchFactor(0, 1)
+        self.body.setStretchFactor(0, 2)
         self.body.setStretchFactor(1, 2)
+        self.body.setStretchFactor(2, 3)
         layout.addWidget(self.body, 1)
 
         self.timer = QTimer(self)
@@ -204,6 +210,7 @@ class TrainingView(View):
         if base != self._base:
             self._load_model(base)
         if not self._snapshots:
+            self.head_metrics.set_model(base, result.bundle.config, result.request.source, result.request.target)
             return
         if result.request.windows:
             self._show_empty(True, "The Training tab runs one sentence; turn off the batch of windows.")
@@ -228,6 +235,7 @@ class TrainingView(View):
             note = ""
         self.reads_note.setText(note)
         self._input = (source, target)
+        self.head_metrics.set_model(base, result.bundle.config, source, target)
         self._fill_selectors(result.trace)
         self._select()
 
@@ -238,7 +246,7 @@ class TrainingView(View):
         return "Training snapshots"
 
     def is_busy(self) -> bool:
-        return self._jobs.busy()
+        return self._jobs.busy() or self.head_metrics.is_busy()
 
     def current_snapshot(self) -> Snapshot | None:
         i = self.slider.value()
@@ -355,6 +363,7 @@ class TrainingView(View):
             return
         for marker in self.markers:
             marker.setPos(snap.step)
+        self.head_metrics.set_step(snap.step)
         parts = [f"step {snap.step} ({self.slider.value() + 1} of {len(self._snapshots)})"]
         if snap.valid_loss is not None:
             parts.append(f"valid loss {snap.valid_loss:.3f}")
@@ -401,6 +410,12 @@ class TrainingView(View):
         if hasattr(self.main, "show_error"):
             self.main.show_error(message)
 
+    def _go_to_checkpoint(self, step: int | None) -> None:
+        """A click on the head metrics' chart: the slider goes to that snapshot (the final model: the last one)."""
+        steps = [s.step for s in self._snapshots]
+        if steps:
+            self.slider.setValue(steps.index(step) if step in steps else len(steps) - 1)
+
     # --- playing --------------------------------------------------------------------------------------------
 
     def _play_toggled(self, on: bool) -> None:
@@ -441,6 +456,7 @@ class TrainingView(View):
         self.stop_play()
         self._generation += 1
         self._jobs.wait()
+        self.head_metrics.shutdown()
 
     # --- drawing -------------------------------------------------------------------------------------------
 
@@ -451,7 +467,7 @@ class TrainingView(View):
         self.controls.setVisible(not empty)
         # the curves are worth showing even without snapshots (e.g. en-hi's per-epoch history)
         self.body.setVisible(not empty or bool(self.loss_plot.listDataItems()))
-        self.body.widget(1).setVisible(not empty)
+        self.maps_box.setVisible(not empty)
         if empty:
             self._maps = []
             self.stop_play()

@@ -10,6 +10,7 @@ only the window knows (the translation, the snapshots' steps, the interventions)
 from __future__ import annotations
 
 import math
+import re
 
 from ..config import TransformerConfig
 from ..plotdata.masks import ATTENTION_TITLES, attention_types
@@ -87,6 +88,14 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
         "why": "Each sublayer adds its output to one running sum, so every point of that sum can be read like the "
                "last one. Where a row turns bright is where the prediction forms: which layer, and which sublayer "
                "(often cross-attention, in a translation model) put it there.",
+    },
+    "trajectory": {
+        "what": "Every token's vector at every point of the residual stream — after the embeddings and after each "
+                "sublayer — drawn as one path per token on the two directions along which all those vectors vary "
+                "most (principal component analysis, fitted once on all of them or on one chosen point).",
+        "why": "Each sublayer adds a small correction to the running vector. Following a token from its embedding "
+               "to the last layer shows which sublayers move it far and which barely touch it, and when tokens "
+               "that start apart are drawn together by what they read from their context.",
     },
     "rollout": {
         "what": "Attention rollout (or flow): every layer's attention, heads averaged and with the residual "
@@ -277,6 +286,15 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         return (f"{1 + config.n_decoder_layers * per_layer} points (the embeddings, then {per_layer} sublayers in "
                 f"each of {config.n_decoder_layers} decoder layers) × {t} positions, each read against "
                 f"{config.tgt_vocab_size:,} vocabulary entries.")
+    if tab == "trajectory":
+        part = "residual" if config.norm_first else "out"  # the stream after a sublayer (analyses/stream.py)
+        points = {side: 1 + sum(bool(re.fullmatch(rf"{side}\.\d+\.add_norm\d\.{part}", st.name)) for st in trace)
+                  if on else 0 for side, on in (("encoder", config.has_encoder), ("decoder", config.has_decoder))}
+        parts = [f"{n} tokens × {points[side]} points of the {side}" for n, side in
+                 ((s, "encoder"), (t, "decoder")) if n and points[side]]  # fmt: skip
+        shown = facts.get(tab, "")
+        return (f"{' and '.join(parts)}, each a vector of d_model = {d} numbers, projected onto 2 dimensions. "
+                f"{shown}").strip()
     if tab == "rollout":
         counts = _attention_counts(trace)
         listed = "; ".join(f"{_name(k)}: {layers} layer{'s' * (layers > 1)} of {heads} heads averaged"

@@ -1,0 +1,331 @@
+"""Head metrics over training, under the Training tab's loss curve: for every snapshot (then the final model) and
+every head of one attention type, its attention entropy, its alignment with the gold alignment (where the task has
+one) or its importance, as one curve per head against the training step. A dashed line marks the snapshot the
+tab's slider shows, and a click on the chart moves the slider to the nearest snapshot.
+
+Measuring loads and runs every checkpoint, so it is a job (app/jobs.py) with a progress bar and Cancel, started
+by the Measure button; the results are kept per model and input. Numbers: scratchformer.analyses.head_metrics;
+curves: scratchformer.plotdata.head_metrics; CSV: scratchformer.plotdata.compare_tables.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+
+from scratchformer.errors import UserError
+from scratchformer.plotdata.compare_tables import head_metrics_csv
+from scratchformer.plotdata.head_metrics import METRICS, available, checkpoint_at, head_curves
+from scratchformer.plotdata.masks import ATTENTION_TITLES
+
+from ..jobs import JobRunner
+from .base import fix_value_axis
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+LAYER_STYLES = [Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine]
+TASKS = ("en-hi", "copy", "reverse", "sort")  # the built-in tasks: measured on their validation pairs
+EXPORT_FILTERS = "PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf);;CSV table (*.csv)"
+
+
+def _measure(spec: str, source: str | None, target: str, device: str, job):
+    """(on the job's thread) The head metrics of every checkpoint; None when cancelled."""
+    from scratchformer.analyses import head_metrics
+
+    return head_metrics.compute(spec, source=source, target=target, device=device,
+                                progress=lambda done, total: job.progress(done, total), cancelled=job.cancelled)
+
+
+class HeadMetricsPanel(QWidget):
+    checkpoint_clicked = Signal(object)  # the training step of the checkpoint nearest a click (None: the final)
+
+    def __init__(self, window) -> None:
+        super().__init__()
+        self.main = window
+        self._base: str | None = None
+        self._input: tuple | None = None  # (source or None, target): what the heads are measured on
+        self._cache: dict[tuple, object] = {}  # (model, source, target) → HeadMetrics
+        self._jobs = JobRunner("scratchformer-head-metrics", latest_only=True)
+        self.metrics = None  # the HeadMetrics shown
+        self._step: int | None = None  # the slider's snapshot
+        self._guided = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        bar = QHBoxLayout()
+        title = QLabel("<b>Heads over training</b>")
+        bar.addWidget(title)
+        self.metric_box = QComboBox()
+        self.metric_box.setToolTip("Which measure of each head to draw")
+        self.type_box = QComboBox()
+        self.type_box.setToolTip("Which attention's heads")
+        self.layer_box = QComboBox()
+        self.layer_box.setToolTip("One layer's heads, or every layer's (a line style per layer)")
+        for box in (self.metric_box, self.type_box, self.layer_box):
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            box.currentIndexChanged.connect(lambda _i: self._draw())
+            bar.addWidget(box)
+        bar.addStretch(1)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(110)
+        self.progress.setVisible(False)
+        bar.addWidget(self.progress)
+        self.measure_button = QPushButton("Measure")
+        self.measure_button.setToolTip("Run every snapshot on the input and measure each head (takes a few seconds)")
+        self.measure_button.clicked.connect(self.measure)
+        bar.addWidget(self.measure_button)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        bar.addWidget(self.cancel_button)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Save the curves as PNG, SVG or PDF, or every head's numbers as CSV")
+        self.export_button.clicked.connect(self._export_dialog)
+        bar.addWidget(self.export_button)
+        layout.addLayout(bar)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("color: #555;")
+        layout.addWidget(self.message)
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.setMinimumHeight(120)
+        self.plot.setLabel("bottom", "training step (log scale)")
+        self.plot.setLogMode(x=True, y=False)  # snapshots come early (en-hi: 32 … 256 of 2,030)
+        fix_value_axis(self.plot)
+        self.legend = self.plot.addLegend(offset=(-4, 4), brush=pg.mkBrush(255, 255, 255, 210), colCount=2,
+                                          labelTextSize="8pt", verSpacing=-6)  # fmt: skip
+        self.marker = pg.InfiniteLine(angle=90, pen=pg.mkPen("#d62728", width=2, style=Qt.PenStyle.DashLine))
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        layout.addWidget(self.plot, 1)
+        self._show(False)
+
+    # --- what the Training view calls ---------------------------------------------------------------------------
+
+    def set_model(self, base: str, config, source: str, target: str) -> None:
+        """The tab shows this model (without @step) and input: its measurements if made, else the Measure button,
+        or the one sentence saying why there is nothing to follow."""
+        from scratchformer.analyses.head_metrics import checkpoints_of
+        from scratchformer.plotdata import guided_head
+
+        task = config.extra.get("task") if config is not None else None
+        wanted = (None, "") if task in TASKS else (source, target)  # a task's own pairs carry gold alignments
+        if base == self._base and wanted == self._input:
+            return
+        if self._jobs.busy():
+            self.cancel()
+        self._base, self._input = base, wanted
+        self._guided = guided_head(config) if config is not None else None
+        try:
+            checkpoints_of(base)
+        except UserError as exc:
+            self.metrics = None
+            self.measure_button.setEnabled(False)
+            self._show(False, str(exc))
+            return
+        self.measure_button.setEnabled(True)
+        self.metrics = self._cache.get((base, *wanted))
+        if self.metrics is None:
+            on = (f"the first validation pairs of the {task} task" if task in TASKS else f"“{source}”")
+            self._show(False, f"Measure each head's entropy, alignment and importance at every snapshot, on {on}.")
+        else:
+            self._shown()
+
+    def set_step(self, step: int | None) -> None:
+        """The slider's snapshot (None: the final model): the marker and the dots follow it."""
+        self._step = step
+        self._mark()
+
+    def is_busy(self) -> bool:
+        return self._jobs.busy()
+
+    def shutdown(self) -> None:
+        self._jobs.shutdown()
+
+    # --- measuring ------------------------------------------------------------------------------------------------
+
+    def measure(self) -> None:
+        if self._base is None or self._input is None:
+            return
+        key = (self._base, *self._input)
+        source, target = self._input
+        device = str(self.main.current_bundle().device) if self.main.current_bundle() is not None else "cpu"
+        self.progress.setRange(0, 0)
+        self.progress.setVisible(True)
+        self.cancel_button.setVisible(True)
+        self.measure_button.setEnabled(False)
+        self.message.setText("Measuring the heads at every checkpoint…")
+
+        def done(found) -> None:
+            self._idle()
+            if found is None:
+                return
+            self._cache[key] = found
+            if key == (self._base, *self._input):
+                self.metrics = found
+                self._shown()
+
+        def failed(sentence: str) -> None:
+            self._idle()
+            self._show(False, sentence)
+
+        self._jobs.start(lambda job: _measure(self._base, source, target, device, job), on_result=done,
+                         on_error=failed, on_progress=self._progressed, doing="Measuring the heads")  # fmt: skip
+
+    def cancel(self) -> None:
+        self._jobs.cancel()
+        self._idle()
+        self.message.setText("Cancelled; press Measure to start again.")
+
+    def _progressed(self, done: int, total: int) -> None:
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{done} of {total}")
+
+    def _idle(self) -> None:
+        self.progress.setVisible(False)
+        self.cancel_button.setVisible(False)
+        self.measure_button.setEnabled(True)
+
+    # --- drawing ----------------------------------------------------------------------------------------------
+
+    def _show(self, drawn: bool, text: str = "") -> None:
+        self.plot.setVisible(drawn)
+        self.export_button.setEnabled(drawn)
+        for box in (self.metric_box, self.type_box, self.layer_box):
+            box.setVisible(drawn)
+        self.message.setText(text)
+
+    def _shown(self) -> None:
+        """A new HeadMetrics: fill the choices, then draw."""
+        m = self.metrics
+        found = available(m)
+        self._fill(self.metric_box, [METRICS[k][0] for k in found], list(found))
+        self._fill_types()
+        notes = " ".join(m.notes)
+        self._show(True, f"Measured on {m.input}. {notes}".strip())
+        self._draw()
+
+    @staticmethod
+    def _fill(box: QComboBox, texts: list[str], data: list) -> None:
+        if [box.itemData(i) for i in range(box.count())] == data:
+            return
+        chosen = box.currentData()
+        box.blockSignals(True)
+        box.clear()
+        for text, d in zip(texts, data):
+            box.addItem(text, d)
+        box.setCurrentIndex(max(0, box.findData(chosen)))
+        box.blockSignals(False)
+
+    def _fill_types(self) -> None:
+        m = self.metrics
+        metric = self.metric_box.currentData()
+        if m is None or metric is None:
+            return
+        types = list(getattr(m, metric))
+        fresh = self.type_box.count() == 0
+        self._fill(self.type_box, [ATTENTION_TITLES.get(t, t) for t in types], types)
+        if fresh and "decoder.cross_attn" in types:  # where the heads learn the alignment: the one to watch first
+            self.type_box.blockSignals(True)
+            self.type_box.setCurrentIndex(types.index("decoder.cross_attn"))
+            self.type_box.blockSignals(False)
+        kind = self.type_box.currentData()
+        layers = getattr(m, metric)[kind].shape[1] if kind in getattr(m, metric) else 0
+        fresh = self.layer_box.count() == 0
+        self._fill(self.layer_box, ["all layers"] + [f"layer {i + 1}" for i in range(layers)],
+                   [None] + list(range(layers)))  # fmt: skip
+        if fresh and layers > 1:  # the last layer's heads first: every layer's at once crowd the chart
+            self.layer_box.blockSignals(True)
+            self.layer_box.setCurrentIndex(layers)
+            self.layer_box.blockSignals(False)
+
+    def curves(self):
+        """The HeadCurves drawn now (plotdata.head_metrics), or None."""
+        metric, kind = self.metric_box.currentData(), self.type_box.currentData()
+        if self.metrics is None or metric is None or kind not in getattr(self.metrics, metric):
+            return None
+        return head_curves(self.metrics, metric, kind, self.layer_box.currentData(), self._guided)
+
+    def _draw(self) -> None:
+        if self.metrics is None:
+            return
+        self._fill_types()
+        shown = self.curves()
+        self.plot.clear()  # the legend's entries go with their lines
+        if shown is None:
+            return
+        item = self.plot.getPlotItem()
+        item.setTitle(shown.title, size="9pt")
+        item.setLabel("left", shown.y_label, **{"font-size": "8pt"})
+        for c in shown.curves:
+            guided = shown.guided == (c.layer, c.head)
+            pen = pg.mkPen(PALETTE[c.head % len(PALETTE)], width=3 if guided else 1.6,
+                           style=LAYER_STYLES[c.layer % len(LAYER_STYLES)])  # fmt: skip
+            self.plot.plot(c.steps, c.values, pen=pen, symbol="o", symbolSize=5, symbolPen=None,
+                           symbolBrush=PALETTE[c.head % len(PALETTE)],
+                           name=c.label + (" (guided)" if guided else ""))  # fmt: skip
+        self.plot.addItem(self.marker)
+        self.plot.enableAutoRange()
+        self._mark()
+
+    def _mark(self) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        at = checkpoint_at(m, self._step)
+        self.marker.setVisible(at is not None)
+        if at is not None:  # the x axis is log10(step)
+            self.marker.setPos(math.log10(max(self.curves().steps[at], 1)) if self.curves() is not None else 0)
+
+    def _clicked(self, event) -> None:
+        if self.metrics is None or event.button() != Qt.MouseButton.LeftButton:
+            return
+        vb = self.plot.getPlotItem().getViewBox()
+        if not vb.sceneBoundingRect().contains(event.scenePos()):
+            return
+        x = 10 ** vb.mapSceneToView(event.scenePos()).x()  # the x axis is log10(step)
+        shown = self.curves()
+        if shown is None or not shown.steps:
+            return
+        nearest = min(range(len(shown.steps)), key=lambda i: abs(shown.steps[i] - x))
+        point = self.metrics.checkpoints[nearest]
+        self.checkpoint_clicked.emit(None if point.final else point.step)
+
+    # --- export --------------------------------------------------------------------------------------------------
+
+    def export(self, path: str | Path) -> Path:
+        """The curves shown as .png/.svg/.pdf, or every head's numbers as .csv (the extension decides)."""
+        from scratchformer.exporting.files import atomic_write_bytes
+
+        from ..export.plot_export import save_plot
+
+        if self.metrics is None:
+            raise UserError("Measure the heads first; there are no curves to save yet.")
+        path = Path(path)
+        if path.suffix.lower() == ".csv":
+            atomic_write_bytes(path, head_metrics_csv(self.metrics).encode("utf-8"), overwrite=True)
+            return path
+        shown = self.curves()
+        return save_plot(self.plot, path, f"{self.metrics.model}: {shown.title if shown else 'head metrics'}")
+
+    def _export_dialog(self) -> None:
+        from ..export import actions
+
+        stem = f"{Path(self._base or 'model').name}.head-metrics"
+        raw = actions.ask_save_path(self.main, "Export the head metrics", str(Path(actions.last_folder()) /
+                                    f"{stem}.png"), EXPORT_FILTERS)  # fmt: skip
+        if not raw:
+            return
+        try:
+            path = actions._checked_target(self.main, raw, ("png", "svg", "pdf", "csv"), "png")
+            if not actions._confirm_replace(self.main, [path]):
+                return
+            self.export(path)
+        except UserError as exc:
+            self.main.show_error(str(exc))
+            return
+        actions.remember_folder(path.parent)
+        self.main.show_message(f"Saved {path}.")

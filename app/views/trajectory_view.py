@@ -1,0 +1,194 @@
+"""Token trajectories: every token's vector at every point of the residual stream, on the two principal
+components of all of them (or of one chosen point's), drawn as one path per token — a dot per sublayer, the
+token's name at its last dot. Hovering a dot names it (token and step); a click goes to that step.
+
+Numbers: scratchformer.analyses.trajectory (the PCA, off the UI thread); paths: scratchformer.plotdata.trajectory;
+CSV: scratchformer.plotdata.compare_tables.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtWidgets import QComboBox, QLabel
+
+from scratchformer.plotdata import abbreviate
+from scratchformer.plotdata.compare_tables import trajectory_csv
+from scratchformer.plotdata.trajectory import TrajectoryPlot, trajectory_paths
+
+from .analysis_base import AnalysisView
+
+NEAR_PX = 9.0  # a hover or click this close to a dot (in pixels) is on it
+LABEL_CHARS = 12
+
+
+class TrajectoryView(AnalysisView):
+    title = "Trajectories"
+    tooltip = "Every token's path through the layers' residual stream, on one PCA; click a dot to go to its step"
+    explains = "trajectory"
+    empty_text = "Run a model to follow its tokens through the layers."
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.bar.addWidget(QLabel("PCA fitted on"))
+        self.fit_box = QComboBox()
+        self.fit_box.setToolTip("Which vectors the two principal components are fitted on: all points of the "
+                                "stream, or one point's (every point is then projected onto its axes)")
+        self.fit_box.addItem("all points", None)
+        self.fit_box.activated.connect(lambda _i: self.recompute())
+        self.bar.addWidget(self.fit_box)
+        self.finish_bar()
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self.plot.setMouseTracking(True)
+        self.layout_.addWidget(self.plot, 1)
+        self.hover_label = QLabel(" ")
+        self.hover_label.setStyleSheet("color: #333;")
+        self.layout_.addWidget(self.hover_label)
+        self.paths: TrajectoryPlot | None = None
+        self._items: list = []
+        self._current = pg.ScatterPlotItem(size=15, pen=pg.mkPen("#d62728", width=2), brush=pg.mkBrush(0, 0, 0, 0))
+        self._current.setZValue(10)
+        self.plot.scene().sigMouseMoved.connect(self._hovered)
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.show_body(False, self.empty_text)
+
+    def show_body(self, shown: bool, text: str = "") -> None:
+        super().show_body(shown, text)
+        self.plot.setVisible(shown)
+        self.hover_label.setVisible(shown)
+
+    # --- computing and drawing -------------------------------------------------------------------------------
+
+    def request(self, result) -> tuple:
+        return (id(result), self.main.current_batch(), self.fit_box.currentData())
+
+    def compute(self, result, key: tuple, job):
+        from scratchformer.analyses import trajectory  # loaded with the view's first use, not at launch
+
+        return trajectory.compute(result.bundle, result.trace, batch=key[1], fit_on=key[2])
+
+    def refresh(self) -> None:
+        super().refresh()
+        self._mark_current()  # the step changed, not the run: only the ring around its dots moves
+
+    def draw(self, value) -> None:
+        self._fill_fit_box(value)
+        self.paths = paths = trajectory_paths(value)
+        self.plot.clear()
+        self._items = []
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", paths.x_title)
+        item.setLabel("left", paths.y_title)
+        item.setTitle(paths.title, size="10pt")
+        both = len({p.stack for p in paths.paths}) > 1
+        for i, path in enumerate(paths.paths):
+            colour = pg.intColor(i, hues=max(len(paths.paths), 1), maxValue=210, sat=230)  # one hue per token
+            dashed = both and path.stack == "encoder"
+            pen = pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+            line = pg.PlotDataItem(path.xs, path.ys, pen=pen, symbol="s" if dashed else "o", symbolSize=6,
+                                   symbolBrush=colour, symbolPen=None)  # fmt: skip
+            self.plot.addItem(line)
+            start = pg.ScatterPlotItem([path.xs[0]], [path.ys[0]], size=10, symbol="t", brush=pg.mkBrush("w"),
+                                       pen=pg.mkPen(colour, width=1.5))  # the embeddings: where the path starts
+            self.plot.addItem(start)
+            label = pg.TextItem(abbreviate(path.token, LABEL_CHARS), color=colour, anchor=(0, 1))
+            label.setPos(path.xs[-1], path.ys[-1])
+            self.plot.addItem(label)
+            self._items.append(line)
+        self.plot.addItem(self._current)
+        self.plot.enableAutoRange()
+        shares = ", ".join(f"PC{k + 1} {v:.1%}" for k, v in enumerate(value.explained_variance))
+        fitted = f"the vectors of {value.fit_on}" if value.fit_on else "every vector of every point"
+        text = (f"{len(paths.paths)} token paths through {len(value.points)} points. The two components explain "
+                f"{shares} (together {sum(value.explained_variance):.1%}) of the variance of {fitted}. A triangle "
+                "marks each path's start (the embeddings); hover a dot to name it, click it to go to its step.")
+        if both:
+            text += " Dashed: the encoder's tokens; solid: the decoder's."
+        self.caption.setText(" ".join([text, *value.notes]))
+        self._mark_current()
+        self.main.refresh_explanation()
+
+    def _fill_fit_box(self, value) -> None:
+        names = [None, *value.points]
+        if [self.fit_box.itemData(i) for i in range(self.fit_box.count())] == names:
+            return
+        chosen = self.fit_box.currentData()
+        self.fit_box.blockSignals(True)
+        self.fit_box.clear()
+        self.fit_box.addItem("all points", None)
+        for name, label in zip(value.points, value.labels):
+            self.fit_box.addItem(label, name)
+        self.fit_box.setCurrentIndex(max(0, self.fit_box.findData(chosen)))
+        self.fit_box.blockSignals(False)
+
+    def _mark_current(self) -> None:
+        """A ring around the dots of the window's current step, when it is a point of the stream."""
+        step = self.main.current_step()
+        spots = []
+        if self.paths is not None and step is not None and self.value is not None:
+            for path in self.paths.paths:
+                spots += [(x, y) for x, y, s in zip(path.xs, path.ys, path.steps) if s == step.name]
+        self._current.setData([x for x, _ in spots], [y for _, y in spots])
+
+    # --- hover and click -----------------------------------------------------------------------------------------
+
+    def vertex_at(self, scene_pos) -> tuple[int, int] | None:
+        """(path, vertex) of the dot nearest a scene position, if within NEAR_PX pixels."""
+        if self.paths is None or not self.plot.isVisible():
+            return None
+        vb = self.plot.getPlotItem().getViewBox()
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        best, best_d = None, NEAR_PX
+        for i, path in enumerate(self.paths.paths):
+            for j, (x, y) in enumerate(zip(path.xs, path.ys)):
+                at = vb.mapViewToScene(QPointF(x, y))
+                d = math.hypot(at.x() - scene_pos.x(), at.y() - scene_pos.y())
+                if d < best_d:
+                    best, best_d = (i, j), d
+        return best
+
+    def vertex_point(self, path: int, vertex: int) -> QPoint:
+        """Where a dot is drawn, in the plot widget's coordinates (for a click in tests and by keyboard users)."""
+        p = self.paths.paths[path]
+        vb = self.plot.getPlotItem().getViewBox()
+        return self.plot.mapFromScene(vb.mapViewToScene(QPointF(p.xs[vertex], p.ys[vertex])))
+
+    def _hovered(self, scene_pos) -> None:
+        found = self.vertex_at(scene_pos)
+        if found is None:
+            self.hover_label.setText(" ")
+            return
+        path = self.paths.paths[found[0]]
+        text = f"{path.hover(found[1])}  ·  {path.steps[found[1]]}"
+        self.hover_label.setText(text)
+        self.main.show_hover(text)
+
+    def _clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        found = self.vertex_at(event.scenePos())
+        if found is not None:
+            self.main.go_to_step(self.paths.paths[found[0]].steps[found[1]])
+
+    # --- export and explanation -------------------------------------------------------------------------------
+
+    def csv_text(self) -> str:
+        return trajectory_csv(self.value) if self.value is not None else ""
+
+    def current_chart(self):
+        return self.plot if self.value is not None else None
+
+    def view_title(self) -> str:
+        return self.paths.title if self.paths is not None and self.value is not None else self.title
+
+    def explain_facts(self) -> dict:
+        if self.value is None:
+            return {}
+        share = float(np.sum(self.value.explained_variance))
+        return {"trajectory": f"Here the two components keep {share:.1%} of the variance."}

@@ -1,0 +1,105 @@
+"""Head metrics over training in the Training tab: measured off the UI thread on en-hi's snapshots, one curve per
+head equal to the core's numbers, the marker following the snapshot slider (and a click on the chart moving the
+slider), Cancel, the core's one sentence for a model without snapshots, and the exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import numpy as np
+import pytest
+
+from app.views.training_view import TrainingView
+from scratchformer.analyses import head_metrics
+from scratchformer.errors import UserError
+from tests.app.conftest import run_and_wait
+
+SOURCE = "the girl eats an apple"
+
+
+@pytest.fixture(scope="module")
+def core_metrics():
+    return head_metrics.compute("en-hi")
+
+
+def _training(qtbot, make_window, model="en-hi", source=SOURCE):
+    w = make_window(source=source, target="", model=model)
+    run_and_wait(qtbot, w)
+    view = next(v for v in w.views if isinstance(v, TrainingView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+    return w, view
+
+
+def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_metrics, tmp_path):
+    w, view = _training(qtbot, make_window)
+    panel = view.head_metrics
+    assert panel.isVisible() and panel.measure_button.isEnabled() and not panel.plot.isVisible()
+    panel.measure()
+    assert panel.progress.isVisible() and panel.cancel_button.isVisible()  # the UI thread is free meanwhile
+    qtbot.waitUntil(lambda: not panel.is_busy(), timeout=120_000)
+    assert panel.metrics is not None and panel.plot.isVisible(), panel.message.text()
+    m = panel.metrics
+    assert [c.label for c in m.checkpoints] == [c.label for c in core_metrics.checkpoints]
+    # the metrics offered: entropy, alignment (en-hi has a gold alignment) and importance
+    assert [panel.metric_box.itemData(i) for i in range(panel.metric_box.count())] == \
+        ["entropy", "alignment", "importance"]
+    assert panel.type_box.currentData() == "decoder.cross_attn" and panel.layer_box.currentData() == 1  # the last
+    panel.layer_box.setCurrentIndex(0)  # every layer's heads
+    for metric in ("entropy", "alignment", "importance"):
+        panel.metric_box.setCurrentIndex(panel.metric_box.findData(metric))
+        kind = panel.type_box.currentData()
+        lines = panel.plot.getPlotItem().listDataItems()
+        want = getattr(core_metrics, metric)[kind]  # (checkpoints, layers, heads)
+        assert len(lines) == want.shape[1] * want.shape[2]  # every head of every layer
+        for line, curve in zip(lines, panel.curves().curves):
+            xs, ys = line.xData, line.yData  # (as given: the chart's x axis shows them on a log scale)
+            np.testing.assert_allclose(ys, want[:, curve.layer, curve.head], rtol=1e-9, atol=1e-12)
+            assert list(xs) == [c.step for c in core_metrics.checkpoints]
+    # one layer's heads only
+    panel.layer_box.setCurrentIndex(2)  # layer 2 alone
+    assert len(panel.plot.getPlotItem().listDataItems()) == want.shape[2]
+
+    # the marker follows the snapshot slider; the final model has no snapshot of its own
+    for i, snap in enumerate(view._snapshots):
+        view.slider.setValue(i)
+        assert panel.marker.isVisible() and panel.marker.value() == pytest.approx(math.log10(snap.step))
+    # a click on the chart's first checkpoint moves the slider there
+    view.slider.setValue(len(view._snapshots) - 1)
+    panel.checkpoint_clicked.emit(view._snapshots[0].step)
+    assert view.slider.value() == 0 and panel.marker.value() == pytest.approx(math.log10(view._snapshots[0].step))
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+
+    # exports: the curves as PNG, SVG, PDF; every number as CSV
+    for fmt in ("png", "svg", "pdf"):
+        path = panel.export(tmp_path / f"heads.{fmt}")
+        assert path.stat().st_size > 1000
+    rows = list(csv.DictReader(io.StringIO(panel.export(tmp_path / "heads.csv").read_text())))
+    entropy = core_metrics.entropy["decoder.cross_attn"]
+    n_ckpt, n_layers, n_heads = entropy.shape
+    cross = [r for r in rows if r["metric"] == "entropy" and r["attention"] == "decoder.cross_attn"]
+    assert len(cross) == n_ckpt * n_layers * n_heads
+    assert float(cross[-1]["value"]) == pytest.approx(entropy[-1, -1, -1], rel=1e-6)
+
+
+def test_cancel_and_no_snapshots(qtbot, make_window):
+    w, view = _training(qtbot, make_window)
+    panel = view.head_metrics
+    panel.measure()
+    panel.cancel()
+    assert not panel.cancel_button.isVisible() and "Cancelled" in panel.message.text()
+    qtbot.waitUntil(lambda: not panel.is_busy(), timeout=120_000)
+    assert panel.metrics is None and panel.measure_button.isEnabled()
+
+    # a model without snapshots: the core's one sentence, and nothing to measure
+    w.set_model("blog")
+    w.source_edit.setText("machine learning using PyTorch")
+    w.set_windows(None)  # (the model's example is a batch of windows)
+    run_and_wait(qtbot, w)
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+    with pytest.raises(UserError) as said:
+        head_metrics.checkpoints_of("blog")
+    assert panel.message.text() == str(said.value)
+    assert not panel.measure_button.isEnabled() and panel.metrics is None
