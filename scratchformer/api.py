@@ -82,7 +82,9 @@ def run(model: str | None = None, source: str | None = None, target: str | None 
     bundle = load_model(model or default_model_name(), device or "cpu", precision=precision)
     inputs = bundle.prepare_run(source, target or "", start_only, continuation=Continuation())
     _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
-    return Run(bundle, inputs, trace, source, target, start_only)
+    out = Run(bundle, inputs, trace, source, target, start_only)
+    out.spec = model or default_model_name()
+    return out
 
 
 class Run:
@@ -97,6 +99,7 @@ class Run:
         self.source = source
         self.target = target
         self._start_only = start_only
+        self.spec = bundle.name  # what opened the model (sf.run sets the spec it was given)
 
     def __repr__(self) -> str:
         tokens = " ".join((self.trace.source_tokens or self.trace.target_tokens or [[]])[0])
@@ -227,6 +230,34 @@ class Run:
                                per_position=per_position, path=tuple(path) if path else None, check_top=check_top,
                                budget=default_budget())  # fmt: skip
         return result.to_dict()
+
+    def diff(self, against, tolerance: float | None = None) -> dict:
+        """This run's sentence through a second model, step by step (`scratchformer diff --json`): `against` is
+        anything `model` takes (e.g. "en-hi@step-000032") or another Run; per step the largest and relative
+        difference, the first step that differs beyond `tolerance`, and the parameters that differ."""
+        from .analyses import diff
+
+        other = against.bundle if isinstance(against, Run) else load_model(str(against), self.bundle.device)
+        tolerance = diff.TOLERANCE if tolerance is None else tolerance
+        return diff.compute(self.bundle, other, self.source, self.target or "", self._start_only, tolerance).to_dict()
+
+    def trajectory(self, fit_on: str | None = None, batch: int = 0) -> dict:
+        """Every token's path through the residual stream on two principal components (`scratchformer trajectory
+        --json`), fitted on every point or on step `fit_on`'s vectors."""
+        from .analyses import trajectory
+
+        return trajectory.compute(self.bundle, self.trace, batch, fit_on).to_dict()
+
+    def head_metrics(self, pairs: int | None = None) -> dict:
+        """Per head and training snapshot of this model: attention entropy, alignment with the gold alignment
+        where the task has one, and importance (`scratchformer head-metrics --json`), on the first `pairs`
+        validation pairs of its task."""
+        from .analyses import head_metrics
+
+        n = head_metrics.DEFAULT_PAIRS if pairs is None else pairs
+        if n < 1:
+            raise UserError(f"pairs must be at least 1, not {n}.")
+        return head_metrics.compute(self.spec, n_pairs=n, device=str(self.bundle.device)).to_dict()
 
     def experiment(self, name: str, **controls) -> dict:
         """A live experiment on this model and input (`scratchformer experiment NAME --json`): mask, order, norm,

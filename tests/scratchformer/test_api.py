@@ -59,6 +59,11 @@ def test_analyses_return_what_the_commands_print(run, capsys):
     swept = run.sweep(corrupt_word="1=boy", per_position=True)
     assert swept == cli_json(capsys, "sweep", "--corrupt-word", "1=boy", "--per-position", *common)
     assert swept["clean"] != swept["corrupt"] and swept["heads"][0]["position"] is not None
+    against = run.diff("en-hi@step-000032")
+    assert against == cli_json(capsys, "diff", "--against", "en-hi@step-000032", *common)
+    assert against["first_difference"] == "src_embed.lookup" and run.diff(run)["first_difference"] is None
+    assert run.trajectory() == cli_json(capsys, "trajectory", *common)
+    assert run.head_metrics(pairs=4) == cli_json(capsys, "head-metrics", "--model", "en-hi", "--pairs", "4", "--json")
 
 
 def test_an_unknown_step_names_the_closest(run):
