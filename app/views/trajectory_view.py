@@ -8,8 +8,6 @@ CSV: scratchformer.plotdata.compare_tables.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, Qt
@@ -23,6 +21,9 @@ from .analysis_base import AnalysisView
 
 NEAR_PX = 9.0  # a hover or click this close to a dot (in pixels) is on it
 LABEL_CHARS = 12
+APART = 32  # up to this many paths each get a colour, a start marker and a label of their own (3 items each);
+# more (a long text: 512 tokens) are drawn as one line item and one dot item per stack, so drawing stays a few
+# items however long the input, and a hover names any dot
 
 
 class TrajectoryView(AnalysisView):
@@ -50,7 +51,9 @@ class TrajectoryView(AnalysisView):
         self.hover_label.setStyleSheet("color: #333;")
         self.layout_.addWidget(self.hover_label)
         self.paths: TrajectoryPlot | None = None
-        self._items: list = []
+        self._xy = np.zeros((0, 2))  # every drawn dot's (x, y), and below the (path, vertex) of each
+        self._which: list[tuple[int, int]] = []
+        self._items: list = []  # the line items drawn: one per path (a few paths) or one per stack (many)
         self._current = pg.ScatterPlotItem(size=15, pen=pg.mkPen("#d62728", width=2), brush=pg.mkBrush(0, 0, 0, 0))
         self._current.setZValue(10)
         self.plot.scene().sigMouseMoved.connect(self._hovered)
@@ -70,7 +73,9 @@ class TrajectoryView(AnalysisView):
     def compute(self, result, key: tuple, job):
         from scratchformer.analyses import trajectory  # loaded with the view's first use, not at launch
 
-        return trajectory.compute(result.bundle, result.trace, batch=key[1], fit_on=key[2])
+        value = trajectory.compute(result.bundle, result.trace, batch=key[1], fit_on=key[2])
+        value.drawn = trajectory_paths(value)  # the paths too are made here, off the UI thread
+        return value
 
     def refresh(self) -> None:
         super().refresh()
@@ -78,14 +83,40 @@ class TrajectoryView(AnalysisView):
 
     def draw(self, value) -> None:
         self._fill_fit_box(value)
-        self.paths = paths = trajectory_paths(value)
+        self.paths = paths = value.drawn
         self.plot.clear()
-        self._items = []
         item = self.plot.getPlotItem()
         item.setLabel("bottom", paths.x_title)
         item.setLabel("left", paths.y_title)
         item.setTitle(paths.title, size="10pt")
         both = len({p.stack for p in paths.paths}) > 1
+        # every dot, for hover and click: (n, 2) coordinates and the (path, vertex) each one is
+        self._xy = np.array([(x, y) for p in paths.paths for x, y in zip(p.xs, p.ys)], dtype=np.float64).reshape(-1, 2)
+        self._which = [(i, j) for i, p in enumerate(paths.paths) for j in range(len(p.xs))]
+        self._items = []
+        if len(paths.paths) <= APART:
+            self._draw_apart(paths, both)
+        else:
+            self._draw_together(paths, both)
+        self.plot.addItem(self._current)
+        self.plot.enableAutoRange()
+        self.plot.getPlotItem().getViewBox().updateAutoRange()  # the range now, not on a later paint: hover reads it
+        shares = ", ".join(f"PC{k + 1} {v:.1%}" for k, v in enumerate(value.explained_variance))
+        fitted = f"the vectors of {value.fit_on}" if value.fit_on else "every vector of every point"
+        text = (f"{len(paths.paths)} token paths through {len(value.points)} points. The two components explain "
+                f"{shares} (together {sum(value.explained_variance):.1%}) of the variance of {fitted}. A triangle "
+                "marks each path's start (the embeddings); hover a dot to name it, click it to go to its step.")
+        if len(paths.paths) > APART:
+            text += (f" With more than {APART} paths they share one colour per stack and carry no labels: hover a "
+                     "dot to name its token.")
+        if both:
+            text += " Dashed: the encoder's tokens; solid: the decoder's."
+        self.caption.setText(" ".join([text, *value.notes]))
+        self._mark_current()
+        self.main.refresh_explanation()
+
+    def _draw_apart(self, paths, both: bool) -> None:
+        """A few paths: each in its own hue, with its start marked and its token written at its end."""
         for i, path in enumerate(paths.paths):
             colour = pg.intColor(i, hues=max(len(paths.paths), 1), maxValue=210, sat=230)  # one hue per token
             dashed = both and path.stack == "encoder"
@@ -93,25 +124,31 @@ class TrajectoryView(AnalysisView):
             line = pg.PlotDataItem(path.xs, path.ys, pen=pen, symbol="s" if dashed else "o", symbolSize=6,
                                    symbolBrush=colour, symbolPen=None)  # fmt: skip
             self.plot.addItem(line)
+            self._items.append(line)
             start = pg.ScatterPlotItem([path.xs[0]], [path.ys[0]], size=10, symbol="t", brush=pg.mkBrush("w"),
                                        pen=pg.mkPen(colour, width=1.5))  # the embeddings: where the path starts
             self.plot.addItem(start)
             label = pg.TextItem(abbreviate(path.token, LABEL_CHARS), color=colour, anchor=(0, 1))
             label.setPos(path.xs[-1], path.ys[-1])
             self.plot.addItem(label)
+
+    def _draw_together(self, paths, both: bool) -> None:
+        """Many paths: per stack one line item (paths apart by NaN breaks), one item of dots, one of starts."""
+        for stack, colour in (("encoder", (31, 119, 180)), ("decoder", (214, 39, 40))):
+            mine = [p for p in paths.paths if p.stack == stack]
+            if not mine:
+                continue
+            xs = np.concatenate([np.append(np.asarray(p.xs, np.float64), np.nan) for p in mine])  # (Σ(len+1),)
+            ys = np.concatenate([np.append(np.asarray(p.ys, np.float64), np.nan) for p in mine])
+            dashed = both and stack == "encoder"
+            pen = pg.mkPen((*colour, 70), width=1, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+            line = pg.PlotDataItem(xs, ys, pen=pen, connect="finite")
+            self.plot.addItem(line)
             self._items.append(line)
-        self.plot.addItem(self._current)
-        self.plot.enableAutoRange()
-        shares = ", ".join(f"PC{k + 1} {v:.1%}" for k, v in enumerate(value.explained_variance))
-        fitted = f"the vectors of {value.fit_on}" if value.fit_on else "every vector of every point"
-        text = (f"{len(paths.paths)} token paths through {len(value.points)} points. The two components explain "
-                f"{shares} (together {sum(value.explained_variance):.1%}) of the variance of {fitted}. A triangle "
-                "marks each path's start (the embeddings); hover a dot to name it, click it to go to its step.")
-        if both:
-            text += " Dashed: the encoder's tokens; solid: the decoder's."
-        self.caption.setText(" ".join([text, *value.notes]))
-        self._mark_current()
-        self.main.refresh_explanation()
+            self.plot.addItem(pg.ScatterPlotItem(xs[np.isfinite(xs)], ys[np.isfinite(ys)], size=4, pen=None,
+                                                 brush=pg.mkBrush(*colour, 150)))  # fmt: skip
+            self.plot.addItem(pg.ScatterPlotItem([p.xs[0] for p in mine], [p.ys[0] for p in mine], size=8, symbol="t",
+                                                 brush=pg.mkBrush("w"), pen=pg.mkPen(colour, width=1)))  # fmt: skip
 
     def _fill_fit_box(self, value) -> None:
         names = [None, *value.points]
@@ -138,20 +175,20 @@ class TrajectoryView(AnalysisView):
     # --- hover and click -----------------------------------------------------------------------------------------
 
     def vertex_at(self, scene_pos) -> tuple[int, int] | None:
-        """(path, vertex) of the dot nearest a scene position, if within NEAR_PX pixels."""
-        if self.paths is None or not self.plot.isVisible():
+        """(path, vertex) of the dot nearest a scene position, if within NEAR_PX pixels (one numpy pass over
+        every dot, so a hover stays quick with thousands of them)."""
+        if self.paths is None or not self.plot.isVisible() or not len(self._xy):
             return None
         vb = self.plot.getPlotItem().getViewBox()
         if not vb.sceneBoundingRect().contains(scene_pos):
             return None
-        best, best_d = None, NEAR_PX
-        for i, path in enumerate(self.paths.paths):
-            for j, (x, y) in enumerate(zip(path.xs, path.ys)):
-                at = vb.mapViewToScene(QPointF(x, y))
-                d = math.hypot(at.x() - scene_pos.x(), at.y() - scene_pos.y())
-                if d < best_d:
-                    best, best_d = (i, j), d
-        return best
+        at = vb.mapSceneToView(scene_pos)
+        px, py = vb.viewPixelSize()  # data units per pixel, across and up
+        if not (px > 0 and py > 0):
+            return None
+        d = np.hypot((self._xy[:, 0] - at.x()) / px, (self._xy[:, 1] - at.y()) / py)  # (n,) in pixels
+        k = int(np.argmin(d))
+        return self._which[k] if d[k] < NEAR_PX else None
 
     def vertex_point(self, path: int, vertex: int) -> QPoint:
         """Where a dot is drawn, in the plot widget's coordinates (for a click in tests and by keyboard users)."""

@@ -84,3 +84,24 @@ def test_trajectories_export(qtbot, make_window, tmp_path, monkeypatch):
     core = view.value
     assert len(rows) == sum(len(t) for t in core.tokens)
     assert abs(float(rows[0]["pc1"]) - core.coords[0][0, 0]) < 1e-6 and rows[0]["token"] == core.tokens[0][0]
+
+
+def test_many_paths_are_drawn_as_a_few_items_and_still_named_on_hover(qtbot, make_window, monkeypatch):
+    """A long input (hundreds of tokens) must not add three plot items per token on the UI thread: past APART
+    paths, each stack is one line item (paths apart by NaN breaks), and a hover still finds any dot."""
+    from app.views import trajectory_view
+
+    monkeypatch.setattr(trajectory_view, "APART", 4)  # en-hi's 11 paths count as many
+    w, view = _shown(qtbot, make_window)
+    core = view.value
+    assert len(view._items) == 2  # the encoder's paths and the decoder's, one item each
+    xs, ys = view._items[0].getData()
+    encoder = [i for i, s in enumerate(core.stacks) if s == "encoder"]
+    src = len(core.tokens[encoder[0]])
+    expected = np.concatenate([np.append([core.coords[i][j, 0] for i in encoder], np.nan) for j in range(src)])
+    np.testing.assert_allclose(xs, expected, rtol=1e-9)  # NaN where one token's path ends and the next begins
+    assert len(view.plot.getPlotItem().items) <= 8  # lines, dots and starts per stack, and the current-step ring
+    assert "share one colour per stack" in view.caption.text()
+    path, vertex = src + 2, 1  # a decoder token's dot
+    view._hovered(view.plot.mapToScene(view.vertex_point(path, vertex)))
+    assert view.paths.paths[path].token in view.hover_label.text()
