@@ -24,6 +24,7 @@ LABEL_CHARS = 12
 APART = 32  # up to this many paths each get a colour, a start marker and a label of their own (3 items each);
 # more (a long text: 512 tokens) are drawn as one line item and one dot item per stack, so drawing stays a few
 # items however long the input, and a hover names any dot
+DOTS = 3000  # with more vertices than this, the paths are drawn as lines alone (a hover still finds each vertex)
 
 
 class TrajectoryView(AnalysisView):
@@ -145,8 +146,9 @@ class TrajectoryView(AnalysisView):
             line = pg.PlotDataItem(xs, ys, pen=pen, connect="finite")
             self.plot.addItem(line)
             self._items.append(line)
-            self.plot.addItem(pg.ScatterPlotItem(xs[np.isfinite(xs)], ys[np.isfinite(ys)], size=4, pen=None,
-                                                 brush=pg.mkBrush(*colour, 150)))  # fmt: skip
+            if len(self._xy) <= DOTS:  # thousands of dots cost more to paint than they show: the lines bend there
+                self.plot.addItem(pg.ScatterPlotItem(xs[np.isfinite(xs)], ys[np.isfinite(ys)], size=4, pen=None,
+                                                     brush=pg.mkBrush(*colour, 150)))  # fmt: skip
             self.plot.addItem(pg.ScatterPlotItem([p.xs[0] for p in mine], [p.ys[0] for p in mine], size=8, symbol="t",
                                                  brush=pg.mkBrush("w"), pen=pg.mkPen(colour, width=1)))  # fmt: skip
 
