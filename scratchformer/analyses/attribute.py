@@ -29,15 +29,13 @@ at most CHUNK_POSITIONS positions, so memory stays bounded however large N is.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from ..commands.common import traced_run
+from ..commands.common import print_result, traced_run
 from ..errors import UserError
 from ..interventions import Patch, intervene
 from ..masks import pad_from_ids
@@ -342,12 +340,7 @@ def run(args: argparse.Namespace) -> int:
     bundle, inputs, trace, item = traced_run(args)
     result = compute(bundle, inputs, trace, args.position, args.method, args.steps, args.baseline, item,
                      args.max_steps)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result.to_dict(), lambda: text_report(result))
 
 
 def text_report(a: Attribution) -> str:

@@ -26,7 +26,6 @@ shapes differ or that only one model has, as such.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -336,7 +335,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..bundle import default_model_name, load_model
-    from ..commands.common import open_model
+    from ..commands.common import open_model, print_result
 
     if not args.tolerance >= 0:
         raise UserError(f"The tolerance must be a number of at least 0, not {args.tolerance}.")
@@ -351,12 +350,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.model or default_model_name()) == args.against:
         print(f"note: --model and --against both name {args.against}; every difference should be 0.", file=sys.stderr)
     result = compute(a, b, args.source, args.target, args.start_only, args.tolerance)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result.to_dict(), lambda: text_report(result))
 
 
 def text_report(d: ModelDiff, shown_parameters: int = 12) -> str:

@@ -23,7 +23,6 @@ input: a typed target, else the final model's own translation, as the Training v
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -329,6 +328,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..bundle import default_model_name
+    from ..commands.common import print_result
 
     if args.pairs < 1:
         raise UserError(f"--pairs must be at least 1, not {args.pairs}.")
@@ -338,12 +338,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = compute(args.model or default_model_name(), source=args.source, target=args.target,
                      device=args.device, n_pairs=args.pairs, progress=None if args.json else tell)  # fmt: skip
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result.to_dict(), lambda: text_report(result))
 
 
 def text_report(m: HeadMetrics) -> str:

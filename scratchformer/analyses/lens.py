@@ -20,13 +20,11 @@ shows for those steps, interventions included.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import dataclass, field
 
 import torch
 
-from ..commands.common import traced_run
+from ..commands.common import print_result, traced_run
 from ..errors import UserError
 from ..trace import Trace
 from .stream import add_run_args, point_label, residual_points
@@ -152,12 +150,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--top must be at least 1, not {args.top}.")
     bundle, _, trace, item = traced_run(args)
     lens = compute(bundle, trace, item, args.top)
-    if args.json:
-        json.dump(lens.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(lens))
-    return 0
+    return print_result(args.json, lens.to_dict(), lambda: text_report(lens))
 
 
 def text_report(lens: Lens) -> str:

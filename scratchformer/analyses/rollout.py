@@ -26,13 +26,11 @@ The attention weights are read from the trace's steps (…self_attn.weights, …
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import dataclass, field
 
 import torch
 
-from ..commands.common import traced_run
+from ..commands.common import print_result, traced_run
 from ..errors import UserError
 from ..trace import Trace
 from .mixing import residual_attention
@@ -135,12 +133,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     bundle, _, trace, item = traced_run(args)
     result = compute(bundle, trace, args.method, item)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result.to_dict(), lambda: text_report(result))
 
 
 def _table(title: str, m: torch.Tensor, rows: list[str], cols: list[str]) -> list[str]:

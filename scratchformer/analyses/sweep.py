@@ -19,7 +19,6 @@ where they disagree. --path SENDER RECEIVER adds path patching (scratchformer.pa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -220,7 +219,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..commands.common import memory_budget, open_model, read_inputs
+    from ..commands.common import memory_budget, open_model, print_result, read_inputs
 
     if args.check_top < 0:
         raise UserError(f"--check-top must be 0 or more, not {args.check_top}.")
@@ -237,12 +236,7 @@ def run(args: argparse.Namespace) -> int:
                      check_top=args.check_top, budget=memory_budget(args))  # fmt: skip
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result.to_dict(), lambda: text_report(result))
 
 
 def text_report(s: Sweep, top: int = 8) -> str:

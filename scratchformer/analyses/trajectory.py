@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from ..commands.common import traced_run
+from ..commands.common import print_result, traced_run
 from ..errors import UserError
 from ..trace import Trace
 from .stream import add_run_args, point_label, residual_points
@@ -162,12 +160,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     bundle, _, trace, item = traced_run(args)
     result = compute(bundle, trace, item, args.fit_on)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result.to_dict(), lambda: text_report(result))
 
 
 def text_report(t: Trajectory) -> str:

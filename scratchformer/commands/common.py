@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from ..batching import read_text_file
@@ -84,3 +85,14 @@ def traced_run(args: argparse.Namespace):
     if not 1 <= args.item <= n_items:
         raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")
     return bundle, inputs, trace, args.item - 1
+
+
+def print_result(as_json: bool, payload: dict, report) -> int:
+    """What every analysis command prints: `payload` as one line of JSON with --json, else `report()`, the text
+    table (made only when it is printed). Returns the exit status, 0."""
+    if as_json:
+        json.dump(payload, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(report())
+    return 0

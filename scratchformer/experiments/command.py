@@ -5,8 +5,6 @@ why in one sentence (exit status 2)."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from . import EXPERIMENTS, experiment_named, run_experiment
 
@@ -32,7 +30,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..commands.common import open_model
+    from ..commands.common import open_model, print_result
 
     exp = experiment_named(args.name)  # an unknown name: one sentence before any model loads
     bundle = open_model(args)
@@ -48,12 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{option} does not apply to the {exp.name} experiment; its controls are "
                         f"{', '.join(k for k in exp.controls if k not in SWITCHES) or 'none'}.")  # fmt: skip
     result = run_experiment(exp.name, bundle, source, args.target, **controls)
-    if args.json:
-        json.dump(result, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        print(text_report(result))
-    return 0
+    return print_result(args.json, result, lambda: text_report(result))
 
 
 SWITCHES = ("masked", "positional", "batchnorm")  # the window's switches: which half of a result it draws

@@ -10,7 +10,6 @@ lives beside this file (embedding_rules, attention_rules, stream_rules); `graph`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ...errors import UserError
@@ -114,7 +113,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...commands.common import memory_budget, open_model, read_inputs
+    from ...commands.common import memory_budget, open_model, print_result, read_inputs
 
     bundle = open_model(args)
     inputs = read_inputs(bundle, args)
@@ -122,12 +121,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
     derivation = compute(bundle, trace, args.step, args.index)
-    if args.json:
-        json.dump(derivation.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-        return 0
-    print(text_report(trace, derivation))
-    return 0
+    return print_result(args.json, derivation.to_dict(), lambda: text_report(trace, derivation))
 
 
 def text_report(trace: Trace, d: Derivation) -> str:
