@@ -68,6 +68,14 @@ def record(model, src: torch.Tensor | None, tgt: torch.Tensor, steps: list[str]
            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:  # fmt: skip
     """One forward pass that keeps a copy of every step in `steps` (those it passes through): (the last
     position's hidden (1, d_model), step → tensor)."""
+    kept, edits = recorders(steps)
+    with torch.inference_mode(), intervene(model, edits):
+        hidden = final_hidden(model, src, tgt)
+    return hidden, kept
+
+
+def recorders(steps: list[str]) -> tuple[dict[str, torch.Tensor], list[StepEdit]]:
+    """(an empty dict, edits that copy each step of `steps` into it as a pass goes through, changing nothing)."""
     kept: dict[str, torch.Tensor] = {}
 
     def keeper(step: str):
@@ -76,10 +84,7 @@ def record(model, src: torch.Tensor | None, tgt: torch.Tensor, steps: list[str]
             return t
         return keep
 
-    edits = [StepEdit(s, keeper(s), "recorded") for s in steps]
-    with torch.inference_mode(), intervene(model, edits):
-        hidden = final_hidden(model, src, tgt)
-    return hidden, kept
+    return kept, [StepEdit(s, keeper(s), "recorded") for s in steps]
 
 
 def same_length(side: str, clean: torch.Tensor | None, corrupt: torch.Tensor | None, clean_tokens: list[str],

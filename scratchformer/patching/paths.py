@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import UserError
-from ..interventions import Patch, StepEdit, intervene
+from ..interventions import Patch, intervene
 from .batched import patched_metrics
 from .components import Component, attention_modules, input_component, mlp_steps, stacks
-from .pair import Pair, final_hidden
+from .pair import Pair, final_hidden, recorders
 
 PARTS = ("q", "k", "v")
 _HEAD = r"(?P<att>(?:encoder|decoder)\.\d+\.(?:self_attn|cross_attn))\.head(?P<head>\d+)"
@@ -109,15 +109,8 @@ def _frozen(pair: Pair, sender: str, head: int) -> list[Patch]:
 
 def pass_a(pair: Pair, sender: str, head: int, steps: list[str]) -> tuple[float, dict[str, torch.Tensor]]:
     """(m with only the sender's write changed, step → what `steps` read in that pass)."""
-    kept: dict[str, torch.Tensor] = {}
-
-    def keeper(step: str):
-        def keep(t: torch.Tensor) -> torch.Tensor:
-            kept[step] = t.detach().clone()
-            return t
-        return keep
-
-    items = [StepEdit(s, keeper(s), "recorded") for s in steps] + _frozen(pair, sender, head)
+    kept, recording = recorders(steps)
+    items = recording + _frozen(pair, sender, head)
     with torch.inference_mode(), intervene(pair.model, items):
         m = pair.metric.values(pair.model, final_hidden(pair.model, pair.src_corrupt, pair.tgt_corrupt))
     return float(m[0]), kept
