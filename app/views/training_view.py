@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSlider,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -45,6 +46,7 @@ from .base import View, placeholder
 from .head_metrics_panel import HeadMetricsPanel
 
 PLAY_INTERVAL_MS = 900
+MAPS_TAB, HEADS_TAB = "Attention at this snapshot", "Heads over training"
 NO_SNAPSHOTS = "This model has no training snapshots; train one with scratchformer train --snapshots N."
 
 
@@ -160,19 +162,26 @@ class TrainingView(View):
         self.accuracy_plot.addItem(self.markers[1])
         curves_layout.addWidget(self.loss_plot, 2)
         curves_layout.addWidget(self.accuracy_plot, 1)
+        self.curves_box = curves
         self.body.addWidget(curves)
-        self.head_metrics = HeadMetricsPanel(window)  # each head's metrics over training, under the loss curve
-        self.head_metrics.checkpoint_clicked.connect(self._go_to_checkpoint)
-        self.body.addWidget(self.head_metrics)
-
+        # Under the curves, one of two at a time, each with the whole height: the chosen snapshot's attention map
+        # beside the final model's, or every head's metrics over training (the slider marks both).
+        self.lower = QTabWidget()
+        self.lower.setDocumentMode(True)
         maps = QSplitter()
         self.maps_box = maps
         self.snapshot_title, self.snapshot_map, self.snapshot_output = self._panel(maps)
         self.final_title, self.final_map, self.final_output = self._panel(maps)
-        self.body.addWidget(maps)
+        self.lower.addTab(maps, MAPS_TAB)
+        self.head_metrics = HeadMetricsPanel(window)  # each head's metrics over training, under the loss curve
+        self.head_metrics.checkpoint_clicked.connect(self._go_to_checkpoint)
+        self.lower.addTab(self.head_metrics, HEADS_TAB)
+        self.lower.setTabToolTip(1, "Each head's entropy, alignment and importance at every snapshot")
+        self.body.addWidget(self.lower)
         self.body.setStretchFactor(0, 2)
-        self.body.setStretchFactor(1, 2)
-        self.body.setStretchFactor(2, 3)
+        self.body.setStretchFactor(1, 3)
+        self.body.setSizes([2000, 3000])  # shared in this ratio whatever the height (the user may drag it)
+        self.body.setCollapsible(1, False)
         layout.addWidget(self.body, 1)
 
         self.timer = QTimer(self)
@@ -467,7 +476,7 @@ class TrainingView(View):
         self.controls.setVisible(not empty)
         # the curves are worth showing even without snapshots (e.g. en-hi's per-epoch history)
         self.body.setVisible(not empty or bool(self.loss_plot.listDataItems()))
-        self.maps_box.setVisible(not empty)
+        self.lower.setTabVisible(0, not empty)  # the maps need a snapshot; the heads' tab says why it has none
         if empty:
             self._maps = []
             self.stop_play()
