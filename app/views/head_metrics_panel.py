@@ -74,6 +74,7 @@ class HeadMetricsPanel(QWidget):
         self._cache: dict[tuple, object] = {}  # (model, source, target) → HeadMetrics
         self._jobs = JobRunner("scratchformer-head-metrics", latest_only=True)
         self.metrics = None  # the HeadMetrics shown
+        self.checkpoints = None  # what checkpoints_of found for the model (None: nothing to follow)
         self._step: int | None = None  # the slider's snapshot
         self._guided = None
         layout = QVBoxLayout(self)
@@ -154,8 +155,9 @@ class HeadMetricsPanel(QWidget):
         self._base, self._input = base, wanted
         self._guided = guided_head(config) if config is not None else None
         try:
-            checkpoints_of(base)
+            self.checkpoints = checkpoints_of(base)
         except UserError as exc:
+            self.checkpoints = None
             self.metrics = None
             self.measure_button.setEnabled(False)
             self._show(False, str(exc))
@@ -164,9 +166,16 @@ class HeadMetricsPanel(QWidget):
         self.metrics = self._cache.get((base, *wanted))
         if self.metrics is None:
             on = (f"the first validation pairs of the {task} task" if task in TASKS else f"“{source}”")
-            self._show(False, f"Measure each head's entropy, alignment and importance at every snapshot, on {on}.")
+            at = ("every snapshot" if any(c.final for c in self.checkpoints) else
+                  f"each of its {len(self.checkpoints)} step revisions ({', '.join(self.revision_labels())})")
+            self._show(False, f"Measure each head's entropy, alignment and importance at {at}, on {on}.")
         else:
             self._shown()
+
+    def revision_labels(self) -> list[str]:
+        """The checkpoints' names ('step3', 'step20'), a long list shortened to its ends."""
+        labels = [c.label for c in self.checkpoints or []]
+        return labels if len(labels) <= 6 else [*labels[:3], "…", *labels[-2:]]
 
     def set_step(self, step: int | None) -> None:
         """The slider's snapshot (None: the final model): the marker and the dots follow it."""
