@@ -8,9 +8,9 @@ m_corrupt). The sweep runs in a job (app/jobs.py: progress, Cancel, the latest r
 scratchformer.analyses.sweep, maps, CSV and the explanation: scratchformer.plotdata.sweep.
 
 A click on a cell runs that cell's patched run in the window — the corrupted input with the cell's activation
-taken from the clean run (scratchformer.patching.replay) — and opens Compare on it: before = the corrupted run,
-after = the patched one. The view then reads m back from the patched run's own logits and sets it beside the
-cell's number, so every number on the map can be traced to the run that made it.
+taken from the clean run (scratchformer.patching.replay) — and opens Compare on it, its two sides named for what
+they are: the corrupted run and the patched run. The view then reads m back from the patched run's own logits and
+sets it beside the cell's number, so every number on the map can be traced to the run that made it.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from ..export.actions import save_numbers
 from ..jobs import JobRunner
 from ..memory_status import budget_bytes
 from ..widgets.heatmap import HeatmapWidget
+from ..worker import Sides
 from .base import View, placeholder
 from .patching_controls import PatchingControls
 from .patching_work import Made, Replay, checked_rows, make_sweep, replayed_metric, window_words
@@ -342,9 +343,10 @@ class PatchingView(View):
         self._replay = Replay(inputs, cell, float(self.maps[i].values[row, col]), self.maps[i].extra["grid"], made)
         self.replay_label.setText(f"Running the corrupted input with {cell['label']} patched from the clean run…")
         self.replay_label.setVisible(True)
+        sides = Sides("Corrupted run", "Patched run", f"{cell['label']} taken from the clean run “{made.ask.source}”")
         self.main.run_prepared(made.like, inputs, (patch,), made.text, cell["step"], cell["head"],
                                f"Running “{made.text}” with {cell['label']} patched from the clean run; Compare "
-                               "shows it beside the corrupted run.")  # fmt: skip
+                               "shows it beside the corrupted run.", sides)  # fmt: skip
         from .compare_view import CompareView
 
         compare = next((v for v in self.main.views if isinstance(v, CompareView)), None)

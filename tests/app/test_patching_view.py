@@ -104,7 +104,14 @@ def test_hover_says_the_effect_and_a_click_opens_the_patched_run_in_compare(qtbo
     assert result.trace.source_tokens[0][1] == "boy"  # the corrupted input, with the clean decoder input
     compare = w.current_view()
     assert compare.comparison is not None and compare.comparison.largest > 0  # before: corrupted, after: patched
-    assert f"patch {step}" in compare.caption.text()
+    # each side named for what it is: the corrupted run, and it with this cell from the clean run
+    caption = compare.caption.text()
+    label = f"decoder layer {row + 1} cross-attention head {col + 1}"
+    assert caption.startswith("<b>Corrupted run</b> | <b>Patched run</b>: " + label)
+    assert "taken from the clean run" in caption and "no interventions" not in caption
+    titles = [m.title for m in compare.current_heatmaps()]
+    assert titles[0].startswith("Corrupted run: ") and titles[1].startswith("Patched run: ")
+    assert titles[2].startswith("Patched run − corrupted run")
     qtbot.waitUntil(lambda: view._replay is not None and view._replay.measured is not None, timeout=WAIT_MS)
     m, effect = view._replay.measured
     logits = result.trace["generator.logits"].tensor[0, -1]
