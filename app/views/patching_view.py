@@ -19,14 +19,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Slot
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -48,10 +50,18 @@ from .base import View, placeholder
 from .patching_controls import PatchingControls
 from .patching_work import Made, Replay, checked_rows, make_sweep, replayed_metric, window_words
 
+MIN_ROW_PX = 6  # GPT-2 small's 144 heads per position: a map 974 pixels high, scrolled
+MAP_CHROME_PX = 110  # a map widget's title (two lines), column axis and read-out line
+MIN_MAP_PX = 120  # three rows of small maps (en-hi's heads, both methods) still fit a 900-pixel window
 FAMILIES = (("heads", "heads"), ("residual stream", "resid"), ("feed-forward", "mlp"))
 ASK = ("Pick a word of the source and the word that replaces it (or type a corrupted sentence of the same token "
        "length), then press Sweep: every head, residual-stream point and feed-forward output is patched from the "
        "clean run into the corrupted one.")  # fmt: skip
+
+
+def map_height(hm: Heatmap) -> int:
+    """The least height of a map's widget: MIN_ROW_PX per row, plus its title, axes and read-out line."""
+    return max(MIN_MAP_PX, hm.values.shape[0] * MIN_ROW_PX + MAP_CHROME_PX)
 
 
 class PatchingView(View):
@@ -127,7 +137,12 @@ class PatchingView(View):
         self.grid_host = QWidget()
         self.grid = QGridLayout(self.grid_host)
         self.grid.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.grid_host, 1)
+        self.scroll = QScrollArea()  # the maps fill the view; a tall one (GPT-2's 144 heads per position) scrolls
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.grid_host)
+        layout.addWidget(self.scroll, 1)
         self.widgets: list[HeatmapWidget] = []
         self._places: dict[int, tuple | None] = {}  # widget → (row, column) in the grid
         self.maps: list[Heatmap] = []
@@ -293,6 +308,8 @@ class PatchingView(View):
                     self.grid.addWidget(w, *place)
                 self._places[i] = place
             w.setVisible(shown)
+            # each row at least MIN_ROW_PX high: a map with many rows makes the scroll area scroll
+            w.setMinimumHeight(map_height(self.maps[i]) if shown else 0)
             w.set_heatmap(self.maps[i] if shown else None)
             flags = self.maps[i].extra.get("disagree") if shown else None
             w.set_highlight([tuple(int(x) for x in rc) for rc in np.argwhere(flags)] if flags is not None else [])

@@ -248,3 +248,49 @@ def test_a_decoder_only_models_cell_replays_as_its_patched_run(qtbot, make_windo
     assert torch.equal(result.inputs.tgt, view.made.corrupt.tgt)  # the patched run read the corrupted text
     assert torch.equal(w.current_trace()["tgt_embed.tokens"].tensor.cpu(), view.made.corrupt.tgt.cpu())
     assert view._replay.measured[1] == pytest.approx(float(hm.values[row, col]), abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def gpt2_shaped(tmp_path_factory):
+    """A GPT-2-shaped folder as the issue's benchmark has it, 12 layers × 12 heads, made narrow (random weights)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from scratchformer.tokenizers import gpt2_tokenizer
+
+    directory = tmp_path_factory.mktemp("gpt2-shaped")
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=50257, n_positions=32, n_embd=24, n_layer=12, n_head=12, initializer_range=0.3)
+    GPT2LMHeadModel(config).save_pretrained(str(directory))
+    gpt2_tokenizer().hf.save_pretrained(str(directory))
+    return str(directory)
+
+
+def test_a_tall_map_keeps_its_rows_readable_and_scrolls(qtbot, make_window, gpt2_shaped):
+    """Per-position heads of a 12 × 12 model: 144 rows, each at least MIN_ROW_PX high, in a scroll area."""
+    from app.views.patching_view import MIN_ROW_PX
+
+    w = make_window(source="When Mary and John went to the store, John gave a drink to", target="", model=gpt2_shaped)
+    w.resize(1400, 900)
+    run_and_wait(qtbot, w)
+    view = show(w, PatchingView)
+    view.controls.set_word(8, "Mary")
+    view.controls.per_position.setChecked(True)
+    view.sweep()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
+    assert view.made is not None, view.status.text()
+    qtbot.wait(50)
+    heads = view.maps[0]
+    assert heads.values.shape[0] == 144
+    widget = view.widgets[0]
+    assert widget.plot.getViewBox().height() >= 144 * MIN_ROW_PX  # the rows' own height, not the chrome's
+    bar = view.scroll.verticalScrollBar()
+    assert bar.maximum() > 0 and view.grid_host.height() > view.scroll.viewport().height()
+    bar.setValue(bar.maximum())  # the bottom of the map can be reached
+    qtbot.wait(20)
+    bottom = widget.mapTo(view.scroll.viewport(), widget.rect().bottomLeft()).y()
+    assert bottom <= view.scroll.viewport().height()
+    # a map of a few rows (the residual stream) fits the view as before: no scrolling
+    view.family.setCurrentIndex(view.family.findData("mlp"))
+    qtbot.wait(50)
+    assert view.maps[0].values.shape[0] == 12 and view.scroll.verticalScrollBar().maximum() == 0
+
