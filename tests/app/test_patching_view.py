@@ -206,6 +206,49 @@ def test_path_patching_and_per_position_heads(qtbot, en_hi):
     assert encoder.values.shape == (2 * 4, 6)  # layer·head rows × the source's 6 positions
 
 
+def test_a_chosen_sender_maps_its_path_into_every_head(qtbot, en_hi, tmp_path):
+    """With a sender chosen, Show › path from the sender draws the path into every head's q as layers × heads
+    maps: the core's path_sweep numbers, the chosen receiver's cell equal to the one path's effect, heads that
+    cannot read the sender left as gaps; a click replays the path's second pass, whose logits give the number back;
+    the CSV lists the paths."""
+    from scratchformer.patching.paths import path_sweep
+
+    w = en_hi
+    view = show(w, PatchingView)
+    c = view.controls
+    sender = "decoder.0.self_attn.head0"
+    c.path_sender.setCurrentIndex(c.path_sender.findData(sender))
+    c.path_receiver.setCurrentIndex(c.path_receiver.findData("decoder.1.cross_attn.head1"))
+    c.path_part.setCurrentIndex(c.path_part.findData("q"))
+    view = swept(qtbot, w)
+    view.family.setCurrentIndex(view.family.findData("path"))
+    titles = [m.title for m in view.maps]
+    assert [t.split(" head's q")[0] for t in titles] == [f"Path from {sender} into each {k}" for k in
+                                                         ("encoder self-attention", "decoder self-attention",
+                                                          "cross-attention")]  # fmt: skip
+    receivers, effects = path_sweep(view.made.pair, sender, "q")
+    enc, dec, cross = view.maps
+    assert np.isnan(enc.values).all()  # the encoder runs before a decoder head: no path
+    assert np.isnan(dec.values[0]).all() and not np.isnan(dec.values[1]).any()  # layer 1: the sender's own
+    want = {(r.attention, r.head): float(e) for r, e in zip(receivers, effects)}
+    for layer in range(2):
+        for head in range(4):
+            assert cross.values[layer, head] == pytest.approx(want[(f"decoder.{layer}.cross_attn", head)], abs=1e-5)
+    assert cross.values[1, 1] == pytest.approx(view.made.sweep.path.path, abs=1e-5)  # the one path, the same
+    text = view.widgets[2].describe_cell(1, 1)
+    assert text.startswith(f"Path {sender} → decoder layer 2 cross-attention head 2 q: effect")
+
+    view.widgets[2].clicked.emit(1, 1)
+    qtbot.waitUntil(lambda: view._replay is not None and view._replay.measured is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=WAIT_MS)
+    assert [i.step for i in w.current_result().trace.interventions] == ["decoder.1.cross_attn.q"]
+    assert view._replay.measured[1] == pytest.approx(float(cross.values[1, 1]), abs=1e-4)
+    rows = list(csv.DictReader(io.StringIO(view.save_csv(tmp_path / "paths.csv").read_text(encoding="utf-8"))))
+    paths = [r for r in rows if r["family"] == "path"]
+    assert len(paths) == int((~np.isnan(np.concatenate([m.values.ravel() for m in view.maps]))).sum())
+    assert rows[-1]["family"] == "metric"
+
+
 def test_the_maps_export_as_png_svg_and_csv(qtbot, en_hi, tmp_path, monkeypatch):
     w = en_hi
     view = swept(qtbot, w)
