@@ -326,7 +326,7 @@ class PatchingView(View):
             # each row at least MIN_ROW_PX high: a map with many rows makes the scroll area scroll
             w.setMinimumHeight(map_height(self.maps[i]) if shown else 0)
             w.set_heatmap(self.maps[i] if shown else None)
-            flags = self.maps[i].extra.get("disagree") if shown else None
+            flags = self.maps[i].outlined if shown else None  # the disagreements, as the exports outline them
             w.set_highlight([tuple(int(x) for x in rc) for rc in np.argwhere(flags)] if flags is not None else [])
         self.empty.setText(NO_PATH if path and self.made is not None else ASK)
         self.empty.setVisible(not self.maps)
@@ -456,6 +456,11 @@ class PatchingView(View):
 
     def current_heatmaps(self) -> list[Heatmap]:
         return list(self.maps)
+
+    def figure_columns(self) -> int:
+        """Exports lay the maps out as the view does: each estimate beside its exact map."""
+        both = self.made is not None and self.made.sweep.method == "both" and self.family.currentData() != "path"
+        return 2 if both else 1
 
     def view_title(self) -> str:
         return f"Patching: {self.family.currentText()}"

@@ -51,8 +51,12 @@ def _heatmap(values, cells, disagree, rows, cols, row_dim, col_dim, title, subti
     v = np.ascontiguousarray(values, dtype=np.float32)
     gaps = np.array([[c is None for c in row] for row in cells], dtype=bool)
     v[gaps] = np.nan
+    outlined = disagree if disagree is not None and disagree.any() else None
+    if disagree is not None:  # both methods measured: say what an outline means, on every map of the pair
+        subtitle += f"; outlined: the estimate and the real patch differ by more than {DISAGREE:g}"
     return Heatmap(v, rows, cols, row_dim, col_dim, _levels(v[~gaps]), DIVERGING, title, subtitle, FORMULA,
-                   extra={"cells": cells, "disagree": disagree, "grid": which}, gaps=gaps if gaps.any() else None)
+                   extra={"cells": cells, "disagree": disagree, "grid": which}, gaps=gaps if gaps.any() else None,
+                   outlined=outlined)  # fmt: skip
 
 
 def _cell(c: Component) -> dict:

@@ -180,6 +180,22 @@ def test_attribution_beside_the_exact_sweep_with_disagreements_outlined_and_chec
     for widget, flag in zip(view.widgets, flags):
         assert widget.highlighted == sorted((int(r), int(c)) for r, c in np.argwhere(flag))
     assert "estimate" in view.widgets[0].describe_cell(0, 0)
+    # the exports outline the same cells: one frame per run of adjacent disagreeing cells in a row
+    from app.export.render import outline_runs, render_image
+    from scratchformer.plotdata.heatmap import OUTLINE_COLOUR
+
+    fig = current_figure(w)
+    assert "outlined: the estimate and the real patch differ" in fig.subtitle
+    assert fig.grid() == (3, 2)  # as the view lays them out: each estimate beside its exact map
+    frames = sum(len(outline_runs(m.outlined)) for m in view.maps if m.outlined is not None)
+    assert frames > 0
+    svg = render_bytes(fig, "svg").decode("utf-8")
+    assert svg.lower().count(f'stroke="{OUTLINE_COLOUR}"') == frames
+    img = render_image(fig, scale=1.0)
+    pixels = np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())
+    rgb = pixels[:, : img.width() * 4].reshape(img.height(), img.width(), 4)
+    pink = [int(OUTLINE_COLOUR[i:i + 2], 16) for i in (1, 3, 5)]
+    assert (np.abs(rgb[..., [2, 1, 0]].astype(int) - pink).sum(-1) < 30).sum() > 20  # drawn in the PNG too
     view.top_k.setValue(3)
     view.check_button.click()
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
