@@ -1,7 +1,8 @@
 """The bar above the stepper while two models are compared: what is compared with what, the first step that
 differs (a link), a strip with one bar per step both models compute — its height the decades by which the
-relative difference exceeds the tolerance, red where the shapes differ — with the current step marked, and
-Stop comparing. While the comparison is computed: a progress bar and Cancel. A click on a bar goes to its step.
+relative difference exceeds the tolerance, red where the shapes differ — with the current step marked, how many
+parameters differ (Parameters… lists them), Save CSV… and Stop comparing. While the comparison is computed: a
+progress bar and Cancel. A click on a bar goes to its step.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 from scratchformer.plotdata.diff import diff_bars
 
 from .diagram import difference_colour
+from .parameter_diff_dialog import ParameterDiffDialog, parameter_summary
 
 STRIP_H = 54
 SHAPES_DIFFER = "#b2182b"
@@ -57,8 +59,13 @@ class ComparisonBar(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         row.addWidget(self.cancel_button)
+        self.parameters_button = QPushButton("Parameters…")
+        self.parameters_button.setToolTip("The parameters in which A and B differ: the largest difference of each, "
+                                           "and those whose shapes differ")  # fmt: skip
+        self.parameters_button.clicked.connect(self.show_parameters)
+        row.addWidget(self.parameters_button)
         self.save_button = QPushButton("Save CSV…")
-        self.save_button.setToolTip("Every step's differences as a CSV table")
+        self.save_button.setToolTip("Every step's differences, then every parameter that differs, as a CSV table")
         self.save_button.clicked.connect(self.save_requested.emit)
         row.addWidget(self.save_button)
         self.stop_button = QPushButton("Stop comparing")
@@ -80,14 +87,24 @@ class ComparisonBar(QWidget):
         self.first = pg.InfiniteLine(angle=90, pen=pg.mkPen("#d7301f", width=1.5, style=Qt.PenStyle.DashLine))
         layout.addWidget(self.strip)
         self.steps: list[str] = []
+        self.diff = None  # the ModelDiff shown
+        self.dialog = None  # Parameters…, while open
         self.setVisible(False)
 
+    def forget(self) -> None:
+        """The diff shown is no longer the window's: its Parameters… table closes."""
+        self.diff = None
+        if self.dialog is not None:
+            self.dialog.close()
+
     def computing(self, text: str) -> None:
+        self.forget()
         self.setVisible(True)
         self.text.setText(html.escape(text))
         self.progress.setVisible(True)
         self.cancel_button.setVisible(True)
         self.save_button.setEnabled(False)
+        self.parameters_button.setEnabled(False)
 
     def idle(self) -> None:
         self.progress.setVisible(False)
@@ -96,7 +113,9 @@ class ComparisonBar(QWidget):
     def show_diff(self, diff) -> None:
         """Draw the strip and the summary of a ModelDiff."""
         self.idle()
+        self.diff = diff
         self.save_button.setEnabled(True)
+        self.parameters_button.setEnabled(bool(diff.parameters))
         bars = diff_bars(diff)
         self.steps = bars.steps
         span = math.log10(1 / max(bars.tolerance, 1e-12))
@@ -130,8 +149,20 @@ class ComparisonBar(QWidget):
             parts.append(f"{len(diff.only_in_a)} only in A, {len(diff.only_in_b)} only in B")
         parts.append(f"first difference: <a href=\"{html.escape(first)}\">{html.escape(first)}</a>" if first else
                      "no difference: every step agrees")  # fmt: skip
+        parts.append(parameter_summary(diff))
         self.text.setText(" · ".join(parts))
         self.setVisible(True)
+
+    def show_parameters(self) -> None:
+        """Parameters…: the table of the parameters that differ (one dialog, raised if already open)."""
+        if self.diff is None:
+            return
+        if self.dialog is not None:
+            self.dialog.close()
+        self.dialog = ParameterDiffDialog(self.window(), self.diff)
+        self.dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.dialog.destroyed.connect(lambda *_: setattr(self, "dialog", None))
+        self.dialog.show()
 
     def show_step(self, name: str | None) -> None:
         """Mark the window's current step on the strip (when both models compute it)."""

@@ -141,6 +141,7 @@ class ModelComparison(QObject):
         self.diff = self._compared = None
         self.bar.setVisible(False)
         self.bar.idle()
+        self.bar.forget()
         self.main.diagram.set_differences(None)
         if had:
             self._redraw()
@@ -182,7 +183,7 @@ class ModelComparison(QObject):
             self.bar.show_step(step.name if step is not None else None)
 
     def csv_text(self) -> str:
-        from scratchformer.plotdata.compare_tables import diff_csv
+        from scratchformer.plotdata.diff import diff_csv
 
         if self.diff is None:
             raise UserError("Compare two models first (Run › Compare with…).")

@@ -328,18 +328,19 @@ class MainWindow(QMainWindow):
         self.show_message(f"Running {model} on {self.device_combo.currentText()}…")
 
     def run_prepared(self, like, inputs, interventions: tuple, source: str, step: str | None = None,
-                     head: int | None = None, message: str = "") -> None:  # fmt: skip
+                     head: int | None = None, message: str = "", sides=None) -> None:  # fmt: skip
         """Run inputs made elsewhere (a patching sweep's corrupted input, app/views/patching_view.py) with these
         interventions, on the model, device and precision of the run `like` (a RunRequest); the Compare view then
-        shows the run without them beside the run with them. The input fields keep their text, so Run goes back to
-        it. `step` and `head`: where to go once the run is in."""
+        shows the run without them beside the run with them, named by `sides` (app.worker.Sides; None: before and
+        after). The input fields keep their text, so Run goes back to it. `step` and `head`: where to go once the
+        run is in."""
         self.stop_play()
         self._pending_step = step
         if head is not None:
             self._head = max(0, head)
         self._pending_generation = self.worker.submit(
             model=like.model, device=like.device, source=source, memory_budget=budget_bytes(self.settings),
-            interventions=tuple(interventions), precision=like.precision, prepared=inputs)  # fmt: skip
+            interventions=tuple(interventions), precision=like.precision, prepared=inputs, sides=sides)  # fmt: skip
         self.busy.setVisible(True)
         self.show_message(message or f"Running {like.model} on a prepared input…")
 

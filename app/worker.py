@@ -40,6 +40,17 @@ class RunRequest:
     continuation: Continuation | None = None  # how a decoder-only model continues the text (None: it does not)
     precision: str = "float32"  # a Hugging Face folder's weights: float32, or "stored" (bfloat16 stays bfloat16)
     prepared: Inputs | None = None  # run these inputs as they are (a patching sweep's corrupted run), not `source`
+    sides: Sides | None = None  # what Compare calls the runs without and with the interventions (None: before, after)
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The names of the two runs Compare sets side by side, where "before" and "after" would mislead: a patching
+    sweep's cell is the corrupted run (before) and that run with one activation from the clean run (after)."""
+
+    before: str  # 'Corrupted run'
+    after: str  # 'Patched run'
+    after_detail: str  # 'decoder layer 2 cross-attention head 1 taken from the clean run'
 
 
 @dataclass

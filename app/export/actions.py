@@ -120,7 +120,11 @@ def current_figure(window):
     heatmaps = view.current_heatmaps()
     if not heatmaps:
         raise UserError("This view shows no plot to export; pick a step or another tab.")
-    return figure_for_view(view.view_title(), heatmaps)
+    fig = figure_for_view(view.view_title(), heatmaps)
+    columns = getattr(view, "figure_columns", lambda: None)()  # a view whose maps pair up, as it lays them out
+    if columns and len(heatmaps) > 1:
+        fig.columns = columns
+    return fig
 
 
 def _suggested_stem(window) -> str:

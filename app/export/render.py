@@ -53,7 +53,14 @@ from PySide6.QtSvg import QSvgGenerator
 from app.widgets.colormaps import MASKED_RGBA, SPECIAL_RGBA, heatmap_rgba, lookup_table
 from scratchformer.exporting.figure import Figure
 from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
-from scratchformer.plotdata.heatmap import DARK_TEXT, LIGHT_TEXT, cell_labels, dark_text_on, value_decimals
+from scratchformer.plotdata.heatmap import (
+    DARK_TEXT,
+    LIGHT_TEXT,
+    OUTLINE_COLOUR,
+    cell_labels,
+    dark_text_on,
+    value_decimals,
+)
 from scratchformer.plotdata.special import MASKED, heatmap_classes, legend_entries, trouble_count
 
 VECTOR_CELLS = 40_000  # above this many cells in a figure, cells become one crisp embedded image
@@ -307,6 +314,8 @@ def _paint_panel(painter: QPainter, p: _Panel, origin: QPointF, fonts: _Fonts, a
         _paint_cells_image(painter, rgba, heat, p.cell)
     if max(rows, cols) <= VALUE_MAX_SIDE:
         _paint_values(painter, h, rgba, heat, p.cell)
+    if h.outlined is not None:
+        _paint_outlines(painter, h.outlined, heat, p.cell)
     painter.setPen(QPen(MUTED, 0.5))
     painter.setBrush(Qt.NoBrush)
     painter.drawRect(heat)
@@ -341,6 +350,31 @@ def _paint_panel(painter: QPainter, p: _Panel, origin: QPointF, fonts: _Fonts, a
     painter.drawText(QPointF(0, 0), h.row_dim)
     painter.restore()
     return heat
+
+
+def outline_runs(outlined: np.ndarray) -> list[tuple[int, int, int]]:
+    """(row, first col, last col) of each run of adjacent outlined cells in a row: one frame per run, as the
+    window's map draws them (HeatmapWidget.set_highlight)."""
+    runs: list[list[int]] = []
+    for r, c in zip(*np.nonzero(outlined)):  # row-major order
+        if runs and runs[-1][0] == r and runs[-1][2] == c - 1:
+            runs[-1][2] = int(c)
+        else:
+            runs.append([int(r), int(c), int(c)])
+    return [tuple(run) for run in runs]
+
+
+def _paint_outlines(painter: QPainter, outlined: np.ndarray, heat: QRectF, cell: float) -> None:
+    """A frame around each run of outlined cells, inside the cells so that neighbours' frames do not overlap."""
+    width = max(1.0, min(3.0, cell * 0.12))
+    painter.save()
+    painter.setPen(QPen(QColor(OUTLINE_COLOUR), width))
+    painter.setBrush(Qt.NoBrush)
+    inset = width / 2
+    for r, first, last in outline_runs(outlined):
+        painter.drawRect(QRectF(heat.left() + first * cell + inset, heat.top() + r * cell + inset,
+                                (last - first + 1) * cell - width, cell - width))  # fmt: skip
+    painter.restore()
 
 
 def _paint_cells(painter: QPainter, rgba: np.ndarray, heat: QRectF, cell: float) -> None:

@@ -1,8 +1,11 @@
 """Compare: the current step of the run without the interventions and of the run with them, side by side, and
 their difference (after − before) on a diverging colour map, so that what an ablated head changed stands out
-and the steps before it show a blank difference."""
+and the steps before it show a blank difference. A run that names its two sides (RunRequest.sides) is captioned
+and titled with those names: a patching sweep's cell shows the corrupted run beside the patched run."""
 
 from __future__ import annotations
+
+import html
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -74,8 +77,10 @@ class CompareView(View):
             self.caption.setText("")
             return
         try:
+            sides = result.request.sides
+            names = (sides.before, sides.after) if sides is not None else ("Before", "After")
             self.comparison = compare_step(before, result.trace, step.name, self.main.current_batch(),
-                                           self.main.current_head(), result.vocab_labels)
+                                           self.main.current_head(), result.vocab_labels, names)  # fmt: skip
         except UserError as exc:
             self._show(False)
             self.caption.setText(str(exc))
@@ -87,8 +92,14 @@ class CompareView(View):
         changes = "; ".join(i.spec() for i in result.trace.interventions)
         verdict = (f"largest change {c.largest:.4g}" if c.largest > 0
                    else "no change at this step (it comes before the intervention, or does not depend on it)")
-        self.caption.setText(f"<b>Before</b> (no interventions) | <b>after</b> ({changes}) | after − before: "
-                             f"{verdict}. {decoder_input_note(result.inputs.decoder_input)}")
+        if sides is not None:  # e.g. a patching sweep's cell: the corrupted run, and it with one patch
+            first = f"<b>{html.escape(sides.before)}</b>"
+            second = f"<b>{html.escape(sides.after)}</b>: {html.escape(sides.after_detail)}"
+            minus = f"{sides.after.lower()} − {sides.before.lower()}"
+        else:
+            first, second, minus = "<b>Before</b> (no interventions)", f"<b>after</b> ({changes})", "after − before"
+        self.caption.setText(f"{first} | {second} | {minus}: {verdict}. "
+                             f"{decoder_input_note(result.inputs.decoder_input)}")
 
     def _show(self, on: bool) -> None:
         if on and self.before is None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPus
 
 from scratchformer.errors import UserError
 from scratchformer.plotdata.compare_tables import head_metrics_csv
-from scratchformer.plotdata.head_metrics import METRICS, available, checkpoint_at, head_curves
+from scratchformer.plotdata.head_metrics import METRICS, available, checkpoint_at, head_curves, step_ticks
 from scratchformer.plotdata.masks import ATTENTION_TITLES
 
 from ..jobs import JobRunner
@@ -28,6 +28,9 @@ from .base import fix_value_axis
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 LAYER_STYLES = [Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine]
 TASKS = ("en-hi", "copy", "reverse", "sort")  # the built-in tasks: measured on their validation pairs
+KEY_W = 138  # the legend's width beside the chart
+TICK_LABEL_PX = 46  # the room one step label of the log axis needs
+LAYER_KEYS = ("───", "– – –", "·······", "–·–·–")  # LAYER_STYLES as text
 EXPORT_FILTERS = "PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf);;CSV table (*.csv)"
 
 
@@ -37,6 +40,27 @@ def _measure(spec: str, source: str | None, target: str, device: str, job):
 
     return head_metrics.compute(spec, source=source, target=target, device=device,
                                 progress=lambda done, total: job.progress(done, total), cancelled=job.cancelled)
+
+
+def key_html(shown) -> str:
+    """The legend of the curves: a colour per head and, with every layer shown, a line style per layer; the head
+    trained on the gold alignment is the thick line."""
+    heads = sorted({c.head for c in shown.curves})
+    layers = sorted({c.layer for c in shown.curves})
+    lines = []
+    for h in heads:
+        guided = shown.guided is not None and layers == [shown.guided[0]] and shown.guided[1] == h
+        name = f"head {h + 1}" + (" (guided)" if guided else "")
+        lines.append(f'<span style="color:{PALETTE[h % len(PALETTE)]}; font-weight:bold;">━━</span> {name}')
+    if len(layers) > 1:
+        lines.append("<br>line = layer:")
+        lines += [f"<tt>{LAYER_KEYS[li % len(LAYER_KEYS)]}</tt> layer {li + 1}" for li in layers]
+    elif layers:
+        lines.insert(0, f"<b>layer {layers[0] + 1}</b>")
+    if len(layers) > 1 and shown.guided is not None and shown.guided[0] in layers:
+        lines.append(f"<br>thick: layer {shown.guided[0] + 1} head {shown.guided[1] + 1}, trained on the gold "
+                     "alignment")
+    return "<br>".join(lines)
 
 
 class HeadMetricsPanel(QWidget):
@@ -50,6 +74,7 @@ class HeadMetricsPanel(QWidget):
         self._cache: dict[tuple, object] = {}  # (model, source, target) → HeadMetrics
         self._jobs = JobRunner("scratchformer-head-metrics", latest_only=True)
         self.metrics = None  # the HeadMetrics shown
+        self.checkpoints = None  # what checkpoints_of found for the model (None: nothing to follow)
         self._step: int | None = None  # the slider's snapshot
         self._guided = None
         layout = QVBoxLayout(self)
@@ -95,11 +120,22 @@ class HeadMetricsPanel(QWidget):
         self.plot.setLabel("bottom", "training step (log scale)")
         self.plot.setLogMode(x=True, y=False)  # snapshots come early (en-hi: 32 … 256 of 2,030)
         fix_value_axis(self.plot)
-        self.legend = self.plot.addLegend(offset=(-4, 4), brush=pg.mkBrush(255, 255, 255, 210), colCount=2,
-                                          labelTextSize="8pt", verSpacing=-6)  # fmt: skip
         self.marker = pg.InfiniteLine(angle=90, pen=pg.mkPen("#d62728", width=2, style=Qt.PenStyle.DashLine))
         self.plot.scene().sigMouseClicked.connect(self._clicked)
-        layout.addWidget(self.plot, 1)
+        self.plot.getPlotItem().getViewBox().sigResized.connect(self._tick)  # a narrower chart: fewer step labels
+        self.key = QLabel()  # the legend, beside the chart rather than over its curves
+        self.key.setTextFormat(Qt.TextFormat.RichText)
+        self.key.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.key.setStyleSheet("background: white; padding: 4px; font-size: 8pt;")
+        self.key.setFixedWidth(KEY_W)
+        self.key.setWordWrap(True)
+        self.chart = QWidget()  # the chart and its key: what Export… paints
+        chart = QHBoxLayout(self.chart)
+        chart.setContentsMargins(0, 0, 0, 0)
+        chart.setSpacing(0)
+        chart.addWidget(self.plot, 1)
+        chart.addWidget(self.key)
+        layout.addWidget(self.chart, 1)
         self._show(False)
 
     # --- what the Training view calls ---------------------------------------------------------------------------
@@ -119,8 +155,9 @@ class HeadMetricsPanel(QWidget):
         self._base, self._input = base, wanted
         self._guided = guided_head(config) if config is not None else None
         try:
-            checkpoints_of(base)
+            self.checkpoints = checkpoints_of(base)
         except UserError as exc:
+            self.checkpoints = None
             self.metrics = None
             self.measure_button.setEnabled(False)
             self._show(False, str(exc))
@@ -129,9 +166,16 @@ class HeadMetricsPanel(QWidget):
         self.metrics = self._cache.get((base, *wanted))
         if self.metrics is None:
             on = (f"the first validation pairs of the {task} task" if task in TASKS else f"“{source}”")
-            self._show(False, f"Measure each head's entropy, alignment and importance at every snapshot, on {on}.")
+            at = ("every snapshot" if any(c.final for c in self.checkpoints) else
+                  f"each of its {len(self.checkpoints)} step revisions ({', '.join(self.revision_labels())})")
+            self._show(False, f"Measure each head's entropy, alignment and importance at {at}, on {on}.")
         else:
             self._shown()
+
+    def revision_labels(self) -> list[str]:
+        """The checkpoints' names ('step3', 'step20'), a long list shortened to its ends."""
+        labels = [c.label for c in self.checkpoints or []]
+        return labels if len(labels) <= 6 else [*labels[:3], "…", *labels[-2:]]
 
     def set_step(self, step: int | None) -> None:
         """The slider's snapshot (None: the final model): the marker and the dots follow it."""
@@ -192,7 +236,7 @@ class HeadMetricsPanel(QWidget):
     # --- drawing ----------------------------------------------------------------------------------------------
 
     def _show(self, drawn: bool, text: str = "") -> None:
-        self.plot.setVisible(drawn)
+        self.chart.setVisible(drawn)
         self.export_button.setEnabled(drawn)
         for box in (self.metric_box, self.type_box, self.layer_box):
             box.setVisible(drawn)
@@ -254,22 +298,35 @@ class HeadMetricsPanel(QWidget):
             return
         self._fill_types()
         shown = self.curves()
-        self.plot.clear()  # the legend's entries go with their lines
+        self.plot.clear()
         if shown is None:
             return
         item = self.plot.getPlotItem()
         item.setTitle(shown.title, size="9pt")
         item.setLabel("left", shown.y_label, **{"font-size": "8pt"})
+        several = len({c.layer for c in shown.curves}) > 1  # a line style per layer; one layer's are solid
         for c in shown.curves:
             guided = shown.guided == (c.layer, c.head)
-            pen = pg.mkPen(PALETTE[c.head % len(PALETTE)], width=3 if guided else 1.6,
-                           style=LAYER_STYLES[c.layer % len(LAYER_STYLES)])  # fmt: skip
+            style = LAYER_STYLES[c.layer % len(LAYER_STYLES)] if several else Qt.PenStyle.SolidLine
+            pen = pg.mkPen(PALETTE[c.head % len(PALETTE)], width=3 if guided else 1.6, style=style)
             self.plot.plot(c.steps, c.values, pen=pen, symbol="o", symbolSize=5, symbolPen=None,
                            symbolBrush=PALETTE[c.head % len(PALETTE)],
                            name=c.label + (" (guided)" if guided else ""))  # fmt: skip
         self.plot.addItem(self.marker)
         self.plot.enableAutoRange()
+        self.key.setText(key_html(shown))
+        self._tick()
         self._mark()
+
+    def _tick(self, *_args) -> None:
+        """Label the log step axis with the checkpoints' own steps, as many as fit its width."""
+        shown = self.curves() if self.metrics is not None else None
+        if shown is None:
+            return
+        xs = [math.log10(s) for s in shown.steps if s > 0]
+        span = (max(xs) - min(xs)) if len(xs) > 1 else 1.0
+        width = max(1, self.plot.getPlotItem().getViewBox().width())
+        self.plot.getAxis("bottom").setTicks([step_ticks(shown.steps, TICK_LABEL_PX * span / width)])
 
     def _mark(self) -> None:
         m = self.metrics
@@ -309,7 +366,7 @@ class HeadMetricsPanel(QWidget):
             atomic_write_bytes(path, head_metrics_csv(self.metrics).encode("utf-8"), overwrite=True)
             return path
         shown = self.curves()
-        return save_plot(self.plot, path, f"{self.metrics.model}: {shown.title if shown else 'head metrics'}")
+        return save_plot(self.chart, path, f"{self.metrics.model}: {shown.title if shown else 'head metrics'}")
 
     def _export_dialog(self) -> None:
         from ..export import actions

@@ -147,9 +147,16 @@ def _change_cells(rows) -> list[list[Cell]]:
 def _changes_caption(result) -> str:
     """With interventions: what was changed, and the decoded output of the model without and with the changes."""
     specs = "; ".join(i.spec() for i in result.trace.interventions)
-    lines = [f"<b>Before → after</b> the interventions ({html.escape(specs)}). "
-             f"{html.escape(decoder_input_note(result.inputs.decoder_input))}"]
+    sides = result.request.sides
+    if sides is not None:  # a patching sweep's cell: the corrupted run → the patched run
+        lines = [f"<b>{html.escape(sides.before)} → {html.escape(sides.after.lower())}</b> "
+                 f"({html.escape(sides.after_detail)}). {html.escape(decoder_input_note(result.inputs.decoder_input))}"]
+        before, after = sides.before.lower(), sides.after.lower()
+    else:
+        lines = [f"<b>Before → after</b> the interventions ({html.escape(specs)}). "
+                 f"{html.escape(decoder_input_note(result.inputs.decoder_input))}"]
+        before, after = "before", "after"
     if result.before_output or result.after_output:
-        lines.append(f"Decoded output before: <b>{html.escape(result.before_output or '(nothing)')}</b>")
-        lines.append(f"Decoded output after: <b>{html.escape(result.after_output or '(nothing)')}</b>")
+        lines.append(f"Decoded output {before}: <b>{html.escape(result.before_output or '(nothing)')}</b>")
+        lines.append(f"Decoded output {after}: <b>{html.escape(result.after_output or '(nothing)')}</b>")
     return "<br>".join(lines)

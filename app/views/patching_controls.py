@@ -31,6 +31,7 @@ class SweepAsk:
     per_position: bool
     method: str  # "exact", "attribution", "both"
     path: tuple[str, str] | None  # (sender head, receiver input or "logits")
+    path_part: str = "q"  # the receivers' input that the sender's path map reads (q, k or v)
 
 
 def head_names(model) -> list[tuple[str, str]]:
@@ -106,7 +107,7 @@ class PatchingControls(QWidget):
         self.path_receiver = _combo([("logits", "logits")], "The receiver: a later head's q, k or v input, or the "
                                     "logits", 12)  # fmt: skip
         self.path_part = _combo([("q", "q"), ("k", "k"), ("v", "v")], "Which input of the receiver head reads the "
-                                "sender", 2)  # fmt: skip
+                                "sender (and of every head, in the path map)", 2)  # fmt: skip
         self.path_receiver.currentIndexChanged.connect(lambda _i: self._show_path())
         self.path_sender.currentIndexChanged.connect(lambda _i: self._show_path())
         self._row(grid, 2, "Path:", (self.path_sender, "→", self.path_receiver, self.path_part), (0, 2))
@@ -139,7 +140,7 @@ class PatchingControls(QWidget):
     def _show_path(self) -> None:
         on = self.path_sender.currentData() is not None
         self.path_receiver.setEnabled(on)
-        self.path_part.setEnabled(on and self.path_receiver.currentData() != "logits")
+        self.path_part.setEnabled(on)  # the receiver's input, and the one the sender's map into every head reads
 
     def fill(self, model, source: str) -> None:
         """The source's words and the model's heads (kept when they are the same as before)."""
@@ -184,7 +185,8 @@ class PatchingControls(QWidget):
             path = (self.path_sender.currentData(), receiver)
         return SweepAsk(source, target, start_only, corrupt_source, corrupt_word, self.answer.text().strip() or None,
                         (self.wrong.text().strip() or None) if metric == "logit-diff" else None, metric,
-                        self.per_position.isChecked(), self.method.currentData(), path)  # fmt: skip
+                        self.per_position.isChecked(), self.method.currentData(), path,
+                        self.path_part.currentData())  # fmt: skip
 
     def set_word(self, index: int, replacement: str) -> None:
         """Change word `index` (from 0) of the source for `replacement` (tests, lessons)."""

@@ -8,9 +8,9 @@ m_corrupt). The sweep runs in a job (app/jobs.py: progress, Cancel, the latest r
 scratchformer.analyses.sweep, maps, CSV and the explanation: scratchformer.plotdata.sweep.
 
 A click on a cell runs that cell's patched run in the window — the corrupted input with the cell's activation
-taken from the clean run (scratchformer.patching.replay) — and opens Compare on it: before = the corrupted run,
-after = the patched one. The view then reads m back from the patched run's own logits and sets it beside the
-cell's number, so every number on the map can be traced to the run that made it.
+taken from the clean run (scratchformer.patching.replay) — and opens Compare on it, its two sides named for what
+they are: the corrupted run and the patched run. The view then reads m back from the patched run's own logits and
+sets it beside the cell's number, so every number on the map can be traced to the run that made it.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Slot
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -37,20 +39,32 @@ from scratchformer.exporting.files import atomic_write_bytes
 from scratchformer.patching.attribution import DISAGREE
 from scratchformer.patching.replay import cell_patch, corrupted_inputs
 from scratchformer.plotdata import Heatmap
-from scratchformer.plotdata.sweep import explanation, head_maps, point_maps, sweep_csv
+from scratchformer.plotdata.sweep import explanation, head_maps, path_maps, point_maps, sweep_csv
 
 from ..export.actions import save_numbers
 from ..jobs import JobRunner
 from ..memory_status import budget_bytes
 from ..widgets.heatmap import HeatmapWidget
+from ..worker import Sides
 from .base import View, placeholder
 from .patching_controls import PatchingControls
-from .patching_work import Made, Replay, checked_rows, make_sweep, replayed_metric, window_words
+from .patching_work import Made, Replay, checked_rows, make_sweep, path_cell_patch, replayed_metric, window_words
 
-FAMILIES = (("heads", "heads"), ("residual stream", "resid"), ("feed-forward", "mlp"))
+MIN_ROW_PX = 6  # GPT-2 small's 144 heads per position: a map 974 pixels high, scrolled
+MAP_CHROME_PX = 110  # a map widget's title (two lines), column axis and read-out line
+MIN_MAP_PX = 120  # three rows of small maps (en-hi's heads, both methods) still fit a 900-pixel window
+FAMILIES = (("heads", "heads"), ("residual stream", "resid"), ("feed-forward", "mlp"),
+            ("path from the sender", "path"))  # fmt: skip
+NO_PATH = ("Choose a sender head under Path and press Sweep: this map then shows the sender's path into every later "
+           "head's q, k or v.")  # fmt: skip
 ASK = ("Pick a word of the source and the word that replaces it (or type a corrupted sentence of the same token "
        "length), then press Sweep: every head, residual-stream point and feed-forward output is patched from the "
        "clean run into the corrupted one.")  # fmt: skip
+
+
+def map_height(hm: Heatmap) -> int:
+    """The least height of a map's widget: MIN_ROW_PX per row, plus its title, axes and read-out line."""
+    return max(MIN_MAP_PX, hm.values.shape[0] * MIN_ROW_PX + MAP_CHROME_PX)
 
 
 class PatchingView(View):
@@ -126,7 +140,12 @@ class PatchingView(View):
         self.grid_host = QWidget()
         self.grid = QGridLayout(self.grid_host)
         self.grid.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.grid_host, 1)
+        self.scroll = QScrollArea()  # the maps fill the view; a tall one (GPT-2's 144 heads per position) scrolls
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.grid_host)
+        layout.addWidget(self.scroll, 1)
         self.widgets: list[HeatmapWidget] = []
         self._places: dict[int, tuple | None] = {}  # widget → (row, column) in the grid
         self.maps: list[Heatmap] = []
@@ -243,6 +262,8 @@ class PatchingView(View):
             p = s.path
             parts.append(f"Path {p.sender} → {p.receiver}: effect {p.path:+.3f} through the receiver (directly to "
                          f"the logits {p.direct:+.3f}; in all, patching the sender alone {p.total:+.3f}).")
+            if self.made.paths is not None:
+                parts.append(f"Show › path from the sender maps its path into every head's {self.made.paths.part}.")
         if s.checked:
             marks = "; ".join(f"{'✗' if c['disagree'] else '✓'} {c['component']}: estimate {c['estimate']:+.3f}, "
                               f"patched {c['effect']:+.3f}" for c in s.checked)  # fmt: skip
@@ -257,9 +278,19 @@ class PatchingView(View):
         s, family = self.made.sweep, self.family.currentData()
         return head_maps(s, which) if family == "heads" else point_maps(s, family, which)
 
+    def _path_maps(self) -> list[Heatmap]:
+        p = self.made.paths
+        if p is None:
+            return []
+        return path_maps(p.sender, p.part, p.receivers, p.effects.numpy(), p.readable,
+                         self.made.sweep.metric.describe())  # fmt: skip
+
     def _draw(self) -> None:
+        path = self.family.currentData() == "path"
         if self.made is None:
             self.maps = []
+        elif path:  # exact path patching only: one map per attention type
+            self.maps = self._path_maps()
         elif self.made.sweep.method == "both":  # the estimate beside the exact sweep, map by map, titled so
             pairs = zip(self._family_maps("exact"), self._family_maps("attribution"))
             self.maps = [replace(m, title=m.title.replace("Patching ", f"{how} of ", 1)) for two in pairs
@@ -270,7 +301,7 @@ class PatchingView(View):
             s = self.made.sweep
             self._lookup = {(c.step, c.head, c.position): (g, i) for g in (s.heads, s.positions, s.mlp)
                             for i, c in enumerate(g.components)}  # fmt: skip
-        columns = 2 if self.made is not None and self.made.sweep.method == "both" else 1
+        columns = 2 if self.made is not None and self.made.sweep.method == "both" and not path else 1
         while len(self.widgets) < len(self.maps):
             w = HeatmapWidget()
             i = len(self.widgets)
@@ -292,9 +323,12 @@ class PatchingView(View):
                     self.grid.addWidget(w, *place)
                 self._places[i] = place
             w.setVisible(shown)
+            # each row at least MIN_ROW_PX high: a map with many rows makes the scroll area scroll
+            w.setMinimumHeight(map_height(self.maps[i]) if shown else 0)
             w.set_heatmap(self.maps[i] if shown else None)
-            flags = self.maps[i].extra.get("disagree") if shown else None
+            flags = self.maps[i].outlined if shown else None  # the disagreements, as the exports outline them
             w.set_highlight([tuple(int(x) for x in rc) for rc in np.argwhere(flags)] if flags is not None else [])
+        self.empty.setText(NO_PATH if path and self.made is not None else ASK)
         self.empty.setVisible(not self.maps)
         self.save_button.setEnabled(self.made is not None)
         self._set_enabled()
@@ -315,8 +349,12 @@ class PatchingView(View):
         if cell is None:
             return f"{hm.row_labels[row]} · {hm.col_labels[col]}: nothing is patched here"
         s = self.made.sweep
-        grid, k = self._lookup[(cell["step"], cell["head"], cell["position"])]
         value = float(hm.values[row, col])
+        if cell.get("path"):
+            m = s.m_corrupt + value * (s.m_clean - s.m_corrupt)
+            return (f"Path {cell['path']} → {cell['label']}: effect {value:+.4f}, m = {m:.4g} — the sender's write "
+                    "alone, read by this input of this head alone. Click: Compare shows that run.")  # fmt: skip
+        grid, k = self._lookup[(cell["step"], cell["head"], cell["position"])]
         if hm.extra["grid"] == "exact":
             m = s.m_corrupt + value * (s.m_clean - s.m_corrupt)
             text = (f"{cell['label']}: effect {value:+.4f}, m = {m:.4g} (clean {s.m_clean:.4g}, corrupted "
@@ -335,16 +373,32 @@ class PatchingView(View):
         cell, made = self.cell(i, row, col), self.made
         if cell is None or made is None:
             return
-        note = (f"Patched run: the corrupted input “{made.text}” with {cell['label']} taken from the clean run "
-                f"“{made.ask.source}” (Patching view); Run goes back to the fields' input.")
-        inputs = replace(corrupted_inputs(made.pair.bundle, made.clean, made.corrupt), notes=[note])
-        patch = cell_patch(made.pair, cell)
-        self._replay = Replay(inputs, cell, float(self.maps[i].values[row, col]), self.maps[i].extra["grid"], made)
+        value, which = float(self.maps[i].values[row, col]), self.maps[i].extra["grid"]
+        if cell.get("path"):  # pass A runs the model: a job, then the run of pass B
+            self.replay_label.setText(f"Running the path from {cell['path']} into {cell['label']}…")
+            self.replay_label.setVisible(True)
+            self._checks.start(lambda job: path_cell_patch(made.pair, cell["path"], cell),
+                               on_result=lambda patch: self._replay_cell(made, cell, value, which, patch),
+                               on_error=self._failed, doing="Path patching's first pass")  # fmt: skip
+            return
         self.replay_label.setText(f"Running the corrupted input with {cell['label']} patched from the clean run…")
         self.replay_label.setVisible(True)
+        self._replay_cell(made, cell, value, which, cell_patch(made.pair, cell))
+
+    def _replay_cell(self, made: Made, cell: dict, value: float, which: str, patch) -> None:
+        """Run the corrupted input with the cell's patch in the window, and open Compare on it."""
+        if cell.get("path"):
+            what = (f"{cell['label']} reading the path from {cell['path']} alone (path patching's second pass: the "
+                    "sender's clean write, every other head and feed-forward held at the corrupted run)")
+        else:
+            what = f"{cell['label']} taken from the clean run “{made.ask.source}”"
+        note = (f"Patched run: the corrupted input “{made.text}” with {what} (Patching view); Run goes back to the "
+                "fields' input.")
+        inputs = replace(corrupted_inputs(made.pair.bundle, made.clean, made.corrupt), notes=[note])
+        self._replay = Replay(inputs, cell, value, which, made)
         self.main.run_prepared(made.like, inputs, (patch,), made.text, cell["step"], cell["head"],
-                               f"Running “{made.text}” with {cell['label']} patched from the clean run; Compare "
-                               "shows it beside the corrupted run.")  # fmt: skip
+                               f"Running “{made.text}” with {what}; Compare shows it beside the corrupted run.",
+                               Sides("Corrupted run", "Patched run", what))  # fmt: skip
         from .compare_view import CompareView
 
         compare = next((v for v in self.main.views if isinstance(v, CompareView)), None)
@@ -366,7 +420,8 @@ class PatchingView(View):
         gap = s.m_clean - s.m_corrupt
         effect = (m - s.m_corrupt) / gap if gap else 0.0
         replay.measured = (m, effect)
-        what = "the map's effect" if replay.which == "exact" else "attribution patching estimated"
+        what = {"exact": "the map's effect", "path": "the path map's effect"}.get(replay.which,
+                                                                                 "attribution patching estimated")
         text = (f"Compare shows {replay.cell['label']} patched into the corrupted run: its logits give m = {m:.4g}, "
                 f"so effect = (m − m_corrupt) / (m_clean − m_corrupt) = {m - s.m_corrupt:.4g} / {gap:.4g} = "
                 f"{effect:+.4f}; {what}: {replay.value:+.4f}.")  # fmt: skip
@@ -402,11 +457,18 @@ class PatchingView(View):
     def current_heatmaps(self) -> list[Heatmap]:
         return list(self.maps)
 
+    def figure_columns(self) -> int:
+        """Exports lay the maps out as the view does: each estimate beside its exact map."""
+        both = self.made is not None and self.made.sweep.method == "both" and self.family.currentData() != "path"
+        return 2 if both else 1
+
     def view_title(self) -> str:
         return f"Patching: {self.family.currentText()}"
 
     def csv_text(self) -> str:
-        return sweep_csv(self.made.sweep) if self.made is not None else ""
+        if self.made is None:
+            return ""
+        return sweep_csv(self.made.sweep, self.made.paths.csv_rows() if self.made.paths is not None else None)
 
     def save_csv(self, path: str | Path) -> Path:
         path = Path(path)

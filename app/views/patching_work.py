@@ -10,9 +10,11 @@ import torch
 
 from scratchformer.analyses.sweep import Sweep, corrupted_text, sweep_pair
 from scratchformer.errors import UserError
+from scratchformer.interventions import Patch
 from scratchformer.patching.attribution import DISAGREE, check_top_k
-from scratchformer.patching.components import component_label
+from scratchformer.patching.components import attention_modules, component_label
 from scratchformer.patching.pair import Pair, make_pair
+from scratchformer.patching.paths import parse_head, pass_a, path_sweep, possible
 from scratchformer.patching.replay import logits_step, metric_from_logits
 
 from .patching_controls import SweepAsk
@@ -20,6 +22,42 @@ from .patching_controls import SweepAsk
 # the core's sentences name its command-line options; the window names its fields (in this order)
 OPTIONS = {"other --answer/--wrong tokens": "another answer and wrong token", "--answer": "The answer token",
            "--wrong": "The wrong token", "--metric logprob": "the log-probability"}
+
+
+@dataclass
+class PathSweep:
+    """Path patching from the chosen sender into every head's q, k or v (scratchformer.patching.paths)."""
+
+    sender: str  # 'decoder.0.self_attn.head1'
+    part: str  # 'q', 'k' or 'v'
+    receivers: list  # Component per receiver input
+    effects: torch.Tensor  # (receivers,)
+    readable: list[bool]  # whether each receiver can read the sender at all
+
+    def csv_rows(self) -> tuple:
+        return self.sender, self.receivers, self.effects.tolist(), self.readable
+
+
+def path_sweep_of(pair: Pair, sender: str, part: str, budget: int | None) -> PathSweep:
+    """The sender's path into every receiver head (batched: one pass A, then the receivers' patched passes)."""
+    model = pair.model
+    if part != "q" and all(m.n_kv_heads != m.n_heads for m in attention_modules(model).values()):
+        return PathSweep(sender, part, [], torch.zeros(0), [])  # every k and v is shared: no head's alone
+    receivers, effects = path_sweep(pair, sender, part, budget)
+    att, _ = parse_head(sender, model)
+    readable = [possible(model, att, (c.attention, c.head, part)) for c in receivers]
+    return PathSweep(sender, part, receivers, effects, readable)
+
+
+def path_cell_patch(pair: Pair, sender: str, cell: dict) -> Patch:
+    """One cell of the path map as a whole run (the work of a job): path patching's pass B — the corrupted run with
+    only the receiver head's q, k or v taken from pass A, where the sender alone wrote its clean output."""
+    att, head = parse_head(sender, pair.model)
+    step, receiver = cell["step"], cell["head"]
+    _, kept = pass_a(pair, att, head, [step])
+    values = pair.corrupt[step].clone()  # (1, h, T, d)
+    values[:, receiver] = kept[step][:, receiver]
+    return Patch(step, values, f"pass A of the path from {sender} (its write alone)")
 
 
 @dataclass
@@ -34,6 +72,7 @@ class Made:
     corrupt: object
     text: str  # the corrupted sentence
     seconds: float
+    paths: PathSweep | None = None  # with a sender chosen: its path into every head
 
 
 @dataclass
@@ -65,11 +104,14 @@ def make_sweep(bundle, ask: SweepAsk, like, budget: int | None, job) -> Made | N
         pair = make_pair(bundle, clean, corrupt, ask.answer, ask.wrong, ask.metric)
         sweep = sweep_pair(pair, ask.method, ask.per_position, ask.path, budget=budget, progress=job.progress,
                            cancelled=job.cancelled)  # fmt: skip
+        paths = None
+        if sweep is not None and ask.path is not None and not job.cancelled():
+            paths = path_sweep_of(pair, ask.path[0], ask.path_part, budget)
     except UserError as exc:
         raise UserError(window_words(str(exc))) from None
-    if sweep is None:
+    if sweep is None or job.cancelled():
         return None
-    return Made(ask, like, pair, sweep, clean, corrupt, text, time.perf_counter() - t0)
+    return Made(ask, like, pair, sweep, clean, corrupt, text, time.perf_counter() - t0, paths)
 
 
 def checked_rows(pair: Pair, sweep: Sweep, k: int, budget: int | None) -> list[dict]:

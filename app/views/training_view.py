@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSlider,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -45,6 +46,9 @@ from .base import View, placeholder
 from .head_metrics_panel import HeadMetricsPanel
 
 PLAY_INTERVAL_MS = 900
+REVISIONS_ONLY = ("{model} has no training log or snapshots of its own, but the Hugging Face cache holds {n} of its "
+                  "step revisions: Heads over training below measures each head at each of them.")
+MAPS_TAB, HEADS_TAB = "Attention at this snapshot", "Heads over training"
 NO_SNAPSHOTS = "This model has no training snapshots; train one with scratchformer train --snapshots N."
 
 
@@ -82,6 +86,7 @@ class TrainingView(View):
         self._input: tuple[str, str] | None = None
         self._head_chosen = False  # the head box was set from the last snapshot (or by the user)
         self._maps: list[Heatmap] = []
+        self._explained: str | None = None  # the model whose step revisions the explanation panel was told of
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -160,19 +165,26 @@ class TrainingView(View):
         self.accuracy_plot.addItem(self.markers[1])
         curves_layout.addWidget(self.loss_plot, 2)
         curves_layout.addWidget(self.accuracy_plot, 1)
+        self.curves_box = curves
         self.body.addWidget(curves)
-        self.head_metrics = HeadMetricsPanel(window)  # each head's metrics over training, under the loss curve
-        self.head_metrics.checkpoint_clicked.connect(self._go_to_checkpoint)
-        self.body.addWidget(self.head_metrics)
-
+        # Under the curves, one of two at a time, each with the whole height: the chosen snapshot's attention map
+        # beside the final model's, or every head's metrics over training (the slider marks both).
+        self.lower = QTabWidget()
+        self.lower.setDocumentMode(True)
         maps = QSplitter()
         self.maps_box = maps
         self.snapshot_title, self.snapshot_map, self.snapshot_output = self._panel(maps)
         self.final_title, self.final_map, self.final_output = self._panel(maps)
-        self.body.addWidget(maps)
+        self.lower.addTab(maps, MAPS_TAB)
+        self.head_metrics = HeadMetricsPanel(window)  # each head's metrics over training, under the loss curve
+        self.head_metrics.checkpoint_clicked.connect(self._go_to_checkpoint)
+        self.lower.addTab(self.head_metrics, HEADS_TAB)
+        self.lower.setTabToolTip(1, "Each head's entropy, alignment and importance at every snapshot")
+        self.body.addWidget(self.lower)
         self.body.setStretchFactor(0, 2)
-        self.body.setStretchFactor(1, 2)
-        self.body.setStretchFactor(2, 3)
+        self.body.setStretchFactor(1, 3)
+        self.body.setSizes([2000, 3000])  # shared in this ratio whatever the height (the user may drag it)
+        self.body.setCollapsible(1, False)
         layout.addWidget(self.body, 1)
 
         self.timer = QTimer(self)
@@ -211,6 +223,12 @@ class TrainingView(View):
             self._load_model(base)
         if not self._snapshots:
             self.head_metrics.set_model(base, result.bundle.config, result.request.source, result.request.target)
+            if self.head_metrics.checkpoints:  # step revisions in the Hugging Face cache: their heads alone
+                self._show_empty(True, REVISIONS_ONLY.format(model=base, n=len(self.head_metrics.checkpoints)),
+                                 heads_only=True)  # fmt: skip
+                if self._explained != base and self.isVisible() and hasattr(self.main, "refresh_explanation"):
+                    self._explained = base
+                    self.main.refresh_explanation()  # the panel's "In this run" names the revisions
             return
         if result.request.windows:
             self._show_empty(True, "The Training tab runs one sentence; turn off the batch of windows.")
@@ -244,6 +262,11 @@ class TrainingView(View):
 
     def view_title(self) -> str:
         return "Training snapshots"
+
+    def explain_facts(self) -> dict:
+        if self._snapshots or not self.head_metrics.checkpoints:
+            return {}
+        return {"revisions": self.head_metrics.revision_labels()}  # a Hugging Face model's step revisions
 
     def is_busy(self) -> bool:
         return self._jobs.busy() or self.head_metrics.is_busy()
@@ -288,6 +311,7 @@ class TrainingView(View):
     def _load_model(self, base: str) -> None:
         self.stop_play()
         self._base = base
+        self._explained = None
         self._snapshots = snapshots_of(base)
         self._head_chosen = False
         curves = training_curves(training_record(base))
@@ -460,14 +484,20 @@ class TrainingView(View):
 
     # --- drawing -------------------------------------------------------------------------------------------
 
-    def _show_empty(self, empty: bool, text: str | None = None) -> None:
+    def _show_empty(self, empty: bool, text: str | None = None, heads_only: bool = False) -> None:
+        """No snapshot to show (with the sentence why): the controls and maps go; the curves stay if there are
+        any, and with `heads_only` (a Hugging Face model's step revisions) the heads over training stay."""
         if text:
             self.empty.setText(text)
         self.empty.setVisible(empty)
         self.controls.setVisible(not empty)
         # the curves are worth showing even without snapshots (e.g. en-hi's per-epoch history)
-        self.body.setVisible(not empty or bool(self.loss_plot.listDataItems()))
-        self.maps_box.setVisible(not empty)
+        curves = bool(self.loss_plot.listDataItems())
+        self.curves_box.setVisible(curves or not empty)
+        self.body.setVisible(not empty or curves or heads_only)
+        self.lower.setTabVisible(0, not empty)  # the maps need a snapshot; the heads' tab says why it has none
+        if heads_only:
+            self.lower.setCurrentWidget(self.head_metrics)
         if empty:
             self._maps = []
             self.stop_play()
@@ -524,6 +554,7 @@ class TrainingView(View):
                 item.setData(list(x), list(y))
         if self.empty.isVisible():
             self.empty.setText("Training in progress: its curves grow below; the model opens when it is done.")
+        self.curves_box.setVisible(True)
         self.body.setVisible(True)
 
     # --- for tests ------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from scratchformer.plotdata import (
 from scratchformer.plotdata.heatmap import (
     DARK_TEXT,
     LIGHT_TEXT,
+    OUTLINE_COLOUR,
     cell_labels,
     dark_text_on,
     is_integral,
@@ -861,7 +862,7 @@ class HeatmapWidget(QWidget):
             self.plot.getViewBox().setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.0)
 
 
-HIGHLIGHT_COLOUR = "#ff2d78"  # outlines of highlighted cells: a hue none of the colour maps uses
+HIGHLIGHT_COLOUR = OUTLINE_COLOUR  # outlines of highlighted cells: a hue none of the colour maps uses
 HIGHLIGHT_RUNS = 256
 
 

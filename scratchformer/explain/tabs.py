@@ -324,6 +324,11 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
             end = f" of the {total:,} it trained for" if total else ""
             text = (f"{len(steps)} snapshots, at steps {', '.join(str(x) for x in steps)}{end}; the final model "
                     "is the last frame.")
+        elif facts.get("revisions"):
+            names = facts["revisions"]
+            text = (f"No training log or snapshots, but {len(names)} step revisions of this model sit in the Hugging "
+                    f"Face cache ({', '.join(names)}): Heads over training runs the input through each and measures "
+                    "how every head's attention changes from one to the next.")
         else:
             text = "This model has no training snapshots; train one with snapshots from File › Train…"
         eps, valid = facts.get("label_smoothing"), facts.get("best_valid_loss")

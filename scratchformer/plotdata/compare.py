@@ -44,9 +44,11 @@ def _heatmap(values, trace, row_dim, col_dim, batch, levels, cmap, title, subtit
 
 
 def compare_step(before: Trace, after: Trace, name: str, batch: int = 0, head: int = 0,
-                 vocab_labels: VocabLabels | None = None) -> Comparison:  # fmt: skip
+                 vocab_labels: VocabLabels | None = None, names: tuple[str, str] = ("Before", "After")
+                 ) -> Comparison:  # fmt: skip
     """The step `name` of both runs (one batch item, one head) and their difference. A vocabulary axis keeps the
-    columns in either run's top tokens, the same columns in all three maps."""
+    columns in either run's top tokens, the same columns in all three maps. `names`: what the two runs are called
+    in the titles (a patched run beside the corrupted one: ("Corrupted run", "Patched run"))."""
     a, b = after.find(name), before.find(name)
     if a is None or b is None:
         raise UserError(f"Both runs need the step {name!r} to compare it.")
@@ -73,13 +75,15 @@ def compare_step(before: Trace, after: Trace, name: str, batch: int = 0, head: i
     heads = head_text(a, head)
     where = f"{name}  ·  {a.shape_text()}  ·  batch item {batch + 1}{heads}"
     common = dict(trace=after, row_dim=row_dim, col_dim=col_dim, batch=batch, cols=cols, col_labels=col_labels)
-    before_map = _heatmap(vb, levels=levels, cmap=cmap, title=f"Before: {step_path(b)}", subtitle=where,
+    first, second = names
+    before_map = _heatmap(vb, levels=levels, cmap=cmap, title=f"{first}: {step_path(b)}", subtitle=where,
                           formula=b.formula, **common)
-    after_map = _heatmap(va, levels=levels, cmap=cmap, title=f"After: {step_path(a)}", subtitle=where,
+    after_map = _heatmap(va, levels=levels, cmap=cmap, title=f"{second}: {step_path(a)}", subtitle=where,
                          formula=a.formula, **common)
     m = largest if largest > 0 else 1.0
-    diff_map = _heatmap(diff, levels=(-m, m), cmap=DIVERGING, title=f"After − before{heads}", subtitle=where,
-                        formula="after − before", **common)
+    minus = f"{second.lower()} − {first.lower()}"
+    diff_map = _heatmap(diff, levels=(-m, m), cmap=DIVERGING, title=f"{minus[0].upper()}{minus[1:]}{heads}",
+                        subtitle=where, formula=minus, **common)  # fmt: skip
     diff_map.masked = masked if masked.any() else None
     return Comparison(before_map, after_map, diff_map, largest)
 

@@ -1,6 +1,6 @@
-"""The numbers behind the comparison plots as CSV tables, one row per drawn point: a model diff's steps
-(scratchformer.analyses.diff), token trajectories (analyses.trajectory) and head metrics over training
-(analyses.head_metrics). The window's "Save CSV…" buttons write these; a spreadsheet or pandas reads them back.
+"""The numbers behind the comparison plots as CSV tables, one row per drawn point: token trajectories
+(analyses.trajectory) and head metrics over training (analyses.head_metrics); a model diff's steps and parameters
+are plotdata.diff.diff_csv. The window's "Save CSV…" buttons write these; a spreadsheet or pandas reads them back.
 """
 
 from __future__ import annotations
@@ -15,20 +15,6 @@ def _num(x: float | None) -> str:
     if x is None:
         return ""
     return "inf" if math.isinf(x) else f"{float(x):.9g}"
-
-
-def diff_csv(diff) -> str:
-    """One row per step both models compute, in A's order: its block, both shapes, max |A − B|, the relative
-    difference, whether it differs beyond the tolerance and whether it is the first that does."""
-    out = io.StringIO()
-    w = csv.writer(out)
-    w.writerow(["step", "block", "shape_a", "shape_b", "max_abs_diff", "relative_diff", "differs", "first_difference"])
-    first = diff.first_difference
-    for s in diff.steps:
-        w.writerow([s.step, s.block, "x".join(map(str, s.shape_a)), "x".join(map(str, s.shape_b)),
-                    _num(s.max_abs_diff), _num(s.relative_diff), int(s.differs(diff.tolerance)),
-                    int(s.step == first)])  # fmt: skip
-    return out.getvalue()
 
 
 def trajectory_csv(t) -> str:

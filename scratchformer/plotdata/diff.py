@@ -148,17 +148,49 @@ def _cell(x: float | None) -> str:
     return "" if x is None else f"{x:.6g}"
 
 
+def _shape(t: tuple[int, ...] | None) -> str:
+    return "" if t is None else "×".join(map(str, t))
+
+
 def diff_csv(diff) -> str:
-    """Every compared step (step, block, shapes, max |A − B|, relative, differs), then every parameter that
-    differs; an empty cell where the shapes differ, 'inf' where a cell is finite in one model only."""
+    """Every compared step (step, block, shapes, max |A − B|, relative, differs, whether it is the first that
+    differs), then every parameter that differs (an empty shape: the other model lacks it); an empty cell where the
+    shapes differ, 'inf' where a cell is finite in one model only. The window's Save CSV… writes this."""
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["kind", "name", "block", "shape_a", "shape_b", "max_abs_diff", "relative_diff", "differs"])
+    w.writerow(["kind", "name", "block", "shape_a", "shape_b", "max_abs_diff", "relative_diff", "differs",
+                "first_difference"])  # fmt: skip
+    first = diff.first_difference
     for s in diff.steps:
-        w.writerow(["step", s.step, s.block, "×".join(map(str, s.shape_a)), "×".join(map(str, s.shape_b)),
-                    _cell(s.max_abs_diff), _cell(s.relative_diff), int(s.differs(diff.tolerance))])  # fmt: skip
+        w.writerow(["step", s.step, s.block, _shape(s.shape_a), _shape(s.shape_b), _cell(s.max_abs_diff),
+                    _cell(s.relative_diff), int(s.differs(diff.tolerance)), int(s.step == first)])  # fmt: skip
     for p in diff.parameters:
-        shape = lambda t: "" if t is None else "×".join(map(str, t))  # noqa: E731
-        w.writerow(["parameter", p.name, "", shape(p.shape_a), shape(p.shape_b), _cell(p.max_abs_diff),
-                    _cell(p.relative_diff), 1])  # fmt: skip
+        w.writerow(["parameter", p.name, "", _shape(p.shape_a), _shape(p.shape_b), _cell(p.max_abs_diff),
+                    _cell(p.relative_diff), 1, 0])  # fmt: skip
     return out.getvalue()
+
+
+@dataclass
+class ParameterRow:
+    """One parameter that differs, as the window's table lists it."""
+
+    name: str
+    shape_a: str  # '128×128', or '—' where model A lacks it
+    shape_b: str
+    max_abs_diff: float | None  # None where the shapes differ or one model lacks it
+    relative_diff: float | None
+    what: str  # 'values differ', 'shapes differ', 'only in A', 'only in B'
+
+
+def parameter_rows(diff) -> list[ParameterRow]:
+    """The parameters that differ, those whose shapes differ or that one model lacks first, then by the largest
+    difference, largest first."""
+    rows = []
+    for p in diff.parameters:
+        if p.shape_a is None or p.shape_b is None:
+            what = "only in B" if p.shape_a is None else "only in A"
+        else:
+            what = "shapes differ" if p.shape_a != p.shape_b else "values differ"
+        rows.append(ParameterRow(p.name, _shape(p.shape_a) or "—", _shape(p.shape_b) or "—", p.max_abs_diff,
+                                 p.relative_diff, what))  # fmt: skip
+    return sorted(rows, key=lambda r: -math.inf if r.max_abs_diff is None else -r.max_abs_diff)

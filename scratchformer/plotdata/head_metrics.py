@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,18 @@ def head_curves(metrics, metric: str, attention_type: str, layer: int | None = N
     guided = guided if attention_type == "decoder.cross_attn" else None
     return HeadCurves(f"{where}: {title.lower()} over training", y_label, curves, steps,
                       [c.label for c in metrics.checkpoints], guided)  # fmt: skip
+
+
+def step_ticks(steps: list[int], min_gap: float = 0.0) -> list[tuple[float, str]]:
+    """Ticks for a log-scale step axis: (log10(step), the step as a plain number) at the checkpoints' own steps,
+    so the axis reads "32 64 128 256 2030" rather than powers of ten. Steps closer than `min_gap` (in log10 units)
+    to a labelled one are left out, the last (the final model) kept first; a step 0 has no place on a log axis."""
+    ticks: list[tuple[float, str]] = []
+    for s in sorted({int(s) for s in steps if s > 0}, reverse=True):
+        x = math.log10(s)
+        if not ticks or ticks[-1][0] - x >= min_gap:
+            ticks.append((x, str(s)))
+    return ticks[::-1]
 
 
 def checkpoint_at(metrics, step: int | None) -> int | None:

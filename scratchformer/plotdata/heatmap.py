@@ -18,6 +18,9 @@ PROBABILITY_KINDS = {"attention_weights", "probabilities"}
 VOCAB_COLUMNS = 24  # a vocab axis shows the union of the top tokens per row, not 50 257 columns
 
 
+OUTLINE_COLOUR = "#ff2d78"  # frames of outlined or highlighted cells: a hue none of the colour maps uses
+
+
 @dataclass
 class Heatmap:
     """A 2-D grid of numbers ready to draw: values[row, col], with the −∞ cells that a mask made flagged in
@@ -36,6 +39,8 @@ class Heatmap:
     masked: np.ndarray | None = None  # (rows, cols) bool, True where the value is a mask's −∞
     extra: dict = field(default_factory=dict)
     gaps: np.ndarray | None = None  # (rows, cols) bool, True where a cell holds no data (NaN drawn empty)
+    outlined: np.ndarray | None = None  # (rows, cols) bool, cells drawn with an OUTLINE_COLOUR frame (a sweep's
+    # cells where attribution patching and the real patch disagree); the window and the exports both draw it
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -7,7 +7,8 @@ holds nothing), so a click can go to that step; `extra["disagree"]` marks where 
 patch differ by more than the threshold (both measured), and `extra["grid"]` says which numbers it shows.
 
     head_maps(sweep) → [Heatmap]      point_maps(sweep, "resid" | "mlp") → [Heatmap]
-    sweep_csv(sweep) → str            explanation(sweep) → str
+    path_maps(sender, part, receivers, effects, readable, metric) → [Heatmap]
+    sweep_csv(sweep, paths) → str     explanation(sweep) → str
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def _heatmap(values, cells, disagree, rows, cols, row_dim, col_dim, title, subti
     v = np.ascontiguousarray(values, dtype=np.float32)
     gaps = np.array([[c is None for c in row] for row in cells], dtype=bool)
     v[gaps] = np.nan
+    outlined = disagree if disagree is not None and disagree.any() else None
+    if disagree is not None:  # both methods measured: say what an outline means, on every map of the pair
+        subtitle += f"; outlined: the estimate and the real patch differ by more than {DISAGREE:g}"
     return Heatmap(v, rows, cols, row_dim, col_dim, _levels(v[~gaps]), DIVERGING, title, subtitle, FORMULA,
-                   extra={"cells": cells, "disagree": disagree, "grid": which}, gaps=gaps if gaps.any() else None)
+                   extra={"cells": cells, "disagree": disagree, "grid": which}, gaps=gaps if gaps.any() else None,
+                   outlined=outlined)  # fmt: skip
 
 
 def _cell(c: Component) -> dict:
@@ -95,6 +100,36 @@ def head_maps(sweep: Sweep, which: str | None = None) -> list[Heatmap]:
     return maps
 
 
+def path_maps(sender: str, part: str, receivers: list[Component], effects, readable: list[bool],
+              metric_text: str) -> list[Heatmap]:  # fmt: skip
+    """Path patching from one sender head into every head's q, k or v (scratchformer.patching.paths.path_sweep):
+    one layers × heads map per attention type, each cell the path's effect through that receiver alone. A head
+    that cannot read the sender (it runs before it, or it is the sender's own attention) is a gap, as is one whose
+    k or v several query heads share."""
+    values = np.asarray(effects, dtype=np.float32)
+    maps = []
+    for kind, title in ATTENTION_TYPES.items():
+        stack, att = kind.split(".")
+        picked = [i for i, c in enumerate(receivers) if c.stack == stack and c.attention.split(".")[2] == att]
+        if not picked:
+            continue
+        n_layers = max(receivers[i].layer for i in picked) + 1
+        n_heads = max(receivers[i].head for i in picked) + 1
+        grid = np.zeros((n_layers, n_heads), dtype=np.float32)
+        cells: list[list] = [[None] * n_heads for _ in range(n_layers)]
+        for i in picked:
+            c = receivers[i]
+            if readable[i]:
+                grid[c.layer, c.head] = values[i]
+                cells[c.layer][c.head] = {**_cell(c), "path": sender}
+        maps.append(_heatmap(grid, cells, None, [f"layer {la + 1}" for la in range(n_layers)],
+                             [f"head {h + 1}" for h in range(n_heads)], "layer", "head",
+                             f"Path from {sender} into each {title} head's {part}: {metric_text}",
+                             "path patching: the sender's write alone, read by one receiver's input; gaps cannot read "
+                             "the sender", "path"))  # fmt: skip
+    return maps
+
+
 def point_maps(sweep: Sweep, family: str = "resid", which: str | None = None) -> list[Heatmap]:
     """Per stack: its residual-stream points ('resid') or feed-forward outputs ('mlp') (rows) × positions."""
     grid = sweep.positions if family == "resid" else sweep.mlp
@@ -128,8 +163,10 @@ def point_maps(sweep: Sweep, family: str = "resid", which: str | None = None) ->
     return maps
 
 
-def sweep_csv(sweep: Sweep) -> str:
-    """One row per patched component: family, label, step, head, position, token, effect, estimate, disagree."""
+def sweep_csv(sweep: Sweep, paths: tuple | None = None) -> str:
+    """One row per patched component: family, label, step, head, position, token, effect, estimate, disagree;
+    with `paths` = (sender, receivers, effects, readable) from path_sweep, one "path" row per receiver that can
+    read the sender; the metric last."""
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(["family", "component", "step", "head", "position", "token", "effect", "estimate", "disagree"])
@@ -142,6 +179,12 @@ def sweep_csv(sweep: Sweep) -> str:
             w.writerow([family, component_label(c), c.step, "" if c.head is None else c.head,
                         "" if c.position is None else c.position, token, fmt(grid.effects), fmt(grid.estimates),
                         "" if flags is None else int(bool(flags[i]))])  # fmt: skip
+    if paths is not None:
+        sender, receivers, effects, readable = paths
+        for c, e, ok in zip(receivers, effects, readable):
+            if ok:
+                w.writerow(["path", f"{sender} → {component_label(c)}", c.step, c.head, "", "", f"{float(e):.6g}",
+                            "", ""])  # fmt: skip
     w.writerow(["metric", sweep.metric.describe(), "", "", "", "", f"m_clean={sweep.m_clean:.6g}",
                 f"m_corrupt={sweep.m_corrupt:.6g}", ""])  # fmt: skip
     return out.getvalue()

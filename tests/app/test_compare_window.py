@@ -9,6 +9,7 @@ import io
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 
 from app.views.step_view import StepView
 from scratchformer.analyses import diff as model_diff
@@ -137,9 +138,66 @@ def test_the_comparison_exports(qtbot, make_window, core_diff, tmp_path, monkeyp
     assert (tmp_path / "diff.svg").read_text().count("A − B") >= 1
     path = w.comparison.save_csv(tmp_path / "diff.csv")
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
-    assert [r["step"] for r in rows] == [s.step for s in core_diff.steps]
-    first = next(r for r in rows if r["first_difference"] == "1")
-    assert first["step"] == core_diff.first_difference
+    steps = [r for r in rows if r["kind"] == "step"]
+    assert [r["name"] for r in steps] == [s.step for s in core_diff.steps]
+    first = next(r for r in steps if r["first_difference"] == "1")
+    assert first["name"] == core_diff.first_difference
+    # then every parameter that differs (a snapshot: all of them), with its largest difference
+    params = [r for r in rows if r["kind"] == "parameter"]
+    assert [r["name"] for r in params] == [p.name for p in core_diff.parameters] and params
+    for row, p in zip(params, core_diff.parameters):
+        assert float(row["max_abs_diff"]) == pytest.approx(p.max_abs_diff, rel=1e-5)
+
+
+def test_the_parameters_that_differ_are_listed_and_saved(qtbot, make_window, tmp_path):
+    """A copy of en-hi with one weight changed: the bar says one parameter differs, Parameters… lists it with its
+    largest difference, and the CSV ends with it."""
+    import copy
+
+    import torch
+
+    from app.parameter_diff_dialog import ParameterDiffDialog
+    from scratchformer.checkpoint import save_checkpoint
+
+    changed_name = "decoder.1.cross_attn.out_proj.weight"
+    bundle = load_model("en-hi")
+    changed = copy.deepcopy(bundle.model)
+    with torch.no_grad():
+        changed.state_dict()[changed_name][3, 5] += 0.25
+    save_checkpoint(tmp_path / "changed", changed, bundle.src_tokenizer, bundle.tgt_tokenizer)
+    w = _compared(qtbot, make_window, spec=str(tmp_path / "changed"))
+    diff = w.comparison.diff
+    assert diff is not None, w.message_text()
+    total = len(bundle.model.state_dict())
+    bar = w.comparison.bar
+    assert f"1 of {total} parameters differ" in bar.text.text() and bar.parameters_button.isEnabled()
+    bar.parameters_button.click()
+    dialog = w.findChild(ParameterDiffDialog, "parameterDiffDialog")
+    assert dialog is not None and dialog.isVisible()
+    table = dialog.table
+    assert table.rowCount() == 1 and table.item(0, 0).text() == changed_name
+    assert table.item(0, 1).text() == table.item(0, 2).text() == "128×128"
+    assert table.item(0, 3).data(Qt.ItemDataRole.UserRole) == pytest.approx(0.25, rel=1e-5)
+    assert table.item(0, 5).text() == "values differ"
+    rows = list(csv.DictReader(io.StringIO(w.comparison.save_csv(tmp_path / "diff.csv").read_text())))
+    assert [(r["kind"], r["name"]) for r in rows][-1] == ("parameter", changed_name)
+    assert float(rows[-1]["max_abs_diff"]) == pytest.approx(0.25, rel=1e-5)
+    w.comparison.stop()  # the table goes with the comparison
+    qtbot.waitUntil(lambda: w.findChild(ParameterDiffDialog, "parameterDiffDialog") is None, timeout=5_000)
+
+
+def test_parameter_rows_put_shape_changes_first_then_the_largest_difference():
+    from scratchformer.analyses.diff import ModelDiff, ParameterDiff
+    from scratchformer.plotdata.diff import parameter_rows
+
+    d = ModelDiff("a", "b", [], 1e-5, [ParameterDiff("w1", (2, 2), (2, 2), 0.1, 0.01),
+                                       ParameterDiff("w2", (2, 2), (3, 2), None),
+                                       ParameterDiff("w3", (4,), (4,), 0.7, 0.2),
+                                       ParameterDiff("w4", None, (1,), None)], 5)  # fmt: skip
+    rows = parameter_rows(d)
+    assert [(r.name, r.what) for r in rows] == [("w2", "shapes differ"), ("w4", "only in B"), ("w3", "values differ"),
+                                               ("w1", "values differ")]  # fmt: skip
+    assert rows[1].shape_a == "—" and rows[0].shape_b == "3×2"
 
 
 def test_the_dialog_offers_the_snapshots_first(qtbot, make_window):

@@ -84,6 +84,97 @@ def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_
     assert float(cross[-1]["value"]) == pytest.approx(entropy[-1, -1, -1], rel=1e-6)
 
 
+def test_at_1400_by_900_the_maps_and_the_heads_chart_both_keep_room(qtbot, make_window):
+    """The snapshot's maps and the heads chart share the room under the loss curve as two tabs, so neither is
+    squeezed; the log step axis reads the checkpoints' own steps; the legend sits beside the curves."""
+    w = make_window(source=SOURCE, target="", model="en-hi")
+    w.resize(1400, 900)
+    run_and_wait(qtbot, w)
+    view = next(v for v in w.views if isinstance(v, TrainingView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not view.is_busy() and view.current_run() is not None, timeout=60_000)
+    panel = view.head_metrics
+    view.lower.setCurrentWidget(panel)
+    panel.measure()
+    qtbot.waitUntil(lambda: not panel.is_busy(), timeout=120_000)
+    assert panel.metrics is not None, panel.message.text()
+    qtbot.wait(50)
+    assert panel.plot.height() >= 160
+    ticks = panel.plot.getAxis("bottom")._tickLevels[0]
+    steps = [c.step for c in panel.metrics.checkpoints]
+    assert [label for _, label in ticks] == [str(s) for s in steps] == ["32", "64", "128", "256", "2030"]
+    assert [x for x, _ in ticks] == pytest.approx([math.log10(s) for s in steps])
+    # the legend is beside the plot, not drawn over it, and names every head shown
+    assert panel.plot.getPlotItem().legend is None
+    assert not panel.key.geometry().intersects(panel.plot.geometry())
+    assert all(f"head {h}" in panel.key.text() for h in range(1, 5))
+    view.lower.setCurrentIndex(0)  # the snapshot's maps, measured heads or not
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+    for heatmap in (view.snapshot_map, view.final_map):
+        assert heatmap.isVisible() and heatmap.height() >= 160
+
+
+def test_step_ticks_leave_out_steps_too_close_to_a_labelled_one():
+    from scratchformer.plotdata.head_metrics import step_ticks
+
+    assert step_ticks([1000, 0, 1, 10]) == [(0.0, "1"), (1.0, "10"), (3.0, "1000")]  # no place for step 0
+    near = step_ticks([100, 110, 120, 1000, 1050], min_gap=0.2)
+    assert [label for _, label in near] == ["120", "1050"]  # the final model's step is always labelled
+
+
+@pytest.fixture
+def step_revisions(tmp_path, monkeypatch):
+    """A Hugging Face cache holding two Pythia-style step revisions of a tiny BERT (and main = the later one)."""
+    from tests.scratchformer.test_hf_cache import tiny_bert
+
+    home = tmp_path / "hf-home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    repo = home / "hub" / "models--someone--tiny-bert"
+    (repo / "refs").mkdir(parents=True)
+    for seed, (ref, revision) in enumerate((("step3", "a" * 40), ("step20", "b" * 40), ("main", "b" * 40))):
+        folder = repo / "snapshots" / revision
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            tiny_bert(folder, seed)
+        (repo / "refs" / ref).write_text(revision)
+    return "someone/tiny-bert"
+
+
+def test_a_hugging_face_models_step_revisions_are_measured_in_the_training_tab(qtbot, make_window, step_revisions):
+    source = "the cat sat on the mat"
+    w = make_window(source=source, target="", model=step_revisions)
+    run_and_wait(qtbot, w)
+    assert w.current_result() is not None, w.message_text()
+    view = next(v for v in w.views if isinstance(v, TrainingView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+    panel = view.head_metrics
+    # no training log, no snapshots: one sentence saying so, and the heads over training alone
+    assert view.empty.isVisible() and "no training log" in view.empty.text() and "2 of its" in view.empty.text()
+    assert not view.controls.isVisible() and not view.curves_box.isVisible()
+    assert panel.isVisible() and not view.lower.isTabVisible(0) and view.current_heatmaps() == []
+    assert panel.measure_button.isEnabled() and "step3, step20" in panel.message.text()
+    qtbot.waitUntil(lambda: "2 step revisions" in w.explain_panel.plain_text(), timeout=10_000)
+    panel.measure()
+    qtbot.waitUntil(lambda: not panel.is_busy(), timeout=120_000)
+    assert panel.metrics is not None and panel.plot.isVisible(), panel.message.text()
+    core = head_metrics.compute(step_revisions, source=source)
+    assert [c.label for c in panel.metrics.checkpoints] == ["step3", "step20"]
+    np.testing.assert_allclose(panel.metrics.entropy["encoder.self_attn"], core.entropy["encoder.self_attn"],
+                               rtol=1e-6)  # fmt: skip
+    assert [label for _, label in panel.plot.getAxis("bottom")._tickLevels[0]] == ["3", "20"]
+    line = panel.plot.getPlotItem().listDataItems()[0]
+    assert list(line.xData) == [3, 20]
+    # a model with snapshots again: its curves, controls and maps come back
+    w.set_model("en-hi")
+    w.source_edit.setText(SOURCE)
+    run_and_wait(qtbot, w)
+    qtbot.waitUntil(lambda: not view.is_busy() and view.current_run() is not None, timeout=60_000)
+    assert view.controls.isVisible() and view.curves_box.isVisible() and view.lower.isTabVisible(0)
+    assert not view.empty.isVisible()
+
+
 def test_cancel_and_no_snapshots(qtbot, make_window):
     w, view = _training(qtbot, make_window)
     panel = view.head_metrics

@@ -104,7 +104,14 @@ def test_hover_says_the_effect_and_a_click_opens_the_patched_run_in_compare(qtbo
     assert result.trace.source_tokens[0][1] == "boy"  # the corrupted input, with the clean decoder input
     compare = w.current_view()
     assert compare.comparison is not None and compare.comparison.largest > 0  # before: corrupted, after: patched
-    assert f"patch {step}" in compare.caption.text()
+    # each side named for what it is: the corrupted run, and it with this cell from the clean run
+    caption = compare.caption.text()
+    label = f"decoder layer {row + 1} cross-attention head {col + 1}"
+    assert caption.startswith("<b>Corrupted run</b> | <b>Patched run</b>: " + label)
+    assert "taken from the clean run" in caption and "no interventions" not in caption
+    titles = [m.title for m in compare.current_heatmaps()]
+    assert titles[0].startswith("Corrupted run: ") and titles[1].startswith("Patched run: ")
+    assert titles[2].startswith("Patched run − corrupted run")
     qtbot.waitUntil(lambda: view._replay is not None and view._replay.measured is not None, timeout=WAIT_MS)
     m, effect = view._replay.measured
     logits = result.trace["generator.logits"].tensor[0, -1]
@@ -173,6 +180,22 @@ def test_attribution_beside_the_exact_sweep_with_disagreements_outlined_and_chec
     for widget, flag in zip(view.widgets, flags):
         assert widget.highlighted == sorted((int(r), int(c)) for r, c in np.argwhere(flag))
     assert "estimate" in view.widgets[0].describe_cell(0, 0)
+    # the exports outline the same cells: one frame per run of adjacent disagreeing cells in a row
+    from app.export.render import outline_runs, render_image
+    from scratchformer.plotdata.heatmap import OUTLINE_COLOUR
+
+    fig = current_figure(w)
+    assert "outlined: the estimate and the real patch differ" in fig.subtitle
+    assert fig.grid() == (3, 2)  # as the view lays them out: each estimate beside its exact map
+    frames = sum(len(outline_runs(m.outlined)) for m in view.maps if m.outlined is not None)
+    assert frames > 0
+    svg = render_bytes(fig, "svg").decode("utf-8")
+    assert svg.lower().count(f'stroke="{OUTLINE_COLOUR}"') == frames
+    img = render_image(fig, scale=1.0)
+    pixels = np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())
+    rgb = pixels[:, : img.width() * 4].reshape(img.height(), img.width(), 4)
+    pink = [int(OUTLINE_COLOUR[i:i + 2], 16) for i in (1, 3, 5)]
+    assert (np.abs(rgb[..., [2, 1, 0]].astype(int) - pink).sum(-1) < 30).sum() > 20  # drawn in the PNG too
     view.top_k.setValue(3)
     view.check_button.click()
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
@@ -197,6 +220,49 @@ def test_path_patching_and_per_position_heads(qtbot, en_hi):
     assert f"{path.path:+.3f}" in view.caption.text()
     encoder = view.maps[0]
     assert encoder.values.shape == (2 * 4, 6)  # layer·head rows × the source's 6 positions
+
+
+def test_a_chosen_sender_maps_its_path_into_every_head(qtbot, en_hi, tmp_path):
+    """With a sender chosen, Show › path from the sender draws the path into every head's q as layers × heads
+    maps: the core's path_sweep numbers, the chosen receiver's cell equal to the one path's effect, heads that
+    cannot read the sender left as gaps; a click replays the path's second pass, whose logits give the number back;
+    the CSV lists the paths."""
+    from scratchformer.patching.paths import path_sweep
+
+    w = en_hi
+    view = show(w, PatchingView)
+    c = view.controls
+    sender = "decoder.0.self_attn.head0"
+    c.path_sender.setCurrentIndex(c.path_sender.findData(sender))
+    c.path_receiver.setCurrentIndex(c.path_receiver.findData("decoder.1.cross_attn.head1"))
+    c.path_part.setCurrentIndex(c.path_part.findData("q"))
+    view = swept(qtbot, w)
+    view.family.setCurrentIndex(view.family.findData("path"))
+    titles = [m.title for m in view.maps]
+    assert [t.split(" head's q")[0] for t in titles] == [f"Path from {sender} into each {k}" for k in
+                                                         ("encoder self-attention", "decoder self-attention",
+                                                          "cross-attention")]  # fmt: skip
+    receivers, effects = path_sweep(view.made.pair, sender, "q")
+    enc, dec, cross = view.maps
+    assert np.isnan(enc.values).all()  # the encoder runs before a decoder head: no path
+    assert np.isnan(dec.values[0]).all() and not np.isnan(dec.values[1]).any()  # layer 1: the sender's own
+    want = {(r.attention, r.head): float(e) for r, e in zip(receivers, effects)}
+    for layer in range(2):
+        for head in range(4):
+            assert cross.values[layer, head] == pytest.approx(want[(f"decoder.{layer}.cross_attn", head)], abs=1e-5)
+    assert cross.values[1, 1] == pytest.approx(view.made.sweep.path.path, abs=1e-5)  # the one path, the same
+    text = view.widgets[2].describe_cell(1, 1)
+    assert text.startswith(f"Path {sender} → decoder layer 2 cross-attention head 2 q: effect")
+
+    view.widgets[2].clicked.emit(1, 1)
+    qtbot.waitUntil(lambda: view._replay is not None and view._replay.measured is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=WAIT_MS)
+    assert [i.step for i in w.current_result().trace.interventions] == ["decoder.1.cross_attn.q"]
+    assert view._replay.measured[1] == pytest.approx(float(cross.values[1, 1]), abs=1e-4)
+    rows = list(csv.DictReader(io.StringIO(view.save_csv(tmp_path / "paths.csv").read_text(encoding="utf-8"))))
+    paths = [r for r in rows if r["family"] == "path"]
+    assert len(paths) == int((~np.isnan(np.concatenate([m.values.ravel() for m in view.maps]))).sum())
+    assert rows[-1]["family"] == "metric"
 
 
 def test_the_maps_export_as_png_svg_and_csv(qtbot, en_hi, tmp_path, monkeypatch):
@@ -241,3 +307,49 @@ def test_a_decoder_only_models_cell_replays_as_its_patched_run(qtbot, make_windo
     assert torch.equal(result.inputs.tgt, view.made.corrupt.tgt)  # the patched run read the corrupted text
     assert torch.equal(w.current_trace()["tgt_embed.tokens"].tensor.cpu(), view.made.corrupt.tgt.cpu())
     assert view._replay.measured[1] == pytest.approx(float(hm.values[row, col]), abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def gpt2_shaped(tmp_path_factory):
+    """A GPT-2-shaped folder as the issue's benchmark has it, 12 layers × 12 heads, made narrow (random weights)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from scratchformer.tokenizers import gpt2_tokenizer
+
+    directory = tmp_path_factory.mktemp("gpt2-shaped")
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=50257, n_positions=32, n_embd=24, n_layer=12, n_head=12, initializer_range=0.3)
+    GPT2LMHeadModel(config).save_pretrained(str(directory))
+    gpt2_tokenizer().hf.save_pretrained(str(directory))
+    return str(directory)
+
+
+def test_a_tall_map_keeps_its_rows_readable_and_scrolls(qtbot, make_window, gpt2_shaped):
+    """Per-position heads of a 12 × 12 model: 144 rows, each at least MIN_ROW_PX high, in a scroll area."""
+    from app.views.patching_view import MIN_ROW_PX
+
+    w = make_window(source="When Mary and John went to the store, John gave a drink to", target="", model=gpt2_shaped)
+    w.resize(1400, 900)
+    run_and_wait(qtbot, w)
+    view = show(w, PatchingView)
+    view.controls.set_word(8, "Mary")
+    view.controls.per_position.setChecked(True)
+    view.sweep()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
+    assert view.made is not None, view.status.text()
+    qtbot.wait(50)
+    heads = view.maps[0]
+    assert heads.values.shape[0] == 144
+    widget = view.widgets[0]
+    assert widget.plot.getViewBox().height() >= 144 * MIN_ROW_PX  # the rows' own height, not the chrome's
+    bar = view.scroll.verticalScrollBar()
+    assert bar.maximum() > 0 and view.grid_host.height() > view.scroll.viewport().height()
+    bar.setValue(bar.maximum())  # the bottom of the map can be reached
+    qtbot.wait(20)
+    bottom = widget.mapTo(view.scroll.viewport(), widget.rect().bottomLeft()).y()
+    assert bottom <= view.scroll.viewport().height()
+    # a map of a few rows (the residual stream) fits the view as before: no scrolling
+    view.family.setCurrentIndex(view.family.findData("mlp"))
+    qtbot.wait(50)
+    assert view.maps[0].values.shape[0] == 12 and view.scroll.verticalScrollBar().maximum() == 0
+
