@@ -5,7 +5,7 @@ tab's slider shows, and a click on the chart moves the slider to the nearest sna
 
 Measuring loads and runs every checkpoint, so it is a job (app/jobs.py) with a progress bar and Cancel, started
 by the Measure button; the results are kept per model and input. Numbers: scratchformer.analyses.head_metrics;
-curves: scratchformer.plotdata.head_metrics; CSV: scratchformer.plotdata.compare_tables.
+curves: scratchformer.plotdata.head_metrics; CSV: scratchformer.plotdata.head_metrics too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,14 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from scratchformer.errors import UserError
-from scratchformer.plotdata.compare_tables import head_metrics_csv
-from scratchformer.plotdata.head_metrics import METRICS, available, checkpoint_at, head_curves, step_ticks
+from scratchformer.plotdata.head_metrics import (
+    METRICS,
+    available,
+    checkpoint_at,
+    head_curves,
+    head_metrics_csv,
+    step_ticks,
+)
 from scratchformer.plotdata.masks import ATTENTION_TITLES
 
 from ..jobs import JobRunner

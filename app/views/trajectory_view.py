@@ -3,7 +3,7 @@ components of all of them (or of one chosen point's), drawn as one path per toke
 token's name at its last dot. Hovering a dot names it (token and step); a click goes to that step.
 
 Numbers: scratchformer.analyses.trajectory (the PCA, off the UI thread); paths: scratchformer.plotdata.trajectory;
-CSV: scratchformer.plotdata.compare_tables.
+CSV: scratchformer.plotdata.trajectory too.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtWidgets import QComboBox, QLabel
 
 from scratchformer.plotdata import abbreviate
-from scratchformer.plotdata.compare_tables import trajectory_csv
-from scratchformer.plotdata.trajectory import TrajectoryPlot, trajectory_paths
+from scratchformer.plotdata.trajectory import TrajectoryPlot, trajectory_csv, trajectory_paths
 
 from .analysis_base import AnalysisView
 

@@ -104,5 +104,5 @@ def head_metrics_csv(metrics) -> str:
                 for li, row in enumerate(np.asarray(arr)[i]):
                     for h, v in enumerate(row):
                         w.writerow([c.label, "" if c.step is None else c.step, metric, kind, li + 1, h + 1,
-                                    f"{float(v):.6g}"])  # fmt: skip
+                                    f"{float(v):.9g}"])  # fmt: skip
     return out.getvalue()

@@ -53,11 +53,13 @@ def trajectory_paths(t) -> TrajectoryPlot:
 
 
 def trajectory_csv(t) -> str:
-    """One row per point and token: the point, its step and stack, the token and its position, x and y."""
+    """One row per point and token: the point, its step and stack, the token and its position, x and y, and the
+    share of the variance each component explains (the same on every row)."""
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["point", "step", "stack", "position", "token", "pc1", "pc2"])
+    shares = [f"{v:.6g}" for v in t.explained_variance]
+    w.writerow(["point", "step", "stack", "position", "token", "pc1", "pc2", "pc1_share", "pc2_share"])
     for label, name, stack, tokens, xy in zip(t.labels, t.points, t.stacks, t.tokens, t.coords):
         for j, (token, (x, y)) in enumerate(zip(tokens, xy.tolist())):
-            w.writerow([label, name, stack, j, token, f"{x:.6g}", f"{y:.6g}"])
+            w.writerow([label, name, stack, j, token, f"{x:.9g}", f"{y:.9g}", *shares])
     return out.getvalue()
