@@ -17,14 +17,13 @@ from ..trace import Trace, step_path
 from .heatmap import (
     DIVERGING,
     MASK,
-    VOCAB_COLUMNS,
     Heatmap,
     VocabLabels,
     head_text,
     labelled_heatmap,
     levels_for,
     matrix_of,
-    top_columns,
+    shared_top_columns,
 )
 
 
@@ -59,11 +58,8 @@ def compare_step(before: Trace, after: Trace, name: str, batch: int = 0, head: i
     vb, _, _ = matrix_of(b, batch, head)
     cols = col_labels = None
     if col_dim == "vocab":  # the union of both runs' top tokens, after's first
-        _, ca = top_columns(va, VOCAB_COLUMNS)
-        _, cb = top_columns(vb, VOCAB_COLUMNS)
-        cols = np.array(list(dict.fromkeys([*ca.tolist(), *cb.tolist()]))[: 2 * VOCAB_COLUMNS], dtype=np.int64)
+        cols, col_labels = shared_top_columns(va, vb, vocab_labels)
         va, vb = va[:, cols], vb[:, cols]
-        col_labels = vocab_labels(cols.tolist()) if vocab_labels else [f"#{i}" for i in cols]
     masked = np.isneginf(va) | np.isneginf(vb)
     diff = np.zeros(va.shape, dtype=np.float32)  # (rows, cols)
     diff[~masked] = va[~masked] - vb[~masked]

@@ -20,14 +20,13 @@ from ..trace import step_path
 from .heatmap import (
     DIVERGING,
     MASK,
-    VOCAB_COLUMNS,
     Heatmap,
     VocabLabels,
     axis_labels,
     head_text,
     levels_for,
     matrix_of,
-    top_columns,
+    shared_top_columns,
 )
 
 
@@ -67,11 +66,8 @@ def diff_step_maps(diff, name: str, batch: int = 0, head: int = 0, vocab_labels:
                         "it has no A − B map; its side-by-side maps need equal shapes.")
     ids = None
     if col_dim == "vocab":  # the union of both runs' top tokens, A's first
-        _, ca = top_columns(va, VOCAB_COLUMNS)
-        _, cb = top_columns(vb, VOCAB_COLUMNS)
-        ids = np.array(list(dict.fromkeys([*ca.tolist(), *cb.tolist()]))[: 2 * VOCAB_COLUMNS], dtype=np.int64)
+        ids, cols_a = shared_top_columns(va, vb, vocab_labels)
         va, vb = va[:, ids], vb[:, ids]
-        cols_a = vocab_labels(ids.tolist()) if vocab_labels else [f"#{i}" for i in ids]
     with np.errstate(invalid="ignore"):
         same = (va == vb) | (np.isnan(va) & np.isnan(vb))
         d = np.where(same, 0.0, va - vb).astype(np.float32)  # (rows, cols)

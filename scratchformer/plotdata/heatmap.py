@@ -194,6 +194,15 @@ def labelled_heatmap(values: np.ndarray, trace: Trace, row_dim: str, col_dim: st
     )
 
 
+def shared_top_columns(first: np.ndarray, second: np.ndarray, vocab_labels=None) -> tuple[np.ndarray, list[str]]:
+    """The vocabulary columns two maps of the same rows are shown by: the union of each one's top VOCAB_COLUMNS
+    (the first's first), at most twice that many; (column ids, their labels)."""
+    _, ca = top_columns(first, VOCAB_COLUMNS)
+    _, cb = top_columns(second, VOCAB_COLUMNS)
+    ids = np.array(list(dict.fromkeys([*ca.tolist(), *cb.tolist()]))[: 2 * VOCAB_COLUMNS], dtype=np.int64)
+    return ids, (vocab_labels(ids.tolist()) if vocab_labels else [f"#{i}" for i in ids])
+
+
 def top_columns(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """At most k columns: those in some row's top k (by value), best ranks first (rank 1 of every row, …)."""
     k = min(k, values.shape[1])

@@ -125,19 +125,9 @@ def test_step_ticks_leave_out_steps_too_close_to_a_labelled_one():
 @pytest.fixture
 def step_revisions(tmp_path, monkeypatch):
     """A Hugging Face cache holding two Pythia-style step revisions of a tiny BERT (and main = the later one)."""
-    from tests.scratchformer.test_hf_cache import tiny_bert
+    from tests.scratchformer.test_hf_cache import step_revision_cache
 
-    home = tmp_path / "hf-home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    repo = home / "hub" / "models--someone--tiny-bert"
-    (repo / "refs").mkdir(parents=True)
-    for seed, (ref, revision) in enumerate((("step3", "a" * 40), ("step20", "b" * 40), ("main", "b" * 40))):
-        folder = repo / "snapshots" / revision
-        if not folder.exists():
-            folder.mkdir(parents=True)
-            tiny_bert(folder, seed)
-        (repo / "refs" / ref).write_text(revision)
+    step_revision_cache(tmp_path, monkeypatch, (("step3", "a" * 40), ("step20", "b" * 40), ("main", "b" * 40)))
     return "someone/tiny-bert"
 
 

@@ -20,7 +20,7 @@ from scratchformer.head_importance import head_importance
 from scratchformer.plotdata.head_metrics import checkpoint_at, head_curves
 from scratchformer.tasks import Pair
 from tests.scratchformer.test_derive import family_bundle
-from tests.scratchformer.test_hf_cache import tiny_bert
+from tests.scratchformer.test_hf_cache import step_revision_cache
 
 PAIR = Pair("the girl eats an apple", "लड़की सेब खाती है", (1, 4, 2, 2))
 SHORT = Pair("we are friends", "हम दोस्त हैं", (0, 2, 1))
@@ -135,17 +135,7 @@ def test_the_bundled_en_hi_learns_its_guided_head(en_hi):
 
 
 def test_the_step_revisions_of_a_hugging_face_cache_are_a_series(tmp_path, monkeypatch):
-    home = tmp_path / "hf-home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    repo = home / "hub" / "models--someone--tiny-bert"
-    (repo / "refs").mkdir(parents=True)
-    for seed, (ref, revision) in enumerate((("step20", "b" * 40), ("step3", "a" * 40), ("main", "b" * 40))):
-        folder = repo / "snapshots" / revision
-        if not folder.exists():
-            folder.mkdir(parents=True)
-            tiny_bert(folder, seed)
-        (repo / "refs" / ref).write_text(revision)
+    repo = step_revision_cache(tmp_path, monkeypatch, (("step20", "b" * 40), ("step3", "a" * 40), ("main", "b" * 40)))
     points = head_metrics.checkpoints_of("someone/tiny-bert")
     assert [(c.label, c.step) for c in points] == [("step3", 3), ("step20", 20)]
     result = head_metrics.compute("someone/tiny-bert", source="the cat sat on the mat")

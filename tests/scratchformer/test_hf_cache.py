@@ -25,6 +25,24 @@ def tiny_bert(directory, seed: int) -> None:
     BertModel(config).save_pretrained(str(directory), safe_serialization=True)
 
 
+def step_revision_cache(tmp_path, monkeypatch, refs):
+    """A Hugging Face cache (HF_HOME under tmp_path) holding someone/tiny-bert at the given refs, each
+    (ref, revision): one folder per revision, refs naming them (Pythia-style "stepN" and "main"). Returns the
+    model's cache folder."""
+    home = tmp_path / "hf-home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    repo = home / "hub" / "models--someone--tiny-bert"
+    (repo / "refs").mkdir(parents=True)
+    for seed, (ref, revision) in enumerate(refs):
+        folder = repo / "snapshots" / revision
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            tiny_bert(folder, seed)
+        (repo / "refs" / ref).write_text(revision)
+    return repo
+
+
 @pytest.fixture
 def hf_home(tmp_path, monkeypatch):
     home = tmp_path / "hf-home"
