@@ -32,8 +32,21 @@ def decoder_input_note(mode: str) -> str:
 
 class CompareView(View):
     title = "Compare"
-    explains = "compare"
     tooltip = "The current step before and after the interventions, and the difference"
+
+    @property
+    def explains(self) -> str:
+        """Which tab text explains the view: a patching sweep's replayed cell gets its own (corrupted and patched
+        runs, not before and after an ablation)."""
+        return "compare_patch" if self._sides() is not None else "compare"
+
+    def _sides(self):
+        result = self.main.current_result()
+        return None if result is None else result.request.sides
+
+    def explain_facts(self) -> dict:
+        sides = self._sides()
+        return {"patched": sides.after_detail} if sides is not None else {}
 
     def __init__(self, window) -> None:
         super().__init__(window)

@@ -144,6 +144,15 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
                "to test what a head is for: steps before the change stay white, and the difference spreads "
                "from there through the residual stream to the output.",
     },
+    "compare_patch": {
+        "what": "The current step twice, from the corrupted run and from that run with one component's activation "
+                "copied in from the clean run (patched), and their difference (patched − corrupted, red up, blue "
+                "down, white unchanged).",
+        "why": "Activation patching asks where the difference between two inputs is carried: if copying one "
+               "component from the clean run brings the clean answer back, the information the answer needs "
+               "passes through it. Steps before the patched one stay white; from it on, the difference shows how "
+               "the copied activation travels to the output.",
+    },
     "importance": {
         "what": "How much each head matters for this input: every head is zeroed in turn and the drop in the "
                 "probability of the chosen output tokens is drawn as a layers × heads map, one per attention "
@@ -344,6 +353,10 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
         if changes:
             return f"Changed in this run: {'; '.join(changes)}."
         return "Nothing is changed yet: right-click a head in the Heads, Overview or Step tab to ablate it."
+    if tab == "compare_patch":
+        patched = facts.get("patched") or "one component taken from the clean run"
+        return (f"Patched: {patched}. The Patching view's map gives this cell's effect; the Output tab shows "
+                "the patched run's prediction.")
     if tab == "patching":
         return facts.get("patching") or ("Pick a word to change and press Sweep; the metric is then written out "
                                          "here with this run's numbers.")
