@@ -85,6 +85,22 @@ def relative_diffs(pairs, pad):
     return out
 
 
+def sharpened_reference(families: dict, base: dict, family: str, spread, seed: int = 0, dtype=None, **overrides):
+    """(transformers' model of `family` — families[family] = (config class, model class, extra config) — built
+    from `base` with `overrides`, every parameter redrawn from normal(*spread(name)), then cast to `dtype` if
+    given; its model class's name). The default initialisation gives near-flat attention maps (and router rows)
+    that hide mistakes; each test file's `spread` sharpens them for its families."""
+    import transformers
+
+    config_name, model_name, extra = families[family]
+    torch.manual_seed(seed)
+    ref = getattr(transformers, model_name)(getattr(transformers, config_name)(**{**base, **extra, **overrides}))
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            p.normal_(*spread(name))
+    return (ref if dtype is None else ref.to(dtype)), model_name
+
+
 def save_and_reopen(ref, directory, model_class: str, shard: str | None = None):
     """Save a transformers model with GPT-2's vocabulary (offline) as a Hugging Face folder, and reopen it as the
     eager reference every family test compares with."""

@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-import transformers
 
 from scratchformer.bundle import load_model
 from scratchformer.departures import departures
@@ -22,6 +21,7 @@ from tests.scratchformer.modern_checks import (
     padded_batch,
     relative_diffs,
     save_and_reopen,
+    sharpened_reference,
     transformers_pairs,
 )
 
@@ -46,23 +46,17 @@ FAMILIES = {
 }
 
 
+def _spread(name: str) -> tuple[float, float]:
+    """(mean, std) each parameter is drawn from: sharp attention maps."""
+    if "q_norm" in name or "k_norm" in name:  # (1 + γ) sets |q| and |k|, hence how sharp the maps are
+        return 3.0, 1.0
+    if "norm" in name:  # Gemma stores γ as its offset from 1
+        return 0.0, 0.2
+    return (0.0, 0.5) if any(k in name for k in ("q_proj", "k_proj")) else (0.0, 0.15)
+
+
 def _save(directory, family, seed=0, dtype=None, **overrides):
-    config_name, model_name, extra = FAMILIES[family]
-    values = {**BASE, **extra, **overrides}
-    torch.manual_seed(seed)
-    ref = getattr(transformers, model_name)(getattr(transformers, config_name)(**values))
-    with torch.no_grad():  # sharpen attention: the default initialisation gives near-flat maps that hide mistakes
-        for name, p in ref.named_parameters():
-            if "q_norm" in name or "k_norm" in name:  # (1 + γ) sets |q| and |k|, hence how sharp the maps are
-                p.normal_(3.0, 1.0)
-            elif "norm" in name:  # Gemma stores γ as its offset from 1
-                p.normal_(0.0, 0.2)
-            elif any(k in name for k in ("q_proj", "k_proj")):
-                p.normal_(0.0, 0.5)
-            else:
-                p.normal_(0.0, 0.15)
-    if dtype is not None:
-        ref = ref.to(dtype)
+    ref, model_name = sharpened_reference(FAMILIES, BASE, family, _spread, seed, dtype, **overrides)
     return save_and_reopen(ref, directory, model_name)
 
 

@@ -13,6 +13,7 @@ from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.plotdata.blocks import architecture, block_key
 from scratchformer.tokenizers import gpt2_tokenizer
+from tests.scratchformer.modern_checks import padded_batch, transformers_pairs
 
 SENTENCES = ["machine learning using PyTorch is fun", "Attention is all you need."]
 ATOL = 1e-4
@@ -47,29 +48,13 @@ def gpt2_dir(tmp_path_factory):
 
 def _batch(bundle, sentences):
     """Right-padded (B, T) ids [<|endoftext|>, text…] and (B, T) bool padding, as the walkthrough starts them."""
-    rows = [[bundle.start_id()] + bundle.tgt_tokenizer.encode(s) for s in sentences]
-    n = max(map(len, rows))
-    eot = bundle.config.eos_id
-    ids = torch.tensor([r + [eot] * (n - len(r)) for r in rows])  # (B, T)
-    pad = torch.tensor([[False] * len(r) + [True] * (n - len(r)) for r in rows])  # (B, T)
-    return ids, pad
+    return padded_batch(bundle, sentences, bundle.config.eos_id)
 
 
 def _max_diffs(bundle, ref, ids, pad):
-    with torch.no_grad():
-        expected = ref(input_ids=ids, attention_mask=(~pad).long(), output_hidden_states=True,
-                       output_attentions=True)  # fmt: skip
-    logits, trace = bundle.model.run_with_trace(None, ids, None, pad)
-    n = bundle.config.n_decoder_layers
-    # transformers' hidden_states: the embeddings, the input of each later block, then ln_f of the last one
-    ours = [trace["tgt_embed.sum"].tensor]
-    ours += [trace[f"decoder.{i}.add_norm3.residual"].tensor for i in range(n - 1)]
-    ours.append(trace["decoder.final_norm.out"].tensor)
-    pairs = {f"hidden {i}": (a, b) for i, (a, b) in enumerate(zip(ours, expected.hidden_states, strict=True))}
-    for i in range(n):
-        pairs[f"attention {i}"] = (trace[f"decoder.{i}.self_attn.weights"].tensor, expected.attentions[i])
-    pairs["logits"] = (logits, expected.logits)
-    # Every row, padded ones included: with right padding a padded query still sees the real tokens before it.
+    """max |ours − theirs| per compared tensor, over every row (with right padding a padded query still sees the
+    real tokens before it, so GPT-2's rows all agree)."""
+    pairs, _trace = transformers_pairs(bundle, ref, ids, pad)
     diffs = {}
     for what, (a, b) in pairs.items():
         assert a.shape == b.shape, what

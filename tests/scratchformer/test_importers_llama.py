@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-import transformers
 
 from scratchformer.bundle import load_model
 from scratchformer.departures import departures
@@ -22,6 +21,7 @@ from tests.scratchformer.modern_checks import (
     padded_batch,
     relative_diffs,
     save_and_reopen,
+    sharpened_reference,
     transformers_pairs,
 )
 
@@ -48,25 +48,19 @@ FAMILIES = {
 }
 
 
+def _spread(name: str) -> tuple[float, float]:
+    """(mean, std) each parameter is drawn from: sharp attention maps."""
+    if "q_norm" in name or "k_norm" in name:  # QK-norm fixes |q| and |k|: its γ sets how sharp maps are
+        return 4.0, 1.0
+    if "norm" in name and name.endswith("weight"):
+        return 1.0, 0.2
+    if "bias" in name:
+        return 0.0, 0.3
+    return (0.0, 0.5) if any(k in name for k in ("q_proj", "k_proj", "qkv_proj", "query_key_value")) else (0.0, 0.15)
+
+
 def _save(directory, family, seed=0, dtype=None, shard=None, **overrides):
-    config_name, model_name, extra = FAMILIES[family]
-    values = {**BASE, **extra, **overrides}
-    torch.manual_seed(seed)
-    ref = getattr(transformers, model_name)(getattr(transformers, config_name)(**values))
-    with torch.no_grad():  # sharpen attention: the default initialisation gives near-flat maps that hide mistakes
-        for name, p in ref.named_parameters():
-            if "q_norm" in name or "k_norm" in name:  # QK-norm fixes |q| and |k|: its γ sets how sharp maps are
-                p.normal_(4.0, 1.0)
-            elif "norm" in name and name.endswith("weight"):
-                p.normal_(1.0, 0.2)
-            elif "bias" in name:
-                p.normal_(0.0, 0.3)
-            elif any(k in name for k in ("q_proj", "k_proj", "qkv_proj", "query_key_value")):
-                p.normal_(0.0, 0.5)
-            else:
-                p.normal_(0.0, 0.15)
-    if dtype is not None:
-        ref = ref.to(dtype)
+    ref, model_name = sharpened_reference(FAMILIES, BASE, family, _spread, seed, dtype, **overrides)
     return save_and_reopen(ref, directory, model_name, shard)
 
 

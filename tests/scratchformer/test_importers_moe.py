@@ -8,7 +8,6 @@ import re
 
 import pytest
 import torch
-import transformers
 
 from scratchformer.bundle import load_model
 from scratchformer.departures import departures
@@ -18,6 +17,7 @@ from tests.scratchformer.modern_checks import (
     check_greedy_equals_generate,
     relative_diffs,
     save_and_reopen,
+    sharpened_reference,
     transformers_pairs,
 )
 from tests.scratchformer.test_importers_llama import EOT, SENTENCES, _batch
@@ -37,20 +37,17 @@ FAMILIES = {
 }  # fmt: skip
 
 
+def _spread(name: str) -> tuple[float, float]:
+    """(mean, std) each parameter is drawn from: sharp attention maps and router rows."""
+    if "q_norm" in name or "k_norm" in name:
+        return 4.0, 1.0
+    if "norm" in name:
+        return 1.0, 0.2
+    return (0.0, 0.5) if any(k in name for k in ("q_proj", "k_proj", "gate.weight")) else (0.0, 0.15)
+
+
 def _save(directory, family, seed=0, **overrides):
-    config_name, model_name, extra = FAMILIES[family]
-    torch.manual_seed(seed)
-    ref = getattr(transformers, model_name)(getattr(transformers, config_name)(**{**BASE, **extra, **overrides}))
-    with torch.no_grad():  # sharpen attention and routing: near-flat maps and router rows hide mistakes
-        for name, p in ref.named_parameters():
-            if "q_norm" in name or "k_norm" in name:
-                p.normal_(4.0, 1.0)
-            elif "norm" in name:
-                p.normal_(1.0, 0.2)
-            elif any(k in name for k in ("q_proj", "k_proj", "gate.weight")):
-                p.normal_(0.0, 0.5)
-            else:
-                p.normal_(0.0, 0.15)
+    ref, model_name = sharpened_reference(FAMILIES, BASE, family, _spread, seed, **overrides)
     return save_and_reopen(ref, directory, model_name)
 
 
