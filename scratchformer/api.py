@@ -2,7 +2,7 @@
 
     import scratchformer as sf
     run = sf.run("en-hi", "the girl eats an apple")
-    run.plot("decoder.0.cross_attn.attention_weights")      # every head, inline in Jupyter
+    run.plot("decoder.0.cross_attn.weights", head=None)     # every head, inline in Jupyter
 
 `sf.run` opens a model (any spec `--model` takes), reads the input with the rules of `scratchformer trace` and the
 window (a typed target is teacher forcing; none: the model's own greedy output, or a decoder-only model's text
@@ -160,9 +160,10 @@ class Run:
 
     # --- pictures --------------------------------------------------------------------------------------------
 
-    def plot(self, step: str | int, head: int | None = None, batch: int = 0):
-        """A figure of one step, drawn like the exports (PNG/SVG/PDF): every head side by side, or only `head`
-        (from 0). Jupyter shows it inline; `.save("map.svg")` writes a file."""
+    def plot(self, step: str | int, head: int | None = 0, batch: int = 0):
+        """A figure of one step, drawn like the exports (PNG/SVG/PDF): head `head` (from 0; a step without heads
+        ignores it), or with head=None every head side by side. Jupyter shows it inline; `.save("map.svg")`
+        writes a file."""
         from .notebook import step_plot
 
         return step_plot(self.trace, self.step(step), head, batch, self.bundle.tgt_tokenizer.token_strings)

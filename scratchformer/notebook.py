@@ -62,13 +62,15 @@ class Plot:
 
 
 def step_plot(trace: Trace, step: Step, head: int | None = None, batch: int = 0, vocab_labels=None) -> Plot:
-    """One step as exported: every head side by side (head=None), or one head (from 0)."""
+    """One step as exported: one head (from 0), or every head side by side (head=None)."""
     n_items = len(trace.source_tokens or trace.target_tokens) or 1
     if not 0 <= batch < n_items:
         raise UserError(f"batch {batch} is out of range; this run has {n_items} batch item(s), from 0.")
     if head is None:
         return Plot(step_figure(trace, step, batch, vocab_labels))
     n_heads = max(1, head_count(step))
+    if n_heads == 1 and head == 0:
+        return Plot(step_figure(trace, step, batch, vocab_labels))  # a step without heads: its one map
     if not 0 <= head < n_heads:
         which = f"{n_heads} heads, from 0" if n_heads > 1 else "no head axis (head=None or 0)"
         raise UserError(f"head {head} is out of range; {step.name} has {which}.")

@@ -86,7 +86,7 @@ def test_a_failed_run_raises_the_command_lines_sentence(capsys):
 
 
 def test_plot_draws_the_export_figure_with_token_labels(run):
-    svg = run.plot("decoder.0.cross_attn.weights")._repr_svg_()
+    svg = run.plot("decoder.0.cross_attn.weights", head=None)._repr_svg_()
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
     assert "Head 1" in texts and "Head 4" in texts  # every head, as the export draws it
     for token in ("girl", "apple", "लड़की"):
@@ -95,6 +95,10 @@ def test_plot_draws_the_export_figure_with_token_labels(run):
     one_texts = re.findall(r"<text[^>]*>([^<]*)</text>", one._repr_svg_())
     assert "Head 1" not in one_texts and any("head 3" in t for t in one_texts)
     assert one._repr_png_().startswith(b"\x89PNG")
+    default = re.findall(r"<text[^>]*>([^<]*)</text>", run.plot("decoder.0.cross_attn.weights")._repr_svg_())
+    assert any("head 1" in t for t in default) and "Head 2" not in default  # DESIGN.md: head=0 by default
+    no_heads = run.plot("encoder.0.add_norm1.out")  # a step without heads: head 0 is its one map
+    assert len(no_heads.figure.heatmaps) == 1
 
 
 def test_plot_save_and_its_mistakes(run, tmp_path):
