@@ -22,7 +22,7 @@ from ..model_bundle import ModelBundle
 from ..tokenizers import TextTokenizer
 from .bert import activation_for
 from .hf import byte_level_bpe, check_vocab_size, hf_config, model_name, read_hf_config, token_kind, tokenizer_label
-from .weights import Weights, build_model, put
+from .weights import Weights, build_model, put, put_token_ends
 
 
 def config_from_gpt2(hf, directory: Path, name: str) -> TransformerConfig:
@@ -67,10 +67,8 @@ def _conv1d(w: Weights, d_in: int, d_out: int, name: str) -> dict[str, torch.Ten
 def gpt2_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     """Our state_dict from GPT-2's tensor names (GPT2Model's, or GPT2LMHeadModel's under "transformer.")."""
     d, state = c.d_model, {}
-    tokens = w.take((c.tgt_vocab_size, d), "wte.weight")
-    state["tgt_embed.tokens.weight"] = tokens
+    put_token_ends(state, w, c, "wte.weight", "lm_head.weight")
     state["tgt_embed.positions.weight"] = w.take((c.max_len, d), "wpe.weight")
-    state["generator.proj.weight"] = tokens if c.tie_output else w.take((c.tgt_vocab_size, d), "lm_head.weight")
     for i in range(c.n_decoder_layers):
         theirs, ours = f"h.{i}", f"decoder.{i}"
         put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.ln_1"))  # before self-attention

@@ -37,7 +37,7 @@ from .hf import (
     token_kind,
     tokenizer_label,
 )
-from .weights import Weights, build_model, put
+from .weights import Weights, build_model, put, put_token_ends
 
 # model_type → (transformers config class, what the family adds to Llama's recipe)
 FAMILIES = {
@@ -161,9 +161,7 @@ def llama_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     q_width, kv_width = c.n_heads * dh, c.kv_heads * dh
     qkv_bias = c.linear_bias if c.qkv_bias is None else c.qkv_bias
     ffn_bias = c.linear_bias if c.ffn_bias is None else c.ffn_bias
-    tokens = w.take((c.tgt_vocab_size, d), "embed_tokens.weight")
-    state["tgt_embed.tokens.weight"] = tokens
-    state["generator.proj.weight"] = tokens if c.tie_output else w.take((c.tgt_vocab_size, d), "lm_head.weight")
+    put_token_ends(state, w, c, "embed_tokens.weight", "lm_head.weight")
     for i in range(c.n_decoder_layers):
         theirs, ours = f"layers.{i}", f"decoder.{i}"
         attn = f"{theirs}.self_attn"

@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..model_bundle import ModelBundle
 from .bert import activation_for
 from .llama import decoder_sizes, open_decoder, rope_options
-from .weights import Weights, put
+from .weights import Weights, put, put_token_ends
 
 
 def config_from_neox(hf, directory: Path, name: str) -> TransformerConfig:
@@ -54,9 +54,7 @@ def _head_by_head(t: torch.Tensor, h: int, d_head: int) -> torch.Tensor:
 def neox_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     """Our state_dict from GPT-NeoX's tensor names (GPTNeoXModel's, or the causal LM's under "gpt_neox.")."""
     d, state = c.d_model, {}
-    tokens = w.take((c.tgt_vocab_size, d), "embed_in.weight")
-    state["tgt_embed.tokens.weight"] = tokens
-    state["generator.proj.weight"] = tokens if c.tie_output else w.take((c.tgt_vocab_size, d), "embed_out.weight")
+    put_token_ends(state, w, c, "embed_in.weight", "embed_out.weight")
     for i in range(c.n_decoder_layers):
         theirs, ours = f"layers.{i}", f"decoder.{i}"
         put(state, f"{ours}.add_norm1.norm", w.layer_norm(d, f"{theirs}.input_layernorm"))

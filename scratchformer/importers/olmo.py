@@ -25,7 +25,7 @@ import torch
 from ..config import TransformerConfig
 from ..model_bundle import ModelBundle
 from .llama import config_from_llama, open_decoder
-from .weights import Weights, put
+from .weights import Weights, put, put_token_ends
 
 
 def config_from_olmo2(hf, directory: Path, name: str) -> TransformerConfig:
@@ -40,9 +40,7 @@ def olmo2_state(w: Weights, c: TransformerConfig) -> dict[str, torch.Tensor]:
     """Our state_dict from OLMo 2's tensor names (the base model's, or the causal LM's under "model.")."""
     d, state = c.d_model, {}
     q_width, kv_width = c.n_heads * c.d_head, c.kv_heads * c.d_head
-    tokens = w.take((c.tgt_vocab_size, d), "embed_tokens.weight")
-    state["tgt_embed.tokens.weight"] = tokens
-    state["generator.proj.weight"] = tokens if c.tie_output else w.take((c.tgt_vocab_size, d), "lm_head.weight")
+    put_token_ends(state, w, c, "embed_tokens.weight", "lm_head.weight")
     for i in range(c.n_decoder_layers):
         theirs, ours = f"layers.{i}", f"decoder.{i}"
         attn = f"{theirs}.self_attn"

@@ -159,6 +159,14 @@ def put(state: dict[str, torch.Tensor], ours: str, parts: Mapping[str, torch.Ten
         state[f"{ours}.{leaf}"] = tensor
 
 
+def put_token_ends(state: dict[str, torch.Tensor], w, c: TransformerConfig, embedding: str, head: str) -> None:
+    """A decoder-only model's two vocabulary matrices: the token embedding (`embedding`, their name) and the
+    output layer (`head`), which is the same tensor when the model ties them."""
+    tokens = w.take((c.tgt_vocab_size, c.d_model), embedding)
+    state["tgt_embed.tokens.weight"] = tokens
+    state["generator.proj.weight"] = tokens if c.tie_output else w.take((c.tgt_vocab_size, c.d_model), head)
+
+
 def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str) -> None:
     """Copy `state` into `model`, which must receive every parameter and persistent buffer it has."""
     expected = model.state_dict()
