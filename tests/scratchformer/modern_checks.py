@@ -114,9 +114,10 @@ def save_and_reopen(ref, directory, model_class: str, shard: str | None = None):
     return cls.from_pretrained(str(directory), attn_implementation="eager", dtype=torch.float32).eval()
 
 
-def check_padded_batch(bundle, ref, family: str, sentences, pad_id: int, atol: float) -> None:
+def check_padded_batch(bundle, ref, family: str, sentences, pad_id: int, atol: float):
     """Every hidden state, attention map and logit of a right-padded batch equals transformers' (real rows, within
-    `atol` relative), on maps far from uniform, and the untraced fast path agrees too."""
+    `atol` relative), on maps far from uniform, and the untraced fast path agrees too. Returns (ids, padding,
+    trace) for checks of a family's own steps."""
     ids, pad = padded_batch(bundle, sentences, pad_id)
     assert pad.any()
     pairs, trace = transformers_pairs(bundle, ref, ids, pad)
@@ -128,6 +129,7 @@ def check_padded_batch(bundle, ref, family: str, sentences, pad_id: int, atol: f
     with torch.no_grad():  # the untraced fast path (the fused kernel, or written out where scores are capped)
         fast = bundle.model(None, ids, tgt_pad=pad)
     assert (fast - pairs["logits"][1]).abs()[~pad].max() < 1e-4
+    return ids, pad, trace
 
 
 def check_greedy_equals_generate(bundle, ref, pad_id: int, new: int = 12) -> None:

@@ -15,10 +15,9 @@ from tests.scratchformer.modern_checks import (
     check_analyses,
     check_explains_and_derives,
     check_greedy_equals_generate,
-    relative_diffs,
+    check_padded_batch,
     save_and_reopen,
     sharpened_reference,
-    transformers_pairs,
 )
 from tests.scratchformer.test_importers_llama import EOT, SENTENCES, _batch
 
@@ -64,13 +63,7 @@ def _moe_layers(config):
 def test_every_family_matches_transformers_and_routes_alike(folder):
     family, directory, ref = folder
     bundle = load_model(str(directory))
-    ids, pad = _batch(bundle, SENTENCES)
-    pairs, trace = transformers_pairs(bundle, ref, ids, pad)
-    diffs = relative_diffs(pairs, pad)
-    assert max(diffs.values()) < ATOL, diffs
-    for i in range(bundle.config.n_decoder_layers):  # rows far from uniform, so a wrong map could not pass
-        peak = trace[f"decoder.{i}.self_attn.weights"].tensor[:, :, 3:].max(-1).values.mean()
-        assert peak > 0.4, f"{family} layer {i}: attention too flat to tell implementations apart ({peak:.2f})"
+    ids, pad, trace = check_padded_batch(bundle, ref, family, SENTENCES, EOT, ATOL)
     with torch.no_grad():
         theirs = ref(input_ids=ids, attention_mask=(~pad).long(), output_router_logits=True).router_logits
     layers = _moe_layers(bundle.config)
