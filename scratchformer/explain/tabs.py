@@ -133,7 +133,9 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
     "training": {
         "what": "How this model learned: the loss and accuracy curves of its training run, and the current "
                 "input run through copies of the model saved along the way (snapshots), beside the final model. "
-                "Both maps read the same input, so their rows line up.",
+                "Both maps read the same input, so their rows line up. Under the curves, Heads over training "
+                "measures every head at every snapshot: how spread its attention is (entropy), how well it follows "
+                "the task's word alignment, and how much the output needs it (importance).",
         "why": "Attention is learned, not designed. Early in training a head spreads its weight evenly; as the "
                "loss falls it settles on the tokens that help predict the next word.",
     },
