@@ -37,12 +37,19 @@ APP_ID = "scratchformer"
 # off the p90 of holding Next (each step paints while the prefetch recomputes the next sublayers).
 UI_SWITCH_INTERVAL_S = 0.0002
 
+# Qt's raster painter hands every fill taller than about 96 lines (a widget's background, a scroll bar's groove, a
+# smooth image scale) to a pool of helper threads and waits for them. While the prefetch thread's PyTorch work holds
+# the cores, the UI thread sat waiting for those helpers behind it: holding Next at 512 tokens, p90 10.5–12 ms per
+# step with the pool and 7.8–9 ms without (benchmarks/bench_stalls.py). A user who sets the variable keeps theirs.
+NO_GUI_THREADPOOL = ("QT_NO_GUI_THREADPOOL", "1")
+
 
 def _application():
     from PySide6.QtCore import qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
     sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
+    os.environ.setdefault(*NO_GUI_THREADPOOL)  # Qt reads it once, at its first large fill: set it before any
     qInstallMessageHandler(_qt_message)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName(APP_ID)
