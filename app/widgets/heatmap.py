@@ -58,6 +58,7 @@ from scratchformer.plotdata.special import (
 )
 
 from ..fonts import min_pixels, scaled
+from .bar_axis import use_bar_axis
 from .bar_ticks import bar_ticks
 from .cached_axis import CachedAxisItem
 from .colormaps import MASKED_RGBA, colormap, rgba_image, swatch_css
@@ -328,6 +329,7 @@ class HeatmapWidget(QWidget):
                 values=(0.0, 1.0), colorMap=colormap("viridis"), interactive=False, width=10 if self.compact else 14,
                 colorMapMenu=False,
             )
+            use_bar_axis(self.colorbar)  # its value axis drawn without pyqtgraph's layout pass (bar_axis.py)
             for name in ("left", "right", "top", "bottom"):  # no axis title: each new range would rewrite it
                 self.colorbar.getAxis(name).enableAutoSIPrefix(False)
             self.view.addItem(self.colorbar, row=0, col=1)
