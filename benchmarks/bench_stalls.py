@@ -13,7 +13,10 @@ answer (the window was frozen). It runs while the script
 and then 4. times launch to the first window and to the main window in fresh processes (launch_probe.py).
 
 Targets: no gap over 100 ms from Run to the last tab (holding Next included); holding Next p90 ≤ 16 ms per step,
-held or recomputed; launch ≤ 1.5 s.
+held or recomputed; launch ≤ 1.5 s. On the 2-core machine the project is built on, the aim is half the targets
+(longest gap ≤ 50 ms, holding Next p90 ≤ 10 ms), so that a machine half as fast stays within them (issue 32;
+docs/benchmarks.md says which figures depend on the machine): each line says "ok" or "OVER" against the target and,
+after it, "aim ok" or "over aim".
 Run:  python benchmarks/bench_stalls.py [--steps 120] [--seq-len 512] [--batch 8] [--threads 2] [--launches 3]
 """
 
@@ -39,6 +42,8 @@ TEXT = ROOT / "data" / "samples" / "long_text.txt"
 
 GAP_TARGET_MS = 100.0
 STEP_TARGET_MS = 16.0
+GAP_AIM_MS = GAP_TARGET_MS / 2  # on this 2-core machine (see the docstring)
+STEP_AIM_MS = 10.0
 LAUNCH_TARGET_S = 1.5
 PRESS_MS = 30.0  # key auto-repeat: one Next every ~30 ms while the key is held
 REST_S = 0.4  # time on each tab after it is drawn
@@ -147,11 +152,15 @@ def until_drawn(window, view=None, timeout_s: float = 600.0, drawing_only: bool 
     QApplication.processEvents()
 
 
+def verdict(value: float, target: float, aim: float) -> str:
+    """ "ok" or "OVER" against the target, then "aim ok" or "over aim" against this machine's aim."""
+    return f"{'ok ' if value <= target else 'OVER'} {'aim ok' if value <= aim else 'over aim'}"
+
+
 def gap_line(what: str, gaps: list[float]) -> str:
     worst = max(gaps, default=0.0) * 1000
-    mark = "ok " if worst <= GAP_TARGET_MS else "OVER"
     return (f"  {what:34s} longest gap {worst:6.0f} ms, p99 {pct(gaps, 0.99) * 1000:5.0f} ms "
-            f"({len(gaps):5d} ticks)  {mark}")
+            f"({len(gaps):5d} ticks)  {verdict(worst, GAP_TARGET_MS, GAP_AIM_MS)}")
 
 
 def hold_next(window, meter: GapMeter, n_steps: int) -> tuple[list[float], list[float], list[float], int]:
@@ -262,7 +271,7 @@ def main() -> int:
     trace = window.current_trace()
     print(f"paper preset, CPU, {args.batch} windows × {args.seq_len} tokens: {len(trace)} steps, "
           f"{sum(not s.stored for s in trace)} recomputed by the lazy trace; torch threads {args.threads}")
-    print(f"UI timer gaps (10 ms timer; target: none over {GAP_TARGET_MS:.0f} ms)")
+    print(f"UI timer gaps (10 ms timer; target: none over {GAP_TARGET_MS:.0f} ms; aim here {GAP_AIM_MS:.0f} ms)")
     print(gap_line(f"Run ({run_s:.1f} s to the first step)", meter.of("Run")))
     for phase, seconds in tabs:
         print(gap_line(f"{phase} ({seconds * 1000:.0f} ms to drawn)", meter.of(phase)))
@@ -270,12 +279,12 @@ def main() -> int:
     everything = [g for p, g in meter.gaps if p != "after"]
     print(gap_line("Run to the last tab and Next, all", everything))
     print(f"holding Next ({pressed} presses every {PRESS_MS:.0f} ms, every operation; target p90 ≤ "
-          f"{STEP_TARGET_MS:.0f} ms per step)")
+          f"{STEP_TARGET_MS:.0f} ms per step; aim here {STEP_AIM_MS:.0f} ms)")
     for what, times in (("steps the trace holds", held), ("steps recomputed by the lazy trace", redone)):
         if times:
             p90 = pct(times, 0.9) * 1000
             print(f"  {what:34s} p50 {pct(times, 0.5) * 1000:6.1f} ms, p90 {p90:6.1f} ms over {len(times):3d}  "
-                  f"{'ok ' if p90 <= STEP_TARGET_MS else 'OVER'}")
+                  f"{verdict(p90, STEP_TARGET_MS, STEP_AIM_MS)}")
         else:
             print(f"  {what:34s} none pressed")
     print(f"  {'… and its statistics filled in':34s} p50 {pct(with_stats, 0.5) * 1000:6.1f} ms, p90 "
