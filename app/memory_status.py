@@ -6,11 +6,14 @@ scratchformer.memory's estimate first) with one sentence in the status bar; noth
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QInputDialog, QLabel, QWidget
+from PySide6.QtWidgets import QInputDialog, QWidget
 
 from scratchformer.memory import default_budget, size_text
 from scratchformer.trace import Trace
 
+from .widgets.steady_label import SteadyLabel
+
+WIDEST = "Memory: trace 888.8 MB · recomputed 888.8 MB · budget 88.8 GB"  # as wide as a read-out gets, near enough
 SETTING = "memory_budget_gb"  # 0 or absent: the default, half of this machine's memory
 
 
@@ -23,16 +26,20 @@ def budget_bytes(settings) -> int:
     return int(gb * 2**30) if gb > 0 else default_budget()
 
 
-class MemoryStatus(QLabel):
-    """'Trace 532 MB · recomputed 40 MB · budget 12.0 GB' — permanent in the status bar."""
+class MemoryStatus(SteadyLabel):
+    """'Trace 532 MB · recomputed 40 MB · budget 12.0 GB' — permanent in the status bar. A SteadyLabel: as a plain
+    QLabel each new figure asked the status bar for a layout, and the status bar repaints whole on every layout (a
+    second paint of the window on the steps that grew the cache, holding Next)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent=parent)
         self.setStyleSheet("color: #555;")
         self.setToolTip("Memory held by the current run's trace (the tensors between sublayers), by recomputed "
                         "sublayer interiors kept for revisits, and the budget a run may use (Run › Memory budget…)")
         self.trace: Trace | None = None
         self.budget = default_budget()
+        # Room for a long read-out from the start: the status bar lays it out once, not for each new figure.
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance(WIDEST))
 
     def show_trace(self, trace: Trace | None, budget: int) -> None:
         self.trace, self.budget = trace, budget
@@ -46,6 +53,8 @@ class MemoryStatus(QLabel):
                 parts.append(f"recomputed {size_text(self.trace.cache.bytes)}")
         parts.append(f"budget {size_text(self.budget)}")
         self.setText("Memory: " + " · ".join(parts))
+        if self.label.sizeHint().width() > self.width() > 0:
+            self.updateGeometry()  # longer than the room it has (a budget of terabytes): laid out again
 
 
 def ask_budget(parent: QWidget, settings) -> int | None:

@@ -62,6 +62,12 @@ class StepView(View):
         self.shape_label.setStyleSheet("color: #555;")
         for w in (self.batch_label, self.batch_spin, self.head_label, self.head_spin):
             bar.addWidget(w)
+        # The head picker comes and goes as the steps go in and out of the heads: it keeps its room, so the shape
+        # beside it stays put and no layout of the view (and repaint of the window around it) follows each time.
+        for w in (self.head_label, self.head_spin):
+            policy = w.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            w.setSizePolicy(policy)
         bar.addSpacing(12)
         bar.addWidget(self.shape_label, 1)
         # A fixed height: showing or hiding the selectors must not resize the plot (a resize re-lays out and
