@@ -15,7 +15,7 @@ from scratchformer.patching.attribution import DISAGREE, check_top_k
 from scratchformer.patching.components import attention_modules, component_label
 from scratchformer.patching.pair import Pair, make_pair
 from scratchformer.patching.paths import parse_head, pass_a, path_sweep, possible
-from scratchformer.patching.replay import logits_step, metric_from_logits
+from scratchformer.patching.replay import cell_patch, logits_step, metric_from_logits
 
 from .patching_controls import SweepAsk
 
@@ -53,11 +53,8 @@ def path_cell_patch(pair: Pair, sender: str, cell: dict) -> Patch:
     """One cell of the path map as a whole run (the work of a job): path patching's pass B — the corrupted run with
     only the receiver head's q, k or v taken from pass A, where the sender alone wrote its clean output."""
     att, head = parse_head(sender, pair.model)
-    step, receiver = cell["step"], cell["head"]
-    _, kept = pass_a(pair, att, head, [step])
-    values = pair.corrupt[step].clone()  # (1, h, T, d)
-    values[:, receiver] = kept[step][:, receiver]
-    return Patch(step, values, f"pass A of the path from {sender} (its write alone)")
+    _, kept = pass_a(pair, att, head, [cell["step"]])
+    return cell_patch(pair, cell, f"pass A of the path from {sender} (its write alone)", source=kept)
 
 
 @dataclass

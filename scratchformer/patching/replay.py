@@ -7,17 +7,20 @@ traced run it stands for (the window's Compare view shows that run beside the co
     m = metric_from_logits(pair.metric, trace[logits_step(trace)].tensor[0, -1])   m of the traced run
     effect = pair.effect(torch.tensor([m]))                  (m − m_corrupt) / (m_clean − m_corrupt)
 
-A cell is what scratchformer.plotdata.sweep puts in a map's extra["cells"]: {"step", "head", "position"}, head
-None for a whole step ((B, T, d): a residual point, a feed-forward output), position None for every position.
+A cell is what scratchformer.plotdata.sweep puts in a map's extra["cells"]: the Component's fields ("step", "head",
+"position", …; head None for a whole step ((B, T, d): a residual point, a feed-forward output), position None for
+every position) and its label. Its patch is the sweep's own (batched.patch_of), the one its tests check.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
 from ..interventions import Patch
+from .batched import patch_of
+from .components import Component
 from .pair import Pair
 
 
@@ -31,27 +34,21 @@ def corrupted_inputs(bundle, clean, corrupt):
                    unknown_words=corrupt.unknown_words, lost=corrupt.lost)  # fmt: skip
 
 
-def cell_values(pair: Pair, step: str, head: int | None, position: int | None) -> torch.Tensor:
-    """The step's tensor of the corrupted run (1, …) with the cell's values taken from the clean run: its head
-    ((1, h, T, d) steps) at its position, or every position when `position` is None."""
-    values = pair.corrupt[step].clone()
-    clean = pair.clean[step]
-    pos = slice(None) if position is None else position
-    if head is not None:
-        values[:, head, pos] = clean[:, head, pos]  # (1, h, T, d): one head's rows
-    else:
-        values[:, pos] = clean[:, pos]  # (1, T, d): one position's vector, or all of them
-    return values
+def component_of(cell: dict) -> Component:
+    """The Component a map's cell patched (its fields, as plotdata.sweep stored them)."""
+    return Component(**{f.name: cell[f.name] for f in fields(Component)})
 
 
-def cell_patch(pair: Pair, cell: dict, origin: str | None = None) -> Patch:
-    """The Patch intervention that makes one cell's patched run: the whole step is replaced by the corrupted run's
-    values, so only the cell's own values change (a Patch replaces the step's tensor wholesale)."""
+def cell_patch(pair: Pair, cell: dict, origin: str | None = None,
+               source: dict[str, torch.Tensor] | None = None) -> Patch:
+    """The Patch intervention that makes one cell's patched run: the corrupted run's step with the cell's values
+    taken from `source` (default: the clean run) — the sweep's own patch (batched.patch_of); a Patch replaces the
+    step's tensor wholesale, so only the cell's own values change."""
     head, position = cell.get("head"), cell.get("position")
     if origin is None:
         where = "every position" if position is None else f"position {position + 1}"
         origin = "the clean run (" + (f"head {head + 1}, " if head is not None else "") + f"{where})"
-    return Patch(cell["step"], cell_values(pair, cell["step"], head, position), origin)
+    return replace(patch_of(pair, component_of(cell), source), origin=origin)
 
 
 def logits_step(trace) -> str:

@@ -2,9 +2,10 @@
 a points × positions map and a feed-forward map per stack, the numbers as CSV, and the explanation in this run's
 numbers. Pure functions of the Sweep, so what is exported is what is shown.
 
-Every map carries, in `extra["cells"]`, what each cell patched ({"step", "head", "position"}, None where a cell
-holds nothing), so a click can go to that step; `extra["disagree"]` marks where attribution patching and the real
-patch differ by more than the threshold (both measured), and `extra["grid"]` says which numbers it shows.
+Every map carries, in `extra["cells"]`, what each cell patched (the Component's fields — "step", "head",
+"position", … — and its "label"; None where a cell holds nothing), so a click can go to that step and replay it;
+`extra["disagree"]` marks where attribution patching and the real patch differ by more than the threshold (both
+measured), and `extra["grid"]` says which numbers it shows.
 
     head_maps(sweep) → [Heatmap]      point_maps(sweep, "resid" | "mlp") → [Heatmap]
     path_maps(sender, part, receivers, effects, readable, metric) → [Heatmap]
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,7 +62,9 @@ def _heatmap(values, cells, disagree, rows, cols, row_dim, col_dim, title, subti
 
 
 def _cell(c: Component) -> dict:
-    return {"step": c.step, "head": c.head, "position": c.position, "label": component_label(c)}
+    """What a map's cell patched: the component's fields (scratchformer.patching.replay.component_of reads them
+    back) and its label."""
+    return {**asdict(c), "label": component_label(c)}
 
 
 def head_maps(sweep: Sweep, which: str | None = None) -> list[Heatmap]:
