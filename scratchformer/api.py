@@ -82,9 +82,7 @@ def run(model: str | None = None, source: str | None = None, target: str | None 
     bundle = load_model(model or default_model_name(), device or "cpu", precision=precision)
     inputs = bundle.prepare_run(source, target or "", start_only, continuation=Continuation())
     _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
-    out = Run(bundle, inputs, trace, source, target, start_only)
-    out.spec = model or default_model_name()
-    return out
+    return Run(bundle, inputs, trace, source, target, start_only, spec=model or default_model_name())
 
 
 class Run:
@@ -92,14 +90,14 @@ class Run:
     `explain` and the analyses read it. Made by `scratchformer.run(...)`."""
 
     def __init__(self, bundle, inputs, trace: Trace, source: str, target: str | None = None,
-                 start_only: bool = False) -> None:  # fmt: skip
+                 start_only: bool = False, spec: str | None = None) -> None:  # fmt: skip
         self.bundle = bundle  # the model, its tokenizers and name (scratchformer.model_bundle.ModelBundle)
         self.inputs = inputs  # token ids and how the text was read (scratchformer.model_bundle.Inputs)
         self.trace = trace  # every step's tensor, by name (scratchformer.trace.Trace)
         self.source = source
         self.target = target
         self._start_only = start_only
-        self.spec = bundle.name  # what opened the model (sf.run sets the spec it was given)
+        self.spec = spec or bundle.name  # what opened the model: a folder's path, not its display name
 
     def __repr__(self) -> str:
         tokens = " ".join((self.trace.source_tokens or self.trace.target_tokens or [[]])[0])

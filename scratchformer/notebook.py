@@ -69,8 +69,6 @@ def step_plot(trace: Trace, step: Step, head: int | None = None, batch: int = 0,
     if head is None:
         return Plot(step_figure(trace, step, batch, vocab_labels))
     n_heads = max(1, head_count(step))
-    if n_heads == 1 and head == 0:
-        return Plot(step_figure(trace, step, batch, vocab_labels))  # a step without heads: its one map
     if not 0 <= head < n_heads:
         which = f"{n_heads} heads, from 0" if n_heads > 1 else "no head axis (head=None or 0)"
         raise UserError(f"head {head} is out of range; {step.name} has {which}.")
@@ -91,7 +89,9 @@ class PageView:
             from .page import page_data, page_html, run_arguments
 
             run = self.run
-            again = run_arguments(run.bundle.name, run.source, run.target or "")
+            # what repeats this run on the command line: the spec that opened the model (a folder's display name
+            # cannot reopen it) and the decoder input as it was read
+            again = run_arguments(run.spec, run.source, run.target or "", run._start_only)
             self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again))
         return self._html
 

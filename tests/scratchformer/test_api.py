@@ -141,3 +141,16 @@ def test_show_embeds_the_page_and_saves_it(run, tmp_path):
     assert index["input"]["translation"] == run.translation == "लड़की सेब खाती है"
     with pytest.raises(sf.UserError, match="html"):
         view.save(tmp_path / "run.txt")
+
+
+def test_the_pages_derive_hint_repeats_the_run_as_it_was_opened_and_read(run):
+    """The page's hint (`scratchformer derive <these options>`) must reopen the same model — a folder by its path,
+    not its display name — and read the decoder input the same way."""
+    from scratchformer.page import read_page
+
+    start_only = sf.run("en-hi", SOURCE, start_only=True)
+    index, _chunks = read_page(start_only.show().html())
+    assert index["run_args"] == "--model en-hi --source 'the girl eats an apple' --start-only"
+    opened = sf.Run(run.bundle, run.inputs, run.trace, SOURCE, spec="/models/my en-hi copy")
+    index, _chunks = read_page(opened.show().html())
+    assert index["run_args"].startswith("--model '/models/my en-hi copy' --source")
