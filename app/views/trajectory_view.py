@@ -90,9 +90,7 @@ class TrajectoryView(AnalysisView):
         item.setLabel("left", paths.y_title)
         item.setTitle(paths.title, size="10pt")
         both = len({p.stack for p in paths.paths}) > 1
-        # every dot, for hover and click: (n, 2) coordinates and the (path, vertex) each one is
-        self._xy = np.array([(x, y) for p in paths.paths for x, y in zip(p.xs, p.ys)], dtype=np.float64).reshape(-1, 2)
-        self._which = [(i, j) for i, p in enumerate(paths.paths) for j in range(len(p.xs))]
+        self._xy, self._which = paths.xy, paths.which  # every dot, for hover and click (made in the job)
         self._items = []
         if len(paths.paths) <= APART:
             self._draw_apart(paths, both)
@@ -167,11 +165,11 @@ class TrajectoryView(AnalysisView):
     def _mark_current(self) -> None:
         """A ring around the dots of the window's current step, when it is a point of the stream."""
         step = self.main.current_step()
-        spots = []
-        if self.paths is not None and step is not None and self.value is not None:
-            for path in self.paths.paths:
-                spots += [(x, y) for x, y, s in zip(path.xs, path.ys, path.steps) if s == step.name]
-        self._current.setData([x for x, _ in spots], [y for _, y in spots])
+        if self.paths is None or step is None or self.value is None:
+            self._current.setData([], [])
+            return
+        here = self.paths.steps == step.name  # (n,) one numpy pass on each step, whatever the number of paths
+        self._current.setData(self._xy[here, 0], self._xy[here, 1])
 
     # --- hover and click -----------------------------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass
@@ -33,6 +35,11 @@ class TrajectoryPlot:
     y_title: str
     title: str
     notes: list[str]
+    # every vertex as a dot, path after path (for a hover's nearest dot and the current step's ring in one numpy
+    # pass): (n, 2) coordinates, the (path, vertex) of each, and the step name of each
+    xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    which: list[tuple[int, int]] = field(default_factory=list)
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
 
 
 def trajectory_paths(t) -> TrajectoryPlot:
@@ -48,8 +55,12 @@ def trajectory_paths(t) -> TrajectoryPlot:
             path.steps.append(name)
     fitted = f"fitted on {t.fit_on}" if t.fit_on else "fitted on every point"
     axes = [f"PC{k + 1} ({v:.1%} of the variance)" for k, v in enumerate(t.explained_variance)]
-    return TrajectoryPlot(list(paths.values()), axes[0], axes[1],
-                          f"Token trajectories through the residual stream (PCA {fitted})", list(t.notes))  # fmt: skip
+    lines = list(paths.values())
+    xy = np.array([(x, y) for p in lines for x, y in zip(p.xs, p.ys)], dtype=np.float64).reshape(-1, 2)
+    which = [(i, j) for i, p in enumerate(lines) for j in range(len(p.xs))]
+    steps = np.array([s for p in lines for s in p.steps], dtype=object)
+    return TrajectoryPlot(lines, axes[0], axes[1], f"Token trajectories through the residual stream (PCA {fitted})",
+                          list(t.notes), xy, which, steps)  # fmt: skip
 
 
 def trajectory_csv(t) -> str:
