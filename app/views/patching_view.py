@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from scratchformer.analyses.sweep import checked_rows
 from scratchformer.errors import UserError
 from scratchformer.exporting.files import atomic_write_bytes
 from scratchformer.patching.attribution import DISAGREE
@@ -48,7 +49,7 @@ from ..widgets.heatmap import HeatmapWidget
 from ..worker import Sides
 from .base import View, placeholder
 from .patching_controls import PatchingControls
-from .patching_work import Made, Replay, checked_rows, make_sweep, path_cell_patch, replayed_metric, window_words
+from .patching_work import Made, Replay, make_sweep, path_cell_patch, replayed_metric, window_words
 
 MIN_ROW_PX = 6  # GPT-2 small's 144 heads per position: a map 974 pixels high, scrolled
 MAP_CHROME_PX = 110  # a map widget's title (two lines), column axis and read-out line
@@ -194,7 +195,8 @@ class PatchingView(View):
                       error=True)  # fmt: skip
             return
         k, budget = self.top_k.value(), budget_bytes(self.main.settings)
-        self._start(lambda job: checked_rows(made.pair, made.sweep, k, budget),
+        grids = [made.sweep.heads, made.sweep.positions, made.sweep.mlp]
+        self._start(lambda job: checked_rows(made.pair, grids, k, budget),
                     lambda rows: self._checked(made, rows), f"Patching the {k} largest estimates for real…")
 
     def _start(self, work, done, text: str) -> None:

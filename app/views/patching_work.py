@@ -11,8 +11,7 @@ import torch
 from scratchformer.analyses.sweep import Sweep, corrupted_text, sweep_pair
 from scratchformer.errors import UserError
 from scratchformer.interventions import Patch
-from scratchformer.patching.attribution import DISAGREE, check_top_k
-from scratchformer.patching.components import attention_modules, component_label
+from scratchformer.patching.components import attention_modules
 from scratchformer.patching.pair import Pair, make_pair
 from scratchformer.patching.paths import parse_head, pass_a, path_sweep, possible
 from scratchformer.patching.replay import cell_patch, logits_step, metric_from_logits
@@ -109,19 +108,6 @@ def make_sweep(bundle, ask: SweepAsk, like, budget: int | None, job) -> Made | N
     if sweep is None or job.cancelled():
         return None
     return Made(ask, like, pair, sweep, clean, corrupt, text, time.perf_counter() - t0, paths)
-
-
-def checked_rows(pair: Pair, sweep: Sweep, k: int, budget: int | None) -> list[dict]:
-    """Attribution patching's k largest estimates patched for real (the work of a job), as the sweep's `checked`."""
-    grids = (sweep.heads, sweep.positions, sweep.mlp)
-    every = [c for g in grids for c in g.components]
-    estimates = torch.cat([g.estimates for g in grids])
-    rows = []
-    for i, est, exact in check_top_k(pair, every, estimates, k, budget):
-        c = every[i]
-        rows.append({"component": component_label(c), "step": c.step, "head": c.head, "position": c.position,
-                     "estimate": est, "effect": exact, "disagree": abs(est - exact) > DISAGREE})  # fmt: skip
-    return rows
 
 
 def replayed_metric(result, metric) -> float:

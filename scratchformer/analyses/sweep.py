@@ -128,6 +128,20 @@ def grids(model, pair: Pair, per_position: bool) -> tuple[Grid, Grid, Grid]:
             Grid(components.residual_components(model, t, s)), Grid(components.mlp_components(model, t, s)))
 
 
+def checked_rows(pair: Pair, families: list, k: int, budget: int | None) -> list[dict]:
+    """Attribution patching's k largest estimates over the grids `families` (heads, points, feed-forwards), each
+    patched for real: the sweep's `checked` rows (the window's "Check for real" runs this too)."""
+    every = [c for g in families for c in g.components]
+    estimates = torch.cat([g.estimates for g in families])
+    rows = []
+    for i, est, exact in attribution.check_top_k(pair, every, estimates, k, budget):
+        c = every[i]
+        disagree = abs(est - exact) > attribution.DISAGREE
+        rows.append({"component": component_label(c), "step": c.step, "head": c.head, "position": c.position,
+                     "estimate": est, "effect": exact, "disagree": disagree})  # fmt: skip
+    return rows
+
+
 def sweep_pair(pair: Pair, method: str = "exact", per_position: bool = False, path: tuple[str, str] | None = None,
                check_top: int = 0, budget: int | None = None, progress: Callable[[int, int], None] | None = None,
                cancelled: Callable[[], bool] | None = None) -> Sweep | None:  # fmt: skip
@@ -147,28 +161,20 @@ def sweep_pair(pair: Pair, method: str = "exact", per_position: bool = False, pa
                      "a corruption that changes the answer more, or other --answer/--wrong tokens.")  # fmt: skip
     heads, points, mlp = grids(pair.model, pair, per_position)
     families = [heads, points, mlp]
+    every = [c for g in families for c in g.components]
     if method != "exact":
-        every = [c for g in families for c in g.components]
         estimated = pair.share(attribution.estimate(pair, every))
         a = 0
         for g in families:
             g.estimates, a = estimated[a : a + len(g.components)], a + len(g.components)
     if method != "attribution":
-        every = [c for g in families for c in g.components]
         m = patched_metrics(pair, every, budget=budget, notes=notes, progress=progress, cancelled=cancelled)
         if m is None:
             return None
         effects, a = pair.effect(m), 0
         for g in families:
             g.effects, a = effects[a : a + len(g.components)], a + len(g.components)
-    checked = []
-    if check_top:
-        every = [c for g in families for c in g.components]
-        estimates = torch.cat([g.estimates for g in families])
-        for i, est, exact in attribution.check_top_k(pair, every, estimates, check_top, budget):
-            checked.append({"component": component_label(every[i]), "step": every[i].step, "head": every[i].head,
-                            "position": every[i].position, "estimate": est, "effect": exact,
-                            "disagree": abs(est - exact) > attribution.DISAGREE})  # fmt: skip
+    checked = checked_rows(pair, families, check_top, budget) if check_top else []
     found = path_patch(pair, *path, budget=budget) if path is not None else None
     if found is not None and not found.possible:
         notes.append(f"{found.receiver} runs before {found.sender} or cannot read its output along the residual "
