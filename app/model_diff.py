@@ -189,14 +189,10 @@ class ModelComparison(QObject):
             raise UserError("Compare two models first (Run › Compare with…).")
         return diff_csv(self.diff)
 
-    def save_csv(self, path) -> object:
-        from pathlib import Path
+    def save_csv(self, path):
+        from scratchformer.exporting.files import write_csv
 
-        from scratchformer.exporting.files import atomic_write_bytes
-
-        path = Path(path)
-        atomic_write_bytes(path, self.csv_text().encode("utf-8"), overwrite=True)
-        return path
+        return write_csv(path, self.csv_text())
 
     def _save_dialog(self) -> None:
         from .export.actions import save_numbers

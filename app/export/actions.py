@@ -172,14 +172,16 @@ def _confirm_replace(window, paths: list[Path]) -> bool:
 # ---- the actions --------------------------------------------------------------------------------------------
 
 
-def save_numbers(window, caption: str, name: str, filters: str, save) -> Path | None:
-    """A view's numbers (CSV or JSON) where the user picks, as the image exports do: the last folder suggested,
-    the extension checked, replacing confirmed; `save(path)` writes the file. One sentence if it cannot."""
+def save_numbers(window, caption: str, name: str, filters: str, save,
+                 allowed: tuple[str, ...] = ("csv", "json")) -> Path | None:  # fmt: skip
+    """A view's numbers (CSV or JSON; a chart's panel may allow its images too) where the user picks, as the image
+    exports do: the last folder suggested, the extension checked against `allowed`, replacing confirmed;
+    `save(path)` writes the file. One sentence if it cannot."""
     raw = ask_save_path(window, caption, str(Path(last_folder()) / name), filters)
     if not raw:
         return None
     try:
-        path = _checked_target(window, raw, ("csv", "json"), Path(name).suffix.lstrip("."))
+        path = _checked_target(window, raw, allowed, Path(name).suffix.lstrip("."))
         if not _confirm_replace(window, [path]):
             return None
         save(path)

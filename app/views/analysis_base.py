@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from scratchformer.errors import UserError
-from scratchformer.exporting.files import atomic_write_bytes
+from scratchformer.exporting.files import write_csv
 
 from ..export.actions import save_numbers
 from ..jobs import JobRunner
@@ -123,11 +123,7 @@ class AnalysisView(View):
         self._jobs.shutdown()
 
     def save_csv(self, path: str | Path) -> Path:
-        path = Path(path)
-        if path.suffix.lower() != ".csv":
-            path = path.with_name(path.name + ".csv")
-        atomic_write_bytes(path, self.csv_text().encode("utf-8"), overwrite=True)  # one sentence if it cannot
-        return path
+        return write_csv(path, self.csv_text())  # one sentence if it cannot
 
     def _save_dialog(self) -> None:
         save_numbers(self.main, "Save the numbers", f"{self.title.lower().replace(' ', '-')}.csv", "CSV (*.csv)",

@@ -361,7 +361,7 @@ class HeadMetricsPanel(QWidget):
 
     def export(self, path: str | Path) -> Path:
         """The curves shown as .png/.svg/.pdf, or every head's numbers as .csv (the extension decides)."""
-        from scratchformer.exporting.files import atomic_write_bytes
+        from scratchformer.exporting.files import write_csv
 
         from ..export.plot_export import save_plot
 
@@ -369,26 +369,13 @@ class HeadMetricsPanel(QWidget):
             raise UserError("Measure the heads first; there are no curves to save yet.")
         path = Path(path)
         if path.suffix.lower() == ".csv":
-            atomic_write_bytes(path, head_metrics_csv(self.metrics).encode("utf-8"), overwrite=True)
-            return path
+            return write_csv(path, head_metrics_csv(self.metrics))
         shown = self.curves()
         return save_plot(self.chart, path, f"{self.metrics.model}: {shown.title if shown else 'head metrics'}")
 
     def _export_dialog(self) -> None:
-        from ..export import actions
+        from ..export.actions import save_numbers
 
         stem = f"{Path(self._base or 'model').name}.head-metrics"
-        raw = actions.ask_save_path(self.main, "Export the head metrics", str(Path(actions.last_folder()) /
-                                    f"{stem}.png"), EXPORT_FILTERS)  # fmt: skip
-        if not raw:
-            return
-        try:
-            path = actions._checked_target(self.main, raw, ("png", "svg", "pdf", "csv"), "png")
-            if not actions._confirm_replace(self.main, [path]):
-                return
-            self.export(path)
-        except UserError as exc:
-            self.main.show_error(str(exc))
-            return
-        actions.remember_folder(path.parent)
-        self.main.show_message(f"Saved {path}.")
+        save_numbers(self.main, "Export the head metrics", f"{stem}.png", EXPORT_FILTERS, self.export,
+                     allowed=("png", "svg", "pdf", "csv"))  # fmt: skip

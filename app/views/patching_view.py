@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from scratchformer.analyses.sweep import checked_rows
 from scratchformer.errors import UserError
-from scratchformer.exporting.files import atomic_write_bytes
+from scratchformer.exporting.files import write_csv
 from scratchformer.patching.attribution import DISAGREE
 from scratchformer.patching.replay import cell_patch, corrupted_inputs
 from scratchformer.plotdata import Heatmap
@@ -473,11 +473,7 @@ class PatchingView(View):
         return sweep_csv(self.made.sweep, self.made.paths.csv_rows() if self.made.paths is not None else None)
 
     def save_csv(self, path: str | Path) -> Path:
-        path = Path(path)
-        if path.suffix.lower() != ".csv":
-            path = path.with_name(path.name + ".csv")
-        atomic_write_bytes(path, self.csv_text().encode("utf-8"), overwrite=True)
-        return path
+        return write_csv(path, self.csv_text())
 
     def _save_dialog(self) -> None:
         save_numbers(self.main, "Save the sweep", "patching-sweep.csv", "CSV (*.csv)", self.save_csv)

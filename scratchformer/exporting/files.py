@@ -129,6 +129,16 @@ def atomic_write_bytes(path: Path | str, data: bytes, overwrite: bool = False) -
     return atomic_write(path, lambda f: f.write(data), overwrite)
 
 
+def write_csv(path: Path | str, text: str) -> Path:
+    """Write a view's numbers as CSV at `path` (".csv" added when it has another suffix), replacing a file there;
+    the path written. One sentence (UserError) if it cannot."""
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        path = path.with_name(path.name + ".csv")
+    atomic_write_bytes(path, text.encode("utf-8"), overwrite=True)
+    return path
+
+
 def _fsync_folder(folder: Path) -> None:
     """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
     try:

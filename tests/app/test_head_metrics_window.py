@@ -33,7 +33,7 @@ def _training(qtbot, make_window, model="en-hi", source=SOURCE):
     return w, view
 
 
-def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_metrics, tmp_path):
+def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_metrics, tmp_path, monkeypatch):
     w, view = _training(qtbot, make_window)
     panel = view.head_metrics
     assert panel.isVisible() and panel.measure_button.isEnabled() and not panel.plot.isVisible()
@@ -82,6 +82,16 @@ def test_curves_over_en_hi_snapshots_follow_the_slider(qtbot, make_window, core_
     cross = [r for r in rows if r["metric"] == "entropy" and r["attention"] == "decoder.cross_attn"]
     assert len(cross) == n_ckpt * n_layers * n_heads
     assert float(cross[-1]["value"]) == pytest.approx(entropy[-1, -1, -1], rel=1e-6)
+
+    # the export dialog (export/actions.save_numbers): a chosen .svg is written, a name without a known suffix
+    # gets .png, and a tensor file's suffix is one sentence
+    from app.export import actions
+
+    for name in ("chosen.svg", "plain", "tensors.npz"):
+        monkeypatch.setattr(actions, "ask_save_path", lambda *_a, n=name: str(tmp_path / n))
+        panel._export_dialog()
+    assert (tmp_path / "chosen.svg").stat().st_size > 1000 and (tmp_path / "plain.png").stat().st_size > 1000
+    assert not (tmp_path / "tensors.npz").exists() and "tensors.npz cannot be saved here" in view.main.message_text()
 
 
 def test_at_1400_by_900_the_maps_and_the_heads_chart_both_keep_room(qtbot, make_window):
