@@ -14,24 +14,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from scratchformer.plotdata.diff import diff_bars
+from scratchformer.plotdata.diff import diff_bars, shade
 
 from .diagram import difference_colour
 from .parameter_diff_dialog import ParameterDiffDialog, parameter_summary
 
 STRIP_H = 54
 SHAPES_DIFFER = "#b2182b"
-
-
-def shade(relative: float, tolerance: float) -> float:
-    """0 within the tolerance, 1 at a relative difference of 1 or more (or a shape that differs), log between —
-    the scale plotdata.diff.block_shades colours the diagram's blocks with."""
-    tol = max(tolerance, 1e-12)
-    if relative <= tol:
-        return 0.0
-    if not math.isfinite(relative) or relative >= 1:
-        return 1.0
-    return min(1.0, math.log10(relative / tol) / (math.log10(1 / tol) if tol < 1 else 1.0))
 
 
 class ComparisonBar(QWidget):

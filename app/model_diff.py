@@ -166,7 +166,7 @@ class ModelComparison(QObject):
         self._start(result)
 
     def colour_diagram(self) -> None:
-        """Each block's shade of its largest relative difference (the diagram is rebuilt with every run)."""
+        """Each block's shade of its largest relative difference (the diagram keeps them when it is rebuilt)."""
         if self.diff is None:
             return
         amounts = block_differences(self.diff)

@@ -482,7 +482,6 @@ class MainWindow(QMainWindow):
             last = trace[indices[-1]]
             shapes[key] = (short_shape(last), last.shape_text())
         self.diagram.set_shapes(shapes, result.parameters)
-        self.comparison.colour_diagram()
         step = self.current_step()
         if step is not None:
             self.diagram.set_current(block_key(step))

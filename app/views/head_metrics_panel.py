@@ -22,6 +22,7 @@ from scratchformer.plotdata.head_metrics import (
     METRICS,
     available,
     checkpoint_at,
+    checkpoint_steps,
     head_curves,
     head_metrics_csv,
     step_ticks,
@@ -200,7 +201,7 @@ class HeadMetricsPanel(QWidget):
         if self._base is None or self._input is None:
             return
         key = (self._base, *self._input)
-        source, target = self._input
+        base, (source, target) = self._base, self._input  # read here: the job runs on another thread
         device = str(self.main.current_bundle().device) if self.main.current_bundle() is not None else "cpu"
         self.progress.setRange(0, 0)
         self.progress.setVisible(True)
@@ -221,7 +222,7 @@ class HeadMetricsPanel(QWidget):
             self._idle()
             self._show(False, sentence)
 
-        self._jobs.start(lambda job: _measure(self._base, source, target, device, job), on_result=done,
+        self._jobs.start(lambda job: _measure(base, source, target, device, job), on_result=done,
                          on_error=failed, on_progress=self._progressed, doing="Measuring the heads")  # fmt: skip
 
     def cancel(self) -> None:
@@ -340,8 +341,8 @@ class HeadMetricsPanel(QWidget):
             return
         at = checkpoint_at(m, self._step)
         self.marker.setVisible(at is not None)
-        if at is not None:  # the x axis is log10(step)
-            self.marker.setPos(math.log10(max(self.curves().steps[at], 1)) if self.curves() is not None else 0)
+        if at is not None:  # the x axis is log10(step), as head_curves lays the checkpoints out
+            self.marker.setPos(math.log10(max(checkpoint_steps(m)[at], 1)))
 
     def _clicked(self, event) -> None:
         if self.metrics is None or event.button() != Qt.MouseButton.LeftButton:

@@ -107,20 +107,22 @@ def block_differences(diff) -> dict[str, float]:
     return out
 
 
-def block_shades(diff) -> dict[str, float]:
-    """Block key → a shade in [0, 1] for colouring the diagram: 0 within the tolerance, 1 at a relative difference
-    of 1 or more (or a shape that differs), on a log scale between (each decade the same step)."""
-    tol = max(diff.tolerance, 1e-12)
+def shade(relative: float, tolerance: float) -> float:
+    """A difference's shade in [0, 1], for the diagram's blocks and the comparison strip's bars: 0 within the
+    tolerance, 1 at a relative difference of 1 or more (or a shape that differs: inf), on a log scale between (each
+    decade the same step)."""
+    tol = max(tolerance, 1e-12)
+    if relative <= tol:
+        return 0.0
+    if not math.isfinite(relative) or relative >= 1:
+        return 1.0
     span = math.log10(1.0 / tol) if tol < 1 else 1.0
-    out = {}
-    for key, rel in block_differences(diff).items():
-        if rel <= tol:
-            out[key] = 0.0
-        elif not math.isfinite(rel) or rel >= 1:
-            out[key] = 1.0
-        else:
-            out[key] = min(1.0, max(0.0, math.log10(rel / tol) / span))
-    return out
+    return min(1.0, max(0.0, math.log10(relative / tol) / span))
+
+
+def block_shades(diff) -> dict[str, float]:
+    """Block key → its largest difference's shade (shade) for colouring the diagram."""
+    return {key: shade(rel, diff.tolerance) for key, rel in block_differences(diff).items()}
 
 
 @dataclass
