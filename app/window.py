@@ -877,8 +877,7 @@ class MainWindow(QMainWindow):
 
     def request_export(self, kind: str) -> None:
         """Every export menu item and plot context menu lands here; app/export/actions.py does the work."""
-        # the interactive page has a module of its own (it uses actions' dialogs, so actions cannot import it)
-        name = "app.export.page_export" if kind == "page" else "app.export.actions"
+        name = "app.export.actions"
         try:
             actions = importlib.import_module(name)
         except ModuleNotFoundError as exc:
