@@ -37,13 +37,14 @@ class SweepAsk:
 def head_names(model) -> list[tuple[str, str]]:
     """(label, name) of every head in the order they run: ('decoder layer 2 cross-attention head 1',
     'decoder.1.cross_attn.head0'); names count from 0 as the command line's do, labels from 1 as the window's."""
+    from scratchformer.interventions import head_name
     from scratchformer.patching.components import attention_modules
 
     out = []
     for name, module in attention_modules(model).items():
         stack, layer, kind = name.split(".")
         what = "cross-attention" if kind == "cross_attn" else "self-attention"
-        out += [(f"{stack} layer {int(layer) + 1} {what} head {h + 1}", f"{name}.head{h}")
+        out += [(f"{stack} layer {int(layer) + 1} {what} head {h + 1}", head_name(f"{stack}.{kind}", int(layer), h))
                 for h in range(module.n_heads)]  # fmt: skip
     return out
 

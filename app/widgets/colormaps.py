@@ -35,13 +35,9 @@ def colormap(name: str):
     return pg.ColorMap(np.linspace(0.0, 1.0, 256), table, name=name)
 
 
-def _lut(name: str) -> np.ndarray:
-    return colour_table(name)
-
-
 def lookup_table(name: str) -> np.ndarray:
     """(256, 4) uint8 RGBA table of a colour map, low to high."""
-    return _lut(name).copy()
+    return colour_table(name).copy()
 
 
 def rgba_image(values: np.ndarray, levels: tuple[float, float], name: str, classes: np.ndarray | None = None
@@ -56,7 +52,7 @@ def rgba_image(values: np.ndarray, levels: tuple[float, float], name: str, class
         idx = (v - np.float32(lo)) * np.float32(scale)
     np.nan_to_num(idx, copy=False, nan=0.0, posinf=255.0, neginf=0.0)
     np.clip(idx, 0.0, 255.0, out=idx)
-    packed = np.ascontiguousarray(_lut(name)).view(np.uint32)[:, 0]  # (256,): one 4-byte RGBA word per level
+    packed = np.ascontiguousarray(colour_table(name)).view(np.uint32)[:, 0]  # (256,): one 4-byte RGBA word per level
     rgba = packed[idx.astype(np.uint8)].view(np.uint8).reshape(*v.shape, 4)  # one gather of words, not of bytes
     if classes is None and not np.isfinite(v).all():
         classes = cell_classes(v, masked=np.isneginf(v))
