@@ -22,6 +22,7 @@ import os
 import re
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -475,31 +476,39 @@ def _paint_swatches(painter: QPainter, items: list[tuple[QColor, str]], at: QPoi
 # ---- formats ----------------------------------------------------------------------------------------------
 
 
-def render_image(fig: Figure, scale: float = 2.0) -> QImage:
-    """The figure as an image, `scale` pixels per point (2 = 144 dpi, sharp on high-DPI screens and print)."""
+Paint = Callable[[QPainter, bool], None]  # paints a picture in points onto a painter; the bool: keep vectors
+
+
+def raster_image(size: QSizeF, paint: Paint, scale: float = 2.0) -> QImage:
+    """A picture `size` points large as an image, `scale` pixels per point (2 = 144 dpi, sharp on high-DPI screens
+    and print), on white; its resolution recorded (dots per metre) for the PNG's pHYs."""
     ensure_gui_app()
-    size = figure_size(fig)
     img = QImage(QSize(math.ceil(size.width() * scale), math.ceil(size.height() * scale)), QImage.Format_RGB32)
     dpm = round(72.0 * scale / 0.0254)
     img.setDotsPerMeterX(dpm)
     img.setDotsPerMeterY(dpm)
-    _paint_raster(img, fig, scale)
+    _paint_raster(img, paint, scale)
     return img
 
 
-def _paint_raster(img: QImage, fig: Figure, scale: float) -> None:
-    """White background, then the figure at `scale` pixels per point."""
+def _paint_raster(img: QImage, paint: Paint, scale: float) -> None:
+    """White background, then the picture at `scale` pixels per point."""
     img.fill(Qt.white)
     painter = QPainter(img)
     try:
         painter.scale(scale, scale)
-        paint_figure(painter, fig, vector=False)
+        paint(painter, False)
     finally:
         painter.end()
 
 
-def _png(fig: Figure, scale: float) -> bytes:
-    return encode_png(render_image(fig, scale))
+def render_image(fig: Figure, scale: float = 2.0) -> QImage:
+    """The figure as an image, `scale` pixels per point."""
+    return raster_image(figure_size(fig), _figure_paint(fig), scale)
+
+
+def _figure_paint(fig: Figure) -> Paint:
+    return lambda painter, vector: paint_figure(painter, fig, vector=vector)
 
 
 def encode_png(img: QImage) -> bytes:
@@ -525,11 +534,10 @@ def encode_png(img: QImage) -> bytes:
 
 
 _SVG_IMAGE = re.compile(rb'image-rendering="optimizeSpeed"')
+PDF_DPI = 600
 
 
-def _svg(fig: Figure) -> bytes:
-    ensure_gui_app()
-    size = figure_size(fig)
+def _svg(size: QSizeF, paint: Paint, title: str, description: str) -> bytes:
     data = QByteArray()
     buf = QBuffer(data)
     buf.open(QIODevice.WriteOnly)
@@ -538,11 +546,11 @@ def _svg(fig: Figure) -> bytes:
     gen.setSize(size.toSize())
     gen.setViewBox(QRectF(0, 0, size.width(), size.height()))
     gen.setResolution(72)  # 1 user unit = 1 point, like the PDF
-    gen.setTitle(fig.title)
-    gen.setDescription(fig.subtitle or fig.title)
+    gen.setTitle(title)
+    gen.setDescription(description or title)
     painter = QPainter(gen)
     try:
-        paint_figure(painter, fig, vector=True)
+        paint(painter, True)
     finally:
         painter.end()
     buf.close()
@@ -550,36 +558,43 @@ def _svg(fig: Figure) -> bytes:
     return _SVG_IMAGE.sub(b'image-rendering="pixelated" style="image-rendering:pixelated"', bytes(data.data()))
 
 
-def _pdf(fig: Figure) -> bytes:
-    ensure_gui_app()
-    size = figure_size(fig)
+def _pdf(size: QSizeF, paint: Paint, title: str) -> bytes:
     data = QByteArray()
     buf = QBuffer(data)
     buf.open(QIODevice.WriteOnly)
     writer = QPdfWriter(buf)
-    resolution = 600
-    writer.setResolution(resolution)
-    writer.setPageSize(QPageSize(size, QPageSize.Point, fig.title[:60] or "figure"))
+    writer.setResolution(PDF_DPI)
+    writer.setPageSize(QPageSize(size, QPageSize.Point, title[:60] or "figure"))
     writer.setPageMargins(QMarginsF(0, 0, 0, 0))
-    writer.setTitle(fig.title)
+    writer.setTitle(title)
     writer.setCreator("scratchformer")
     painter = QPainter(writer)
     try:
-        painter.scale(resolution / 72.0, resolution / 72.0)
-        paint_figure(painter, fig, vector=True)
+        painter.scale(PDF_DPI / 72.0, PDF_DPI / 72.0)
+        paint(painter, True)
     finally:
         painter.end()
     buf.close()
     return bytes(data.data())
 
 
+def encode(size: QSizeF, paint: Paint, fmt: str, scale: float = 2.0, title: str = "", description: str = "") -> bytes:
+    """A picture `size` points large, painted by `paint`, as the contents of a .png (`scale` pixels per point),
+    .svg or .pdf file (vectors kept): the one writer of every image export, figures and charts alike."""
+    fmt = fmt.lower().lstrip(".")
+    if fmt not in ("png", "svg", "pdf"):
+        raise ValueError(f"not an image format: {fmt!r}")
+    ensure_gui_app()
+    if fmt == "png":
+        return encode_png(raster_image(size, paint, scale))
+    if fmt == "svg":
+        return _svg(size, paint, title, description)
+    return _pdf(size, paint, title)
+
+
 def render_bytes(fig: Figure, fmt: str, scale: float = 2.0) -> bytes:
     """The contents of a .png, .svg or .pdf file showing `fig`."""
-    fmt = fmt.lower().lstrip(".")
-    draw = {"png": lambda: _png(fig, scale), "svg": lambda: _svg(fig), "pdf": lambda: _pdf(fig)}.get(fmt)
-    if draw is None:
-        raise ValueError(f"not an image format: {fmt!r}")
-    return draw()
+    return encode(figure_size(fig), _figure_paint(fig), fmt, scale, fig.title, fig.subtitle or fig.title)
 
 
 def renderer(scale: float = 2.0):
@@ -597,7 +612,7 @@ def render_frames(figs: list[Figure], scale: float = 1.5) -> list[np.ndarray]:
     frames = []
     for fig in figs:
         img = QImage(QSize(w, h), QImage.Format_RGB888)
-        _paint_raster(img, fig, scale)
+        _paint_raster(img, _figure_paint(fig), scale)
         rows = np.frombuffer(img.constBits(), np.uint8).reshape(h, img.bytesPerLine())
         frames.append(rows[:, : w * 3].reshape(h, w, 3).copy())  # (H, W, 3): each row without its padding
     return frames
