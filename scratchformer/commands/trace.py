@@ -36,6 +36,12 @@ DECODER_INPUT_TEXT = {
 }
 
 
+def decoder_input_text(decoder_input: str, has_encoder: bool) -> str:
+    """What the decoder read, in words: a decoder-only model's generated input is its continuation of the text."""
+    continued = decoder_input == "generated" and not has_encoder
+    return DECODER_INPUT_TEXT.get("continued" if continued else decoder_input, decoder_input)
+
+
 def trace_to_dict(trace: Trace, config: dict, values: bool = False, explanations: list[str] | None = None,
                   decoder_input: str | None = None, translation: str = "") -> dict:
     steps = []
@@ -125,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"source: {' | '.join(trace.source_tokens[0]) if trace.source_tokens else '-'}")
     print(f"target: {' | '.join(trace.target_tokens[0]) if trace.target_tokens else '-'}")
     continued = inputs.decoder_input == "generated" and not bundle.config.has_encoder
-    print(f"decoder input: {DECODER_INPUT_TEXT['continued' if continued else inputs.decoder_input]}")
+    print(f"decoder input: {decoder_input_text(inputs.decoder_input, bundle.config.has_encoder)}")
     if trace.interventions:
         print(f"interventions: {'; '.join(i.spec() for i in trace.interventions)}")
     if inputs.decoder_input == "generated":

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable
 
 from ..analyses import lens as lens_analysis
-from ..commands.trace import DECODER_INPUT_TEXT
+from ..commands.trace import decoder_input_text
 from ..errors import UserError
 from ..explain import explain_step
 from ..plotdata import architecture, block_key, block_steps
@@ -93,7 +93,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
         "version": VERSION,
         "title": _title(bundle, trace, item),
         "model": {"name": bundle.name, "describe": bundle.describe(), "untrained": bool(bundle.untrained)},
-        "input": _input(trace, inputs),
+        "input": _input(trace, inputs, bundle.config.has_encoder),
         "items": items, "n_items": n_items, "item": item,
         "blocks": _blocks(bundle.config, trace),
         "steps": [{"name": s.name, "kind": s.kind, "title": s.title, "path": step_path(s), "formula": s.formula,
@@ -117,10 +117,10 @@ def _title(bundle, trace: Trace, item: int) -> str:
     return f"{bundle.name} · {text}{' …' if len(tokens) > 12 else ''}"
 
 
-def _input(trace: Trace, inputs) -> dict:
+def _input(trace: Trace, inputs, has_encoder: bool) -> dict:
     out = {"source": trace.source_tokens, "target": trace.target_tokens}
     if inputs is not None:
-        out.update(decoder_input=DECODER_INPUT_TEXT.get(inputs.decoder_input, inputs.decoder_input),
+        out.update(decoder_input=decoder_input_text(inputs.decoder_input, has_encoder),
                    translation=inputs.translation, notes=list(inputs.notes))  # fmt: skip
     return out
 

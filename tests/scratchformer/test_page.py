@@ -232,3 +232,16 @@ def test_a_vocabulary_axis_keeps_the_heatmaps_chosen_tokens_and_ids(tmp_path):
     assert info["rows"] == "tgt" and info["levels"] == [0.0, pytest.approx(hm.levels[1], rel=1e-6)]
     stored = unpack_values(chunks[info["chunk"]], info["dtype"], tuple(info["shape"]))
     np.testing.assert_array_equal(stored[0], f16(hm.values))
+
+
+def test_a_decoder_only_models_page_says_the_decoder_read_its_continuation():
+    """As `scratchformer trace` says it (commands/trace.decoder_input_text): a decoder-only model's generated
+    input is the text and its continuation, not "the model's own output"."""
+    from scratchformer.generation import Continuation
+
+    bundle = load_model("llama-tiny", "cpu")
+    inputs = bundle.prepare_run("the girl eats", "", continuation=Continuation())
+    assert inputs.decoder_input == "generated"
+    _, trace = bundle.run(inputs, keep_output=False)
+    said = page_data(bundle, trace, inputs)["index"]["input"]["decoder_input"]
+    assert said.startswith("the text and the model's greedy continuation")
