@@ -3,7 +3,7 @@ by step (scratchformer.analyses.diff). While a comparison is on, the stepper wal
 view shows A, B and A − B for each step both compute (app/views/step_diff_panel.py), the architecture diagram
 colours each block by how much its steps differ (plotdata.diff.block_shades) and the bar above the stepper
 (app/comparison_bar.py) gives the first step that differs and a strip of every step's difference. A new run of
-the window is compared again with the same B; Stop comparing ends it.
+the window is compared again with the same B, kept open between runs; Stop comparing ends it and lets B go.
 
 Loading B and running both models is a job (app/jobs.py) with progress and Cancel.
 """
@@ -31,17 +31,23 @@ def _open(spec: str, device, precision: str):
     return load_model(spec, device, precision=precision)
 
 
-def _compare(result, spec_b: str, job):
-    """(on the job's thread) The ModelDiff of the window's run against model B, or None if cancelled."""
+def _compare(result, spec_b: str, opened: tuple | None, job):
+    """(on the job's thread) (the ModelDiff of the window's run against model B, B's key and bundle) — B reused from
+    `opened` ((key, bundle) of the last comparison) when it is the same model on the same device and precision, so
+    a new run of the window does not read B from disk again — or None if cancelled."""
     from scratchformer.analyses import diff
 
     request = result.request
-    job.progress(f"Opening {spec_b}…")
-    b = _open(spec_b, result.bundle.device, getattr(request, "precision", "float32"))
+    key = (spec_b, str(result.bundle.device), getattr(request, "precision", "float32"))
+    if opened is not None and opened[0] == key:
+        b = opened[1]
+    else:
+        job.progress(f"Opening {spec_b}…")
+        b = _open(spec_b, result.bundle.device, key[2])
     if job.cancelled():
         return None
     job.progress(f"Running {result.bundle.name} and {b.name} on the same input…")
-    return diff.compute(result.bundle, b, request.source, request.target, request.start_only)
+    return diff.compute(result.bundle, b, request.source, request.target, request.start_only), (key, b)
 
 
 class ModelComparison(QObject):
@@ -51,6 +57,7 @@ class ModelComparison(QObject):
         self.spec_b: str | None = None  # what A is compared with, while a comparison is on
         self.diff = None  # the ModelDiff of the window's current run, once made
         self._compared = None  # the RunResult it was made for
+        self._opened: tuple | None = None  # ((spec, device, precision), bundle) of the last B opened
         self._jobs = JobRunner("scratchformer-model-diff", latest_only=True)
         self.bar = ComparisonBar()
         self.bar.stop_requested.connect(self.stop)
@@ -94,13 +101,16 @@ class ModelComparison(QObject):
 
     def _start(self, result) -> None:
         self.bar.computing(f"Comparing {result.bundle.name} with {self.spec_b}…")
-        spec = self.spec_b
-        self._jobs.start(lambda job: _compare(result, spec, job), on_result=lambda d: self._arrived(result, d),
+        spec, opened = self.spec_b, self._opened
+        self._jobs.start(lambda job: _compare(result, spec, opened, job), on_result=lambda d: self._arrived(result, d),
                          on_error=self._failed, on_progress=self.bar.computing,
                          doing=f"Comparing with {spec}")  # fmt: skip
 
-    def _arrived(self, result, diff) -> None:
-        if diff is None or result is not self.main.current_result():
+    def _arrived(self, result, found) -> None:
+        if found is None:
+            return
+        diff, self._opened = found
+        if result is not self.main.current_result():
             return
         self.diff, self._compared = diff, result
         self.bar.show_diff(diff)
@@ -132,7 +142,7 @@ class ModelComparison(QObject):
     def stop(self) -> None:
         """Stop comparing: one map per step again, the diagram's own colours."""
         self._jobs.cancel()
-        self.spec_b = None
+        self.spec_b = self._opened = None  # B is let go
         self._end()
         self.main.show_message("Stopped comparing.")
 

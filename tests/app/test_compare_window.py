@@ -99,6 +99,24 @@ def test_a_model_against_itself_agrees_everywhere(qtbot, make_window):
     assert all(item.difference is None or item.difference[0] <= 0 for item in w.diagram.items_by_key.values())
 
 
+def test_a_new_run_is_compared_with_the_b_already_open(qtbot, make_window, monkeypatch):
+    """B is opened once: a new run of the window while comparing reuses it; Stop comparing lets it go."""
+    import app.model_diff as window_diff
+
+    opened = []
+    real = window_diff._open
+    monkeypatch.setattr(window_diff, "_open", lambda *a: opened.append(a[0]) or real(*a))
+    w = _compared(qtbot, make_window, spec="en-hi")
+    first = w.comparison.diff
+    w.source_edit.setText("the boy reads a book")
+    run_and_wait(qtbot, w)
+    qtbot.waitUntil(lambda: not w.comparison.is_busy() and w.comparison.diff is not None, timeout=60_000)
+    assert w.comparison.diff is not first and w.comparison.diff.first_difference is None
+    assert opened == ["en-hi"]
+    w.comparison.stop()
+    assert w.comparison._opened is None
+
+
 @pytest.mark.parametrize("spec, words", [
     ("llama-tiny", "no step can be compared"),  # nothing in common: another tokenizer, another architecture
     ("en-hi@step-000999", "step"),  # a snapshot that is not there
