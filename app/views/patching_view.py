@@ -49,7 +49,7 @@ from ..widgets.heatmap import HeatmapWidget
 from ..worker import Sides
 from .base import View, placeholder
 from .patching_controls import PatchingControls
-from .patching_work import Made, Replay, make_sweep, path_cell_patch, replayed_metric, window_words
+from .patching_work import Made, Replay, make_sweep, path_cell_patch, replayed_metric
 
 MIN_ROW_PX = 6  # GPT-2 small's 144 heads per position: a map 974 pixels high, scrolled
 MAP_CHROME_PX = 110  # a map widget's title (two lines), column axis and read-out line
@@ -259,7 +259,7 @@ class PatchingView(View):
         s = self.made.sweep
         parts = [f"m_clean = {s.m_clean:.4g}, m_corrupt = {s.m_corrupt:.4g}: {s.metric.describe()} at the last "
                  "decoder position. Effect 1: the clean m restored; 0: nothing (the explanation panel says more)."]
-        parts += [window_words(note) for note in s.notes]
+        parts += list(s.notes)
         if s.path is not None:
             p = s.path
             parts.append(f"Path {p.sender} → {p.receiver}: effect {p.path:+.3f} through the receiver (directly to "

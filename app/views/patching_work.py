@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import torch
 
 from scratchformer.analyses.sweep import Sweep, corrupted_text, sweep_pair
-from scratchformer.errors import UserError
 from scratchformer.interventions import Patch
 from scratchformer.patching.components import attention_modules
 from scratchformer.patching.pair import Pair, make_pair
@@ -18,9 +17,9 @@ from scratchformer.patching.replay import cell_patch, logits_step, metric_from_l
 
 from .patching_controls import SweepAsk
 
-# the core's sentences name its command-line options; the window names its fields (in this order)
-OPTIONS = {"other --answer/--wrong tokens": "another answer and wrong token", "--answer": "The answer token",
-           "--wrong": "The wrong token", "--metric logprob": "the log-probability"}
+# what the core's sentences call the metric's inputs: the window's fields, not the command line's options
+FIELD_NAMES = {"answer": "The answer token", "wrong": "The wrong token", "logprob": "the log-probability",
+               "tokens": "another answer and wrong token"}  # fmt: skip
 
 
 @dataclass
@@ -83,28 +82,18 @@ class Replay:
     measured: tuple[float, float] | None = None  # (m, effect) read from the patched run's logits
 
 
-def window_words(text: str) -> str:
-    """A core sentence written for the command line, reworded for the window's fields."""
-    for option, words in OPTIONS.items():
-        text = text.replace(option, words)
-    return text
-
-
 def make_sweep(bundle, ask: SweepAsk, like, budget: int | None, job) -> Made | None:
     """The sweep (the work of a job): both runs, the metric, the grid; None once cancelled."""
     t0 = time.perf_counter()
-    try:
-        text = corrupted_text(ask.source, ask.corrupt_source, ask.corrupt_word)
-        clean = bundle.prepare_run(ask.source, ask.target, ask.start_only)  # the text as it is, never continued
-        corrupt = bundle.prepare(text, ask.target)
-        pair = make_pair(bundle, clean, corrupt, ask.answer, ask.wrong, ask.metric)
-        sweep = sweep_pair(pair, ask.method, ask.per_position, ask.path, budget=budget, progress=job.progress,
-                           cancelled=job.cancelled)  # fmt: skip
-        paths = None
-        if sweep is not None and ask.path is not None and not job.cancelled():
-            paths = path_sweep_of(pair, ask.path[0], ask.path_part, budget)
-    except UserError as exc:
-        raise UserError(window_words(str(exc))) from None
+    text = corrupted_text(ask.source, ask.corrupt_source, ask.corrupt_word)
+    clean = bundle.prepare_run(ask.source, ask.target, ask.start_only)  # the text as it is, never continued
+    corrupt = bundle.prepare(text, ask.target)
+    pair = make_pair(bundle, clean, corrupt, ask.answer, ask.wrong, ask.metric, FIELD_NAMES)
+    sweep = sweep_pair(pair, ask.method, ask.per_position, ask.path, budget=budget, progress=job.progress,
+                       cancelled=job.cancelled)  # fmt: skip
+    paths = None
+    if sweep is not None and ask.path is not None and not job.cancelled():
+        paths = path_sweep_of(pair, ask.path[0], ask.path_part, budget)
     if sweep is None or job.cancelled():
         return None
     return Made(ask, like, pair, sweep, clean, corrupt, text, time.perf_counter() - t0, paths)

@@ -158,7 +158,7 @@ def sweep_pair(pair: Pair, method: str = "exact", per_position: bool = False, pa
         notes.append("m_clean equals m_corrupt: there is nothing to restore, so every effect is 0.")
     elif abs(pair.gap) < 0.1:
         notes.append(f"m_clean − m_corrupt is only {pair.gap:.3g}: the effects divide by it and are noisy; pick "
-                     "a corruption that changes the answer more, or other --answer/--wrong tokens.")  # fmt: skip
+                     f"a corruption that changes the answer more, or {pair.names['tokens']}.")  # fmt: skip
     heads, points, mlp = grids(pair.model, pair, per_position)
     families = [heads, points, mlp]
     every = [c for g in families for c in g.components]

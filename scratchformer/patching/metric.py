@@ -90,21 +90,29 @@ def read_token(text: str, tokenizer, option: str) -> int:
     return ids[0]
 
 
+# How the sentences name the metric's inputs: the command line's options by default; the window passes its fields'.
+OPTION_NAMES = {"answer": "--answer", "wrong": "--wrong", "logprob": "--metric logprob",
+                "tokens": "other --answer/--wrong tokens"}  # fmt: skip
+
+
 def choose(tokenizer, clean_logits: torch.Tensor, corrupt_logits: torch.Tensor, answer: str | None = None,
-           wrong: str | None = None, kind: str = "logit-diff") -> Metric:  # fmt: skip
+           wrong: str | None = None, kind: str = "logit-diff",
+           names: dict[str, str] = OPTION_NAMES) -> Metric:  # fmt: skip
     """The sweep's metric: `answer` defaults to the clean run's top token at the last decoder position and
-    `wrong` to the corrupted run's (clean_logits, corrupt_logits: (vocab,) there)."""
+    `wrong` to the corrupted run's (clean_logits, corrupt_logits: (vocab,) there). `names`: what the sentences call
+    the inputs (OPTION_NAMES' keys)."""
     if kind not in KINDS:
         raise UserError(f"The metric is one of {', '.join(KINDS)}, not {kind!r}.")
-    a = read_token(answer, tokenizer, "--answer") if answer else int(clean_logits.argmax())
+    a = read_token(answer, tokenizer, names["answer"]) if answer else int(clean_logits.argmax())
     name = lambda i: tokenizer.token_strings([i])[0]  # noqa: E731
     if kind == "logprob":
         if wrong:
-            raise UserError("--wrong goes with the logit-difference metric, not with --metric logprob.")
+            raise UserError(f"{names['wrong']} goes with the logit-difference metric, not with {names['logprob']}.")
         return Metric(a, name(a), kind=kind)
-    w = read_token(wrong, tokenizer, "--wrong") if wrong else int(corrupt_logits.argmax())
+    w = read_token(wrong, tokenizer, names["wrong"]) if wrong else int(corrupt_logits.argmax())
     if w == a and not wrong:  # both runs put the same token first: take the corrupted run's best other token
         w = int(corrupt_logits.topk(2).indices[1])
     if w == a:
-        raise UserError(f"--answer and --wrong are the same token ({name(a)!r}); the logit difference needs two.")
+        raise UserError(f"{names['answer']} and {names['wrong']} are the same token ({name(a)!r}); the logit "
+                        "difference needs two.")
     return Metric(a, name(a), w, name(w), kind)

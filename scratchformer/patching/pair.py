@@ -14,7 +14,7 @@ import torch
 from ..errors import UserError
 from ..interventions import StepEdit, intervene
 from .components import recorded_steps
-from .metric import Metric, choose
+from .metric import OPTION_NAMES, Metric, choose
 
 
 @dataclass
@@ -34,6 +34,7 @@ class Pair:
     source_tokens: list[str] = field(default_factory=list)  # the clean source (decoder-only: the text)
     corrupt_tokens: list[str] = field(default_factory=list)
     target_tokens: list[str] = field(default_factory=list)  # the decoder input
+    names: dict[str, str] = field(default_factory=lambda: OPTION_NAMES)  # what sentences call the metric's inputs
 
     @property
     def model(self):
@@ -97,9 +98,10 @@ def same_length(side: str, clean: torch.Tensor | None, corrupt: torch.Tensor | N
 
 
 def make_pair(bundle, clean, corrupt, answer: str | None = None, wrong: str | None = None,
-              kind: str = "logit-diff") -> Pair:  # fmt: skip
+              kind: str = "logit-diff", names: dict[str, str] = OPTION_NAMES) -> Pair:  # fmt: skip
     """The two runs of `clean` and `corrupt` (scratchformer.model_bundle.Inputs, one sentence each). An
-    encoder-decoder's corrupted run reads the clean run's decoder input, so that only the source differs."""
+    encoder-decoder's corrupted run reads the clean run's decoder input, so that only the source differs. `names`:
+    what its sentences call the metric's inputs (metric.OPTION_NAMES: the command line's options)."""
     model, c = bundle.model, bundle.config
     if not c.has_decoder or model.generator is None:
         raise UserError("A patching sweep measures the output at the last decoder position, and this model has no "
@@ -118,10 +120,10 @@ def make_pair(bundle, clean, corrupt, answer: str | None = None, wrong: str | No
     h_corrupt, acts_corrupt = record(model, src_corrupt, tgt_corrupt, steps)
     with torch.inference_mode():
         logits = model.generator(torch.cat([h_clean, h_corrupt])[:, None])[:, 0]  # (2, vocab)
-    metric = choose(bundle.tgt_tokenizer, logits[0], logits[1], answer, wrong, kind)
+    metric = choose(bundle.tgt_tokenizer, logits[0], logits[1], answer, wrong, kind, names)
     with torch.inference_mode():
         m = [metric.values(model, h) for h in (h_clean, h_corrupt)]  # each (1,), one run at a time
     corrupt_tokens = corrupt.source_tokens[0] if corrupt.source_tokens else []
     return Pair(bundle, src_clean, src_corrupt, tgt_clean, tgt_corrupt, acts_clean, acts_corrupt, metric,
                 float(m[0]), float(m[1]), list(clean.source_tokens[0]) if clean.source_tokens else [],
-                list(corrupt_tokens), list(clean.target_tokens[0]))  # fmt: skip
+                list(corrupt_tokens), list(clean.target_tokens[0]), names)  # fmt: skip
