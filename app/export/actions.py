@@ -28,7 +28,7 @@ from scratchformer.exporting.job import ExportResult, FileTask
 
 from .render import render_bytes, render_image, renderer
 
-KINDS = ("view_png", "view_svg", "view_pdf", "all_attention", "tensor_current", "tensors_all", "clipboard", "page")
+KINDS = ("view_png", "view_svg", "view_pdf", "all_attention", "tensor_current", "tensors_all", "clipboard")
 IMAGE_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG vector image (*.svg)", "pdf": "PDF document (*.pdf)"}
 TENSOR_FILTERS = "NumPy arrays (*.npz);;CSV tables (*.csv)"
 FORMAT_CHOICES = {
@@ -71,7 +71,7 @@ def confirm(window, title: str, text: str) -> bool:
 
 def handle(window, kind: str):
     """Run one export action; raises UserError (one sentence) for the window to show. Returns the export job
-    for the long kinds (all_attention, tensors_all, page), the written path(s) otherwise, or None if cancelled."""
+    for the long kinds (all_attention, tensors_all), the written path(s) otherwise, or None if cancelled."""
     if kind not in KINDS:
         raise UserError(f"Unknown export {kind!r}.")
     if window.current_trace() is None:
@@ -82,10 +82,6 @@ def handle(window, kind: str):
         return copy_view(window)
     if kind == "all_attention":
         return export_all_attention(window)
-    if kind == "page":  # the interactive page (page_export.py, which uses this module's dialogs)
-        from .page_export import export_page
-
-        return export_page(window)
     return export_tensors(window, all_steps=kind == "tensors_all")
 
 

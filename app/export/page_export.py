@@ -42,6 +42,14 @@ def page_job(window, path: Path):
     return work
 
 
+def handle(window, kind: str = "page"):
+    """The menu's entry (MainWindow.request_export): the page of the run shown; UserError (one sentence) when
+    there is none yet."""
+    if window.current_trace() is None:
+        raise UserError("Run the model first; there is nothing to export yet.")
+    return export_page(window)
+
+
 def export_page(window, path: str | Path | None = None):
     """Ask for the file (unless `path` is given) and start the job; returns it, or None if cancelled. Raises
     UserError (one sentence) when the name or folder cannot be used."""
