@@ -877,7 +877,8 @@ class MainWindow(QMainWindow):
 
     def request_export(self, kind: str) -> None:
         """Every export menu item and plot context menu lands here; app/export/actions.py does the work."""
-        # the interactive page has a module of its own (it uses actions' dialogs, so actions cannot import it)
+        # the interactive page has a module of its own: it uses actions' dialogs, and actions importing it back
+        # would be an import cycle, which import-linter's contract (pyproject.toml) refuses
         name = "app.export.page_export" if kind == "page" else "app.export.actions"
         try:
             actions = importlib.import_module(name)
