@@ -120,7 +120,8 @@ class TransformerConfig:
     sliding_layers: list[int] | None = None
     # Parallel attention and feed-forward (GPT-J, GPT-NeoX/Pythia): both sublayers read the layer's input, each
     # through its own norm, and their outputs are added to it at once: x + Attention(LN₁(x)) + FFN(LN₂(x)).
-    # Pre-norm decoder-only models only.
+    # Pre-norm decoder-only models only. A mixture of experts takes the feed-forward's place (n_experts), and
+    # post_norm puts each sublayer's output through a norm of its own before the add (layers.DecoderLayer._parallel).
     parallel_residual: bool = False
     # Mixture of experts (Mixtral, Qwen3-MoE): the decoder's feed-forward becomes n_experts feed-forwards of their
     # own ("experts", each as ffn_gated and activation say, d_expert wide) and a router, a linear map d_model →

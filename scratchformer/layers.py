@@ -96,20 +96,27 @@ class AddNorm(nn.Module):
                        f"{self.trace_name}.norm", major=True)  # fmt: skip
         return normed
 
+    def post_normed(self, added: torch.Tensor) -> torch.Tensor:
+        """The sublayer's output through the norm after it (Gemma 2's sandwich, OLMo 2), traced as its own diagram
+        block `<name>.post_norm`; unchanged when the model has no such norm."""
+        if self.post_norm is None:
+            return added
+        out = self.post_norm(added)  # (B, T, d_model)
+        tracer = active_tracer()
+        if tracer is not None:
+            inner = "Sublayer(x)" if self.norm is None else "Sublayer(x')"  # x': the pre-norm's output, if any
+            tracer.add(f"{self.trace_name}.post_norm", "layer_norm", out, ("batch", self.pos_dim, "d_model"),
+                       f"{self.norm_name} (post-norm, after the sublayer)", norm_formula(self.norm_kind, inner),
+                       f"{self.trace_name}.post_norm", major=True)  # fmt: skip
+        return out
+
     def _pre_norm(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """x + Dropout(Sublayer(LayerNorm(x))): the norm is traced first, as its own diagram block `<name>.norm`."""
         n, dims = self.trace_name, ("batch", self.pos_dim, "d_model")
         only = self.norm is None  # OLMo 2: no norm before the sublayer, which reads x itself
         normed = x if only else self.normed(x)  # (B, T, d_model)
         tracer = active_tracer()
-        added = sublayer(normed)  # (B, T, d_model)
-        if self.post_norm is not None:  # Gemma 2's sandwich: the sublayer's output normalised before it is added
-            added = self.post_norm(added)  # (B, T, d_model)
-            if tracer is not None:
-                tracer.add(f"{n}.post_norm", "layer_norm", added, dims,
-                           f"{self.norm_name} (post-norm, after the sublayer)",
-                           norm_formula(self.norm_kind, "Sublayer(x)" if only else "Sublayer(x')"),
-                           f"{n}.post_norm", major=True)  # fmt: skip
+        added = self.post_normed(sublayer(normed))  # (B, T, d_model)
         dropped = self.dropout(added)
         out = patched(f"{n}.residual", x + dropped)  # (B, T, d_model)
         if tracer is not None:
@@ -212,14 +219,26 @@ class DecoderLayer(nn.Module):
     def _parallel(self, x: torch.Tensor, attend: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """GPT-NeoX's parallel layer, x + Attention(LN₁(x)) + FFN(LN₂(x)): both sublayers read the same x, each
         through its own norm (add_norm1.norm, add_norm3.norm), and one residual add joins them
-        (add_norm3.residual)."""
-        a = self.add_norm1.dropout(attend(self.add_norm1.normed(x)))  # (B, T, d_model)
-        f = self.add_norm3.dropout(self.ffn(self.add_norm3.normed(x)))  # (B, T, d_model)
+        (add_norm3.residual). The feed-forward may be a mixture of experts, and with post_norm each sublayer's
+        output goes through its own norm after it (add_norm1.post_norm, add_norm3.post_norm) before the add, as in
+        a sequential sandwich layer: the folder's post-norm weights are used, not dropped."""
+        ffn = self.ffn if self.ffn is not None else self.moe
+        a = self.add_norm1.dropout(self.add_norm1.post_normed(attend(self.add_norm1.normed(x))))  # (B, T, d_model)
+        f = self.add_norm3.dropout(self.add_norm3.post_normed(ffn(self.add_norm3.normed(x))))  # (B, T, d_model)
         out = patched(f"{self.add_norm3.trace_name}.residual", x + a + f)  # (B, T, d_model)
         tracer = active_tracer()
         if tracer is not None:
-            name = NORM_NAMES[self.add_norm3.norm_kind]
+            what = "feed-forward" if self.ffn is not None else "mixture of experts"
             tracer.add(f"{self.add_norm3.trace_name}.residual", "residual", out, ("batch", "tgt_pos", "d_model"),
-                       "Residual add of both sublayers (parallel attention and feed-forward)",
-                       f"x + Attention({name}₁(x)) + FFN({name}₂(x))", self.add_norm3.trace_name, major=True)
+                       f"Residual add of both sublayers (parallel attention and {what})", self._parallel_formula(),
+                       self.add_norm3.trace_name, major=True)  # fmt: skip
         return out
+
+    def _parallel_formula(self) -> str:
+        """'x + Attention(LN₁(x)) + FFN(LN₂(x))', with MoE for a mixture of experts and PostNorm₁(…), PostNorm₂(…)
+        around the two terms of a sandwich layer."""
+        name = NORM_NAMES[self.add_norm3.norm_kind]
+        attn, ffn = f"Attention({name}₁(x))", f"{'FFN' if self.ffn is not None else 'MoE'}({name}₂(x))"
+        if self.add_norm3.post_norm is not None:
+            attn, ffn = f"PostNorm₁({attn})", f"PostNorm₂({ffn})"
+        return f"x + {attn} + {ffn}"

@@ -66,13 +66,19 @@ def _positional_label(config) -> str:
 
 
 def _parallel_blocks(config, n: str, i: int) -> list[Block]:
-    """A parallel layer's blocks (GPT-NeoX, Pythia): each sublayer after its own norm, then one Add for both."""
+    """A parallel layer's blocks (GPT-NeoX, Pythia): each sublayer after its own norm (and before its post-norm in a
+    sandwich layer), then one Add for both. A mixture of experts stands in for the feed-forward where it has one."""
     norm = _norm_label(config)
-    return [Block(f"{n}.add_norm1.norm", norm, "decoder", "norm", i),
-            Block(f"{n}.self_attn", "Masked self-attention", "decoder", "attention", i),
-            Block(f"{n}.add_norm3.norm", norm, "decoder", "norm", i),
-            Block(f"{n}.ffn", "Feed-forward", "decoder", "ffn", i),
-            Block(f"{n}.add_norm3", "Add (attention + feed-forward)", "decoder", "add_norm", i)]  # fmt: skip
+    experts = bool(getattr(config, "n_experts", 0)) and config.has_experts(i)
+    ffn = (Block(f"{n}.moe", "Mixture of experts", "decoder", "ffn", i) if experts
+           else Block(f"{n}.ffn", "Feed-forward", "decoder", "ffn", i))  # fmt: skip
+    blocks = []
+    for k, sublayer in ((1, Block(f"{n}.self_attn", "Masked self-attention", "decoder", "attention", i)), (3, ffn)):
+        blocks += [Block(f"{n}.add_norm{k}.norm", norm, "decoder", "norm", i), sublayer]
+        if getattr(config, "post_norm", False):  # a sandwich layer: its output normalised before the add
+            blocks.append(Block(f"{n}.add_norm{k}.post_norm", f"{norm} (after)", "decoder", "norm", i))
+    label = f"Add (attention + {'experts' if experts else 'feed-forward'})"
+    return blocks + [Block(f"{n}.add_norm3", label, "decoder", "add_norm", i)]
 
 
 def architecture(config) -> list[Block]:

@@ -41,16 +41,30 @@ def residual(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle
 
 def _parallel_residual(r: Reader, step: Step, index: tuple[int, ...]) -> dict:
     layer = step.name.split(".add_norm")[0]  # decoder.N
-    attn, ffn = f"{layer}.self_attn.out", f"{layer}.ffn.out"
+    attn, ffn = _parallel_term(r, layer, 1, "self_attn"), _parallel_term(r, layer, 3, "ffn")
     x_step = graph.stream_before(r.trace, r.trace[f"{layer}.add_norm1.norm"].index, "tgt", True)
     x, a, f = r.cell(x_step.name, index), r.cell(attn, index), r.cell(ffn, index)
     out = x + a + f
-    return dict(recomputed=out, formula="x + Attention(LN₁(x)) + FFN(LN₂(x))",
+    sub = "MoE" if r.trace.find(f"{layer}.moe.out") is not None else "FFN"
+    a_text, f_text = "Attention(LN₁(x))", f"{sub}(LN₂(x))"
+    if attn.endswith(".post_norm"):  # a sandwich layer: each sublayer's output normalised before the add
+        a_text, f_text = f"PostNorm₁({a_text})", f"PostNorm₂({f_text})"
+    return dict(recomputed=out, formula=f"x + {a_text} + {f_text}",
                 expression=f"{paren(x)} + {paren(a)} + {paren(f)} = {num(out)}",
-                terms=[Term(f"x ({x_step.name})", x), Term(f"Attention(LN₁(x)) ({attn})", a),
-                       Term(f"FFN(LN₂(x)) ({ffn})", f)],
+                terms=[Term(f"x ({x_step.name})", x), Term(f"{a_text} ({attn})", a), Term(f"{f_text} ({ffn})", f)],
                 note="A parallel layer (GPT-NeoX, Pythia): attention and the feed-forward both read the layer's "
                      "input x, and one residual add joins their outputs to it.")  # fmt: skip
+
+
+def _parallel_term(r: Reader, layer: str, k: int, sublayer: str) -> str:
+    """The step a parallel layer adds for one sublayer: its post-norm in a sandwich layer, else the sublayer's own
+    output (`<layer>.moe.out` where a mixture of experts stands in for the feed-forward)."""
+    post = f"{layer}.add_norm{k}.post_norm"
+    if r.trace.find(post) is not None:
+        return post
+    if sublayer == "ffn" and r.trace.find(f"{layer}.moe.out") is not None:
+        return f"{layer}.moe.out"
+    return f"{layer}.{sublayer}.out"
 
 
 def norm(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
