@@ -15,6 +15,8 @@ as Python objects (dicts and lists), computed on this run's trace.
 from __future__ import annotations
 
 import difflib
+import sys
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -79,10 +81,27 @@ def run(model: str | None = None, source: str | None = None, target: str | None 
         raise UserError("Give a sentence to run, e.g. sf.run(\"en-hi\", \"the girl eats an apple\").")
     if start_only and target:
         raise UserError("start_only and target exclude each other: a typed target is the decoder input.")
+    _quiet_progress_bars()
     bundle = load_model(model or default_model_name(), device or "cpu", precision=precision)
     inputs = bundle.prepare_run(source, target or "", start_only, continuation=Continuation())
     _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
-    return Run(bundle, inputs, trace, source, target, start_only, spec=model or default_model_name())
+    return Run(bundle, inputs, trace, source, target, start_only, spec=model or default_model_name(),
+               precision=precision)  # fmt: skip
+
+
+def _quiet_progress_bars() -> None:
+    """Import tqdm.auto before transformers and huggingface_hub do, with its one warning ignored. In a Jupyter
+    kernel without ipywidgets, tqdm.auto warns "IProgress not found. Please update jupyter and ipywidgets" on
+    stderr (a red box under the first cell, read as an error) and then uses its text bars all the same; with the
+    warning ignored it makes the same choice silently. Imported once, it never warns again in this process."""
+    if "tqdm.auto" in sys.modules:
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        try:
+            import tqdm.auto  # noqa: F401 - imported for its side effect: the choice of bars, made quietly
+        except ImportError:
+            pass
 
 
 class Run:
@@ -90,7 +109,7 @@ class Run:
     `explain` and the analyses read it. Made by `scratchformer.run(...)`."""
 
     def __init__(self, bundle, inputs, trace: Trace, source: str, target: str | None = None,
-                 start_only: bool = False, spec: str | None = None) -> None:  # fmt: skip
+                 start_only: bool = False, spec: str | None = None, precision: str = "float32") -> None:  # fmt: skip
         self.bundle = bundle  # the model, its tokenizers and name (scratchformer.model_bundle.ModelBundle)
         self.inputs = inputs  # token ids and how the text was read (scratchformer.model_bundle.Inputs)
         self.trace = trace  # every step's tensor, by name (scratchformer.trace.Trace)
@@ -98,6 +117,7 @@ class Run:
         self.target = target
         self._start_only = start_only
         self.spec = spec or bundle.name  # what opened the model: a folder's path, not its display name
+        self.precision = precision  # what it was opened in; a model this run opens later (diff) is opened alike
 
     def __repr__(self) -> str:
         tokens = " ".join((self.trace.source_tokens or self.trace.target_tokens or [[]])[0])
@@ -232,11 +252,15 @@ class Run:
 
     def diff(self, against, tolerance: float | None = None) -> dict:
         """This run's sentence through a second model, step by step (`scratchformer diff --json`): `against` is
-        anything `model` takes (e.g. "en-hi@step-000032") or another Run; per step the largest and relative
-        difference, the first step that differs beyond `tolerance`, and the parameters that differ."""
+        anything `model` takes (e.g. "en-hi@step-000032"), opened in this run's precision as `scratchformer diff
+        --precision` opens both, or another Run; per step the largest and relative difference, the first step that
+        differs beyond `tolerance`, and the parameters that differ."""
         from .analyses import diff
 
-        other = against.bundle if isinstance(against, Run) else load_model(str(against), self.bundle.device)
+        if isinstance(against, Run):
+            other = against.bundle
+        else:
+            other = load_model(str(against), self.bundle.device, precision=self.precision)
         tolerance = diff.TOLERANCE if tolerance is None else tolerance
         return diff.compute(self.bundle, other, self.source, self.target or "", self._start_only, tolerance).to_dict()
 
