@@ -46,12 +46,13 @@ NO_GUI_THREADPOOL = ("QT_NO_GUI_THREADPOOL", "1")
 
 def _application():
     from PySide6.QtCore import qInstallMessageHandler
-    from PySide6.QtWidgets import QApplication
+
+    from .qt_application import application
 
     sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
     os.environ.setdefault(*NO_GUI_THREADPOOL)  # Qt reads it once, at its first large fill: set it before any
     qInstallMessageHandler(_qt_message)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = application(sys.argv[0] if sys.argv else APP_ID, offscreen_without_display=False)
     app.setApplicationName(APP_ID)
     app.setOrganizationName("scratchformer")
     app.setApplicationDisplayName("scratchformer")

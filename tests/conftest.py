@@ -24,3 +24,16 @@ def model_never_opened(monkeypatch):
 
     build_parser()  # imports every command's module
     monkeypatch.setattr(common, "open_model", lambda args: pytest.fail("the model was opened"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """SCRATCHFORMER_TEST_ORDER=reverse runs the collected tests backwards, =N (a number) shuffled with seed N, so
+    that a test which only passes after another has set something up (the Qt application, a cache) shows itself
+    (tests/test_test_order.py runs the Qt tests so)."""
+    order = os.environ.get("SCRATCHFORMER_TEST_ORDER")
+    if order == "reverse":
+        items.reverse()
+    elif order:
+        import random
+
+        random.Random(int(order)).shuffle(items)

@@ -18,7 +18,6 @@ rather than producing hundreds of thousands of shapes.
 from __future__ import annotations
 
 import math
-import os
 import re
 import struct
 import zlib
@@ -30,7 +29,6 @@ from PySide6.QtCore import (
     QBuffer,
     QByteArray,
     QIODevice,
-    QLoggingCategory,
     QMarginsF,
     QPointF,
     QRectF,
@@ -42,7 +40,6 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontMetricsF,
-    QGuiApplication,
     QImage,
     QPageSize,
     QPainter,
@@ -51,6 +48,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtSvg import QSvgGenerator
 
+from app.qt_application import application
 from app.widgets.colormaps import MASKED_RGBA, SPECIAL_RGBA, heatmap_rgba, lookup_table
 from scratchformer.exporting.figure import Figure
 from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
@@ -74,22 +72,10 @@ LABEL_CHARS = 8  # axis labels are abbreviated like the screen's (plotdata.abbre
 INK, MUTED = QColor(20, 20, 20), QColor(96, 96, 96)
 
 
-def ensure_gui_app() -> QGuiApplication:
-    """The running Qt application, or a new QGuiApplication; offscreen when there is no display."""
-    app = QGuiApplication.instance()
-    if app is not None:
-        return app  # type: ignore[return-value]
-    if not os.environ.get("QT_QPA_PLATFORM") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        if os.name == "posix" and not _is_macos():
-            os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    app = QGuiApplication(["scratchformer-export"])
-    # Fonts without OpenType tables for some script log a warning per font; harmless for drawing labels.
-    QLoggingCategory.setFilterRules("qt.text.font.db.warning=false")
-    return app
-
-
-def _is_macos() -> bool:
-    return os.uname().sysname == "Darwin"
+def ensure_gui_app():
+    """The process's Qt application, made if there is none: always one that widgets can use too
+    (app/qt_application.py says why a plain QGuiApplication would abort a later dialog)."""
+    return application("scratchformer-export")
 
 
 def _font(pixel_size: float, bold: bool = False, italic: bool = False) -> QFont:
