@@ -37,3 +37,52 @@ def pytest_collection_modifyitems(config, items):
         import random
 
         random.Random(int(order)).shuffle(items)
+
+
+# A hang's Python stacks (pytest-timeout's dump) show where Python waited, not what held it there: a C++ destructor
+# run by the garbage collector, a lock inside Qt. So shortly before pytest-timeout ends a test, the native stack of
+# every thread is written too (gdb, where it is installed and may attach), to stderr and to NATIVE_DUMP_DIR.
+NATIVE_DUMP_AFTER_S = float(os.environ.get("SCRATCHFORMER_NATIVE_DUMP_AFTER_S", "240"))
+NATIVE_DUMP_DIR = os.environ.get("SCRATCHFORMER_HANG_DIR", "/tmp/scratchformer-hangs")
+
+
+def _dump_native_stacks(test_id: str) -> None:
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        sys.__stderr__.write(f"\n{test_id} seems to hang; install gdb to have its native stacks written.\n")
+        return
+    try:
+        done = subprocess.run([gdb, "-p", str(os.getpid()), "-batch", "-iex", "set debuginfod enabled off",
+                               "-ex", "thread apply all bt"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        sys.__stderr__.write(f"\n{test_id} seems to hang; gdb could not read its stacks: {exc}\n")
+        return
+    text = f"{test_id} seems to hang; the native stacks of its threads:\n{done.stdout}\n{done.stderr}"
+    sys.__stderr__.write("\n" + text)
+    try:
+        os.makedirs(NATIVE_DUMP_DIR, exist_ok=True)
+        path = os.path.join(NATIVE_DUMP_DIR, f"{os.getpid()}-{time.time_ns()}.txt")
+        with open(path + ".part", "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(path + ".part", path)  # whole or not at all
+    except OSError:
+        pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    import threading
+
+    watch = threading.Timer(NATIVE_DUMP_AFTER_S, _dump_native_stacks, args=(item.nodeid,))
+    watch.daemon = True
+    watch.start()
+    try:
+        yield
+    finally:
+        watch.cancel()
