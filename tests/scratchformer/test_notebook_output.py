@@ -1,12 +1,16 @@
 """What a notebook receives from scratchformer, checked in Python (tests/test_notebook_browser.py shows it in
 JupyterLab and Notebook 7): a figure that fits the output area, a page view that still shows something where the
-notebook is not trusted."""
+notebook is not trusted, and nothing on stderr (a red box) in a Jupyter kernel."""
 
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,7 @@ from scratchformer.notebook import FIT_WIDTH, TRUST_SENTENCE, fit_svg, png_size
 
 formatters = pytest.importorskip("IPython.core.formatters", reason="IPython comes with ipykernel, a test extra")
 
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "the girl eats an apple"
 PT = 96 / 72  # CSS pixels per point: the figures are laid out in points
 
@@ -125,3 +130,28 @@ def test_the_page_view_carries_a_picture_and_a_sentence_beside_the_page(run):
     assert kept.images == ["data:image/png;base64," + data["image/png"]]
     assert "".join(kept.text).strip() == TRUST_SENTENCE
     assert "sf-still" in kept.classes
+
+
+def test_a_jupyter_kernel_shows_no_red_box(tmp_path):
+    """In a process that looks like a Jupyter kernel (ipykernel's shell imported: what tqdm.autonotebook checks),
+    importing scratchformer, running a sentence and making every output the example notebook shows writes nothing
+    on stderr. tqdm.auto, imported by transformers, warned 'IProgress not found' there without ipywidgets."""
+    pytest.importorskip("ipykernel.zmqshell", reason="ipykernel is a test extra")
+    code = (
+        "import ipykernel.zmqshell, IPython\n"
+        "import scratchformer as sf\n"
+        "from IPython.core.formatters import DisplayFormatter\n"
+        "show = DisplayFormatter().format\n"
+        f"run = sf.run('en-hi', {SOURCE!r})\n"
+        "figure, _ = show(run.plot('decoder.1.cross_attn.weights', head=None))\n"
+        "page, _ = show(run.show())\n"
+        "import sys\n"
+        "print(sorted(figure), sorted(page), 'tqdm.auto' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                          env={**env, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == ("['image/png', 'image/svg+xml', 'text/plain'] ['image/png', 'text/html', "
+                                   "'text/plain'] True")  # fmt: skip
+    assert done.stderr == ""
