@@ -5,7 +5,8 @@ answers and events on 4; each message is one JSON object followed by a NUL byte.
 fresh profile and no network (a proxy that leads nowhere, and the Network domain's offline emulation), attaches
 to its first page and offers what the page tests need: open a file, evaluate JavaScript, dispatch real mouse and
 key events, and the list of every request the page made that was not for a file: or data: URL. Every wait is
-bounded by a timeout.
+bounded by a timeout. `Browser(loopback=True)` lets the page reach this machine's own servers (a local Jupyter
+server, tests/test_notebook_browser.py) and still nothing beyond: the proxy that leads nowhere stays.
 
     with Browser() as b:
         b.open(path)                                   # file:// URL, waits for the load event
@@ -63,8 +64,9 @@ class ProtocolError(RuntimeError):
 class Browser:
     """One headless Chromium and one page target, spoken to over the DevTools pipe."""
 
-    def __init__(self, timeout: float = 30.0, width: int = 1280, height: int = 900) -> None:
+    def __init__(self, timeout: float = 30.0, width: int = 1280, height: int = 900, loopback: bool = False) -> None:
         self.timeout = timeout
+        self.loopback = loopback  # Chromium never sends loopback requests through a proxy: only those get through
         self.size = (width, height)
         self.proc: subprocess.Popen | None = None
         self.profile = tempfile.mkdtemp(prefix="scratchformer-chromium-")
@@ -117,8 +119,9 @@ class Browser:
         self.page("Page.enable")
         self.page("Runtime.enable")
         self.page("Network.enable")
-        self.page("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1,
-                  uploadThroughput=-1)  # fmt: skip
+        if not self.loopback:
+            self.page("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1,
+                      uploadThroughput=-1)  # fmt: skip
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -228,13 +231,13 @@ class Browser:
 
     # --- what the tests use ---------------------------------------------------------------------------------
 
-    def open(self, path: Path | str) -> None:
-        """Navigate to a file (or a file: URL, e.g. with a #fragment) and wait for its load event."""
+    def open(self, path: Path | str, timeout: float | None = None) -> None:
+        """Navigate to a file (or a file: or http: URL, e.g. with a #fragment) and wait for its load event."""
         while not self._events.empty():
             self._events.get_nowait()
-        url = str(path) if str(path).startswith("file:") else Path(path).resolve().as_uri()
+        url = str(path) if str(path).startswith(("file:", "http:")) else Path(path).resolve().as_uri()
         self.page("Page.navigate", url=url)
-        self.wait_event("Page.loadEventFired")
+        self.wait_event("Page.loadEventFired", timeout)
 
     def evaluate(self, expression: str, await_promise: bool = False):
         """The value of a JavaScript expression in the page (JSON-able values only)."""
