@@ -394,6 +394,8 @@ def dropout(c: Ctx) -> Facts:
 
 
 def residual(c: Ctx) -> Facts:
+    if c.config.parallel_residual and c.step.name.endswith(".add_norm3.residual"):
+        return _parallel_residual(c)
     first = next(s for s in c.trace if s.sublayer == c.step.sublayer)  # this Add & Norm's first step
     sub_out = c.trace[first.index - 1] if first.index > 0 else None
     post = sub_out is not None and sub_out.name.endswith(".post_norm")  # Gemma's sandwich: added after a norm
@@ -414,6 +416,21 @@ def residual(c: Ctx) -> Facts:
     values = {"tok": c.label(c.pos_dims()[0], 0), "x0": Num(x_t[0, 0].item()), "s0": Num(s[0, 0].item()),
               "r0": Num(r[0, 0].item()), "sd_x": finite_std(x_t), "sd_s": finite_std(s), "sd_r": finite_std(r)}
     return Facts(key, values, links)
+
+
+def _parallel_residual(c: Ctx) -> Facts:
+    """x + Attention(LN₁(x)) + FFN(LN₂(x)): x is the layer's input, the step before its first norm (add_norm1's),
+    not the step before add_norm3's norm (the attention's output, traced in between)."""
+    layer = c.step.name.rsplit(".add_norm3.", 1)[0]
+    first = next((s for s in c.trace if s.name == f"{layer}.add_norm1.norm"), None)
+    x = c.trace[first.index - 1] if first is not None and first.index > 0 else None
+    if x is None or x.shape != c.step.shape:
+        return Facts("residual.parallel", {}, [(x, "x")])
+    r, x_t = c.item(), c.item(x)
+    s = r - x_t  # what both sublayers added
+    values = {"tok": c.label(c.pos_dims()[0], 0), "x0": Num(x_t[0, 0].item()), "s0": Num(s[0, 0].item()),
+              "r0": Num(r[0, 0].item()), "sd_x": finite_std(x_t), "sd_s": finite_std(s), "sd_r": finite_std(r)}
+    return Facts("residual.parallel", values, [(x, "x")])
 
 
 def layer_norm(c: Ctx) -> Facts:

@@ -388,6 +388,16 @@ TEXTS: dict[str, dict[str, str]] = {
                "normalised, so every correction arrives at a steady size while x, and the gradients, flow past "
                "untouched. A final {norm_name} after the stack steadies the stream for the output layer.",
     },
+    "residual.parallel": {
+        "what": "Parallel attention and feed-forward (GPT-J, GPT-NeoX/Pythia; a departure from the paper): both "
+                "sublayers read the same x, each through its own {norm_name}, and both outputs are added to x at "
+                "once, x + Attention({norm_name}₁(x)) + FFN({norm_name}₂(x)), for {each_position} ({n_pos} × "
+                "{d_model}).",
+        "why": "Neither sublayer waits for the other, so the two can run side by side; the model gives up the "
+               "feed-forward seeing what attention just gathered in this layer (it sees it in the next).",
+        "numbers": "For {tok} (position 1), dimension 1: x = {x0} plus both sublayers' outputs, {s0} together, "
+                   "gives {r0}. The std is {sd_x} for x, {sd_s} for what the two added and {sd_r} for the sum.",
+    },
     "residual.plain": {"numbers": "The sum has std {std} and ranges from {min} to {max}."},
     "layer_norm": {
         "what": "LayerNorm rescales the vector of {each_position} on its own: subtract the vector's mean over "

@@ -7,6 +7,7 @@ post-norm weights in use."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -163,3 +164,23 @@ def test_a_folder_with_parallel_post_norms_reopens_and_uses_them(tmp_path):
         reopened.model.decoder[0].add_norm3.post_norm.weight.zero_()
     changed, _ = reopened.run(inputs)
     assert not torch.allclose(changed, want, atol=1e-3)
+
+
+@pytest.mark.parametrize("variant", ["plain", "experts"])
+def test_a_parallel_residual_is_explained_from_the_layers_input(variant):
+    # x is what the layer read (the step before its first norm), not the attention's output traced in between
+    from scratchformer.explain import explain_step
+    from tests.scratchformer.test_explain import NUMBER, number
+
+    bundle = _bundle(variant)
+    _, trace = bundle.run(bundle.prepare("machine learning using PyTorch"))
+    step = trace["decoder.1.add_norm3.residual"]
+    x = trace[trace.index_of("decoder.1.add_norm1.norm") - 1].tensor[0, 0, 0].item()
+    r = step.tensor[0, 0, 0].item()
+    ex = explain_step(trace, step, bundle.config)
+    assert "Parallel attention and feed-forward" in ex.what
+    found = re.search(rf"x = {NUMBER} plus both sublayers' outputs, {NUMBER} together, gives {NUMBER}", ex.numbers)
+    assert found, ex.numbers
+    assert number(found.group(1)) == pytest.approx(x, rel=6e-3, abs=1e-6)
+    assert number(found.group(2)) == pytest.approx(r - x, rel=6e-3, abs=1e-6)
+    assert number(found.group(3)) == pytest.approx(r, rel=6e-3, abs=1e-6)
