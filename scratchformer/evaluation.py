@@ -17,7 +17,7 @@ import torch
 from .batching import collate
 from .decoding import greedy_batch
 from .errors import UserError
-from .interventions import head_name
+from .intervention_context import head_name
 from .trace import tracing
 
 

@@ -39,3 +39,11 @@ def patched(step: str, tensor):
     record the step, so the point that records a step is the point that replaces it."""
     active = _ACTIVE.get()
     return tensor if active is None else active.patched(step, tensor)
+
+
+def head_name(attention: str, layer: int, head: int) -> str:
+    """'decoder.1.cross_attn.head0': how --ablate names a head of an attention type ("decoder.cross_attn"), layers
+    and heads counted from 0 as in step names. Here, with nothing above it, so that what only names a head (the
+    evaluation's report) need not import the interventions themselves."""
+    stack, kind = attention.split(".")
+    return f"{stack}.{layer}.{kind}.head{head}"

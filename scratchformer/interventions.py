@@ -39,6 +39,7 @@ from .errors import UserError
 from .feed_forward import RerunSublayer
 from .intervention_context import active_interventions as active_interventions  # re-exported: its old home
 from .intervention_context import applying
+from .intervention_context import head_name as head_name  # re-exported: the name of what --ablate changes
 from .layers import AddNorm
 
 HEAD_HOWS = ("zero", "mean", "keep", "scale")
@@ -52,13 +53,6 @@ def attention_parts(module: MultiHeadAttention) -> tuple[str, ...]:
     weights and the context."""
     q = "q_rotated" if module.rotary else "q_normed" if module.qk_norm != "none" else "q"
     return (q, q.replace("q", "k", 1), "v", "weights", "context")
-
-
-def head_name(attention: str, layer: int, head: int) -> str:
-    """'decoder.1.cross_attn.head0': how --ablate names a head of an attention type ("decoder.cross_attn"), layers
-    and heads counted from 0 as in step names."""
-    stack, kind = attention.split(".")
-    return f"{stack}.{layer}.{kind}.head{head}"
 
 
 @dataclass(frozen=True)
