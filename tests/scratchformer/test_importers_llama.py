@@ -310,3 +310,78 @@ def test_a_shared_key_head_is_drawn_one_head_at_a_time(folder):
     assert index == (0, last, 1, 2) and map_cell(k, index) == (0, last, (1, 2))
     what = "key/value head" if k.head_dim == "kv_head" else "head"
     assert f"{what} {last + 1}" in step_heatmap(trace, k.name, 0, last).subtitle, family
+
+
+# Llama 3 scaling whose three bands each hold frequencies (head_dim 16, θ 500: wavelengths 2π·500^(i/8) = 6.3,
+# 13.7, 29.7, 64.6, 140, 305, 664, 1445 positions). The band limits are original / high = 16 and original / low
+# = 85.3 positions: two wavelengths are kept, two blended, four slowed. low_freq_factor ≠ 1, so the blend's offset
+# counts.
+THREE_BANDS = {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.5,
+               "high_freq_factor": 8.0, "original_max_position_embeddings": 128}  # fmt: skip
+
+
+def _llama3_by_hand(p: dict, d_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ω before scaling, ω after) in float64, from Meta's description of Llama 3.1's scaling: a wavelength
+    λ = 2π/ω above original / low_freq_factor is slowed by the factor, one below original / high_freq_factor is
+    kept, and between them ω' = (1 − s)·ω/factor + s·ω with s = (original/λ − low) / (high − low)."""
+    omega = p["rope_theta"] ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+    original, low, high, factor = (p[k] for k in ("original_max_position_embeddings", "low_freq_factor",
+                                                  "high_freq_factor", "factor"))  # fmt: skip
+    out = []
+    for w in omega.tolist():
+        wavelength = 2 * torch.pi / w
+        if wavelength < original / high:
+            out.append(w)
+        elif wavelength > original / low:
+            out.append(w / factor)
+        else:
+            s = (original / wavelength - low) / (high - low)
+            out.append((1 - s) * w / factor + s * w)
+    return omega, torch.tensor(out, dtype=torch.float64)
+
+
+def test_llama3_scaling_with_frequencies_in_all_three_bands_matches_transformers(tmp_path):
+    """Every frequency of a Llama 3 scaling whose config reaches its kept, blended and slowed bands equals
+    transformers' ROPE_INIT_FUNCTIONS["llama3"] and a float64 computation by hand; the traced rotated queries equal
+    transformers' own rotation of the same queries, and the model's numbers equal transformers' eager Llama."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from scratchformer.rotary import inverse_frequencies
+
+    ref = _save(tmp_path, "llama", num_hidden_layers=1, max_position_embeddings=256, rope_parameters=THREE_BANDS)
+    bundle = load_model(str(tmp_path))
+    c = bundle.config
+    assert (c.rope_scaling, c.rope_original_max_len, c.d_head) == ("llama3", 128, 16)
+    omega, by_hand = _llama3_by_hand(THREE_BANDS, c.d_head)
+    wavelength = 2 * torch.pi / omega
+    kept, slowed = wavelength < 128 / 8.0, wavelength > 128 / 1.5
+    blended = ~kept & ~slowed
+    assert [int(b.sum()) for b in (kept, blended, slowed)] == [2, 2, 4]  # each band holds frequencies
+    assert torch.equal(by_hand[kept], omega[kept])
+    assert torch.allclose(by_hand[slowed], omega[slowed] / 8.0)
+    middle = by_hand[blended] / omega[blended]  # strictly between 1/factor and 1
+    assert ((middle > 1 / 8.0 + 0.05) & (middle < 0.95)).all(), middle
+
+    ours = inverse_frequencies(c)
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](ref.config, "cpu")
+    assert ours.shape == theirs.shape == by_hand.shape
+    assert torch.allclose(ours.double(), theirs.double(), rtol=1e-6, atol=0)
+    assert torch.allclose(ours.double(), by_hand, rtol=1e-6, atol=0)
+    assert torch.equal(bundle.model.rotary.inv_freq, ours)
+
+    # the traced rotation: the trace's queries before rotation, turned by transformers' own cos/sin and formula
+    ids, pad = _batch(bundle, SENTENCES)
+    pairs, trace = transformers_pairs(bundle, ref, ids, pad)
+    assert max(relative_diffs(pairs, pad).values()) < ATOL
+    n = "decoder.0.self_attn"
+    q, k = trace[f"{n}.q"].tensor, trace[f"{n}.k"].tensor  # (B, h, T, d_head), (B, h_kv, T, d_head)
+    positions = torch.arange(ids.shape[1])[None].expand(ids.shape[0], -1)  # (B, T)
+    with torch.no_grad():
+        cos, sin = ref.model.rotary_emb(q, positions)
+        q_theirs, k_theirs = apply_rotary_pos_emb(q, k, cos, sin)
+    assert torch.allclose(trace[f"{n}.q_rotated"].tensor, q_theirs, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(trace[f"{n}.k_rotated"].tensor, k_theirs, rtol=1e-5, atol=1e-5)
+    # the slow band turns visibly differently from the unscaled rotation at these positions, so the checks bite
+    angles = (ids.shape[1] - 1) * omega
+    assert (angles[slowed] * (1 - 1 / 8.0)).max() > 0.3
