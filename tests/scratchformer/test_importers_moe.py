@@ -198,3 +198,51 @@ def test_the_analyses_read_every_family(folder):
     family, directory = folder[0], folder[1]
     check_analyses(load_model(str(directory)), family, complete=False)
 
+
+
+def test_a_folder_with_the_experts_stacked_in_one_tensor_gives_the_same_numbers(folder, tmp_path):
+    """transformers holds the experts stacked — experts.gate_up_proj (E, 2·d_expert, d_model), the gate rows
+    first, and experts.down_proj (E, d_model, d_expert) — and a folder can store them so. Written from the
+    reference model's own state_dict, such a folder opens to transformers' numbers and to the per-expert folder's
+    logits: a gate and up half taken the wrong way round, or a transposed stack, would not."""
+    import shutil
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    family, directory, ref = folder
+    stacked = tmp_path / "stacked"
+    stacked.mkdir()
+    for f in directory.iterdir():
+        if not f.name.startswith("model") or not f.name.endswith((".safetensors", ".json")):
+            shutil.copy(f, stacked / f.name)  # config, generation config and tokenizer
+    save_file({k: v.detach().clone().contiguous() for k, v in ref.state_dict().items()},
+              str(stacked / "model.safetensors"), metadata={"format": "pt"})  # fmt: skip
+    with safe_open(str(stacked / "model.safetensors"), "pt") as f:
+        keys = list(f.keys())
+        layouts = {k: tuple(f.get_slice(k).get_shape()) for k in keys if "experts" in k}
+    bundle = load_model(str(stacked))
+    c = bundle.config
+    d, f_e = c.d_model, c.d_expert or c.d_ff
+    assert not any(re.search(r"experts\.\d+\.", k) for k in keys)  # no per-expert matrix in the file
+    for i in _moe_layers(c):
+        assert layouts[f"model.layers.{i}.mlp.experts.gate_up_proj"] == (c.n_experts, 2 * f_e, d)
+        assert layouts[f"model.layers.{i}.mlp.experts.down_proj"] == (c.n_experts, d, f_e)
+    assert f_e != d  # a transposed stack cannot pass for the right one by its shape alone
+
+    ids, pad, _ = check_padded_batch(bundle, ref, family, SENTENCES, EOT, ATOL)
+    per_expert = load_model(str(directory))
+    with torch.no_grad():
+        ours = bundle.model(None, ids, None, pad)
+        theirs = per_expert.model(None, ids, None, pad)
+        hf = ref(input_ids=ids, attention_mask=(~pad).long()).logits
+    real = ~pad
+    assert (ours[real] - theirs[real]).abs().max() <= 1e-5
+    assert (ours[real] - hf[real]).abs().max() <= 1e-5 * (1 + hf[real].abs().max())
+    # and each expert's matrices are transformers' own: the gate rows (first half) are W_1, the up rows V
+    first = _moe_layers(c)[0]
+    gate_up = ref.state_dict()[f"model.layers.{first}.mlp.experts.gate_up_proj"]
+    down = ref.state_dict()[f"model.layers.{first}.mlp.experts.down_proj"]
+    for e, expert in enumerate(bundle.model.decoder[first].moe.experts):
+        assert torch.equal(expert.w_1.weight, gate_up[e, :f_e]) and torch.equal(expert.w_v.weight, gate_up[e, f_e:])
+        assert torch.equal(expert.w_2.weight, down[e])
