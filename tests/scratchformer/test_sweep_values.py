@@ -195,3 +195,147 @@ def test_a_sweep_reports_progress_per_batch_and_stops_when_cancelled(gpt2_folder
     patched_metrics(pair, comps, progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1][0] == seen[-1][1] and [d for d, _ in seen] == list(range(1, len(seen) + 1))
     assert patched_metrics(pair, comps, cancelled=lambda: True) is None
+
+
+IOI = ("When Mary and John went to the store, John gave", "When Mary and John went to the store, Mary gave")
+SOFTCAP = 2.0  # small enough that capping changes the logit difference several times over
+
+
+@pytest.fixture(scope="module")
+def gemma2_folder(tmp_path_factory):
+    """A Gemma 2 folder saved by transformers (2 layers) whose final logits are soft-capped at SOFTCAP, and
+    transformers' eager model of it."""
+    from tests.scratchformer.test_importers_gemma import _save
+
+    directory = tmp_path_factory.mktemp("gemma2-sweep")
+    ref = _save(directory, "gemma2", num_hidden_layers=2, final_logit_softcapping=SOFTCAP)
+    return load_model(str(directory)), ref
+
+
+def _metric_by_hand(logits: torch.Tensor, metric) -> float:
+    """m from one position's (vocab,) logits, in float64."""
+    logits = logits.double()
+    if metric.kind == "logprob":
+        return float(logits.log_softmax(-1)[metric.answer])
+    return float(logits[metric.answer] - logits[metric.wrong])
+
+
+def _last_logits(model, tgt: torch.Tensor, patches=()) -> torch.Tensor:
+    """The model's own output (what forward returns, soft-cap included) at the last position, (vocab,)."""
+    with torch.inference_mode(), intervene(model, list(patches)):
+        return model(None, tgt)[0, -1]
+
+
+@pytest.mark.parametrize("kind", ["logit-diff", "logprob"])
+def test_the_metric_of_a_soft_capped_model_reads_the_capped_logits(gemma2_folder, kind):
+    """Gemma 2 soft-caps its output, c·tanh(z / c): the sweep's m_clean, m_corrupt and patched metrics are those of
+    the capped logits the model outputs — equal to transformers' Gemma2 logits and to c·tanh(z / c) computed by
+    hand in float64 from the raw logits z = lm_head(final hidden) — not of the raw ones."""
+    from scratchformer.analyses import sweep
+
+    bundle, ref = gemma2_folder
+    model = bundle.model
+    assert model.config.final_softcap == SOFTCAP
+    pair = pair_of(bundle, kind=kind)
+    by_hand, raw_m = {}, {}
+    for which, tgt in (("clean", pair.tgt_clean), ("corrupt", pair.tgt_corrupt)):
+        with torch.no_grad():
+            out = ref(input_ids=tgt, output_hidden_states=True)
+            raw = ref.lm_head(out.hidden_states[-1])[0, -1].double()  # (vocab,) before the cap
+        capped = SOFTCAP * torch.tanh(raw / SOFTCAP)
+        assert torch.allclose(out.logits[0, -1].double(), capped, atol=1e-5)  # transformers caps them so
+        assert torch.allclose(_last_logits(model, tgt).double(), capped, atol=1e-5)  # and so does our model
+        by_hand[which], raw_m[which] = _metric_by_hand(capped, pair.metric), _metric_by_hand(raw, pair.metric)
+    assert pair.m_clean == pytest.approx(by_hand["clean"], abs=1e-5)
+    assert pair.m_corrupt == pytest.approx(by_hand["corrupt"], abs=1e-5)
+    for which in by_hand:  # the cap changes m far beyond the tolerance: the raw logits could not pass
+        assert abs(raw_m[which] - by_hand[which]) > 0.5, which
+    gap = by_hand["clean"] - by_hand["corrupt"]
+    assert abs(gap) > 0.15
+
+    # the sweep: its two ends, and one component patched by hand — the output of layer 0 at the last position
+    # (layer 1 still reads the corrupted earlier positions), taken from a trace of the clean run, put into the
+    # corrupted run, read off the model's own capped output
+    result = sweep.compute(bundle, bundle.prepare(IOI[0]), bundle.prepare(IOI[1]), metric=kind,
+                           per_position=True).to_dict()  # fmt: skip
+    assert result["clean"] == pytest.approx(by_hand["clean"], abs=1e-5)
+    assert result["corrupt"] == pytest.approx(by_hand["corrupt"], abs=1e-5)
+    step = C.residual_steps(model, "decoder")[2]  # decoder.0's output: after its attention and feed-forward
+    last = pair.n_positions("tgt") - 1
+    _, clean_trace = model.run_with_trace(None, pair.tgt_clean, lazy=False)
+    _, corrupt_trace = model.run_with_trace(None, pair.tgt_corrupt, lazy=False)
+    values = corrupt_trace[step].tensor.clone()
+    values[:, last] = clean_trace[step].tensor[:, last]
+    m_patched = _metric_by_hand(_last_logits(model, pair.tgt_corrupt, [Patch(step, values)]), pair.metric)
+    entry = next(e for e in result["positions"] if e["step"] == step and e["position"] == last)
+    expected = (m_patched - by_hand["corrupt"]) / gap
+    assert entry["effect"] == pytest.approx(expected, abs=1e-4)
+    assert 0.5 < abs(expected) and abs(expected - 1) > 0.02  # it moves the metric, and not simply to m_clean
+
+
+def _patched_by_hand(model, step: str, cells, clean_trace, corrupt_trace, tgt) -> torch.Tensor:
+    """The model's last-position output on `tgt` with `step`'s cells (an index into its tensor) taken from the
+    clean trace and the rest from the corrupted one."""
+    values = corrupt_trace[step].tensor.clone()
+    values[cells] = clean_trace[step].tensor[cells]
+    return _last_logits(model, tgt, [Patch(step, values)])
+
+
+@pytest.mark.parametrize("kind", ["logit-diff", "logprob"])
+def test_effects_keep_their_sign_when_the_clean_metric_is_below_the_corrupted_one(gpt2_folder, kind):
+    """--answer / --wrong chosen so that m_clean < m_corrupt (the tokens the corruption favours): an effect is
+    still (m_patched − m_corrupt) / (m_clean − m_corrupt), its negative denominator kept — the last two layers'
+    heads, feed-forwards and residual points at the last position against patches made by hand through the
+    intervention API, m read off the model's own output in float64 — and the last layer's output there restores
+    m_clean: effect +1, not −1. Attribution's estimates divide by the same signed difference."""
+    from scratchformer.analyses import sweep
+
+    bundle, model = gpt2_folder, gpt2_folder.model
+    clean, corrupt = bundle.prepare(IOI[0]), bundle.prepare(IOI[1])
+    z_clean, z_corrupt = _last_logits(model, clean.tgt).double(), _last_logits(model, corrupt.tgt).double()
+    if kind == "logprob":  # the token whose log-probability the corruption raises most
+        rise = z_corrupt.log_softmax(-1) - z_clean.log_softmax(-1)
+        answer, wrong = int(rise.argmax()), None
+    else:  # the pair whose logit difference it raises most
+        rise = z_corrupt - z_clean
+        answer, wrong = int(rise.argmax()), int(rise.argmin())
+    result = sweep.compute(bundle, clean, corrupt, f"id:{answer}", None if wrong is None else f"id:{wrong}",
+                           kind, method="both", per_position=True)  # fmt: skip
+    out = result.to_dict()
+    metric = result.metric
+    assert (metric.answer, metric.wrong, metric.kind) == (answer, wrong, kind)
+    m_clean, m_corrupt = _metric_by_hand(z_clean, metric), _metric_by_hand(z_corrupt, metric)
+    gap = m_clean - m_corrupt
+    assert gap < -0.5  # the clean metric well below the corrupted one
+    assert out["clean"] == pytest.approx(m_clean, abs=1e-5) and out["corrupt"] == pytest.approx(m_corrupt, abs=1e-5)
+    assert not any("noisy" in n for n in out["notes"])  # |gap| is large: no warning about a small one
+
+    _, clean_trace = model.run_with_trace(None, clean.tgt, lazy=False)
+    _, corrupt_trace = model.run_with_trace(None, corrupt.tgt, lazy=False)
+    last = clean.tgt.shape[1] - 1
+    checked = []
+    for entry in out["heads"]:
+        if entry["layer"] == 2 and entry["position"] == last:  # the last layer's heads at the last position
+            step, cells = f"{entry['attention']}.context", (0, entry["head"], last)
+            checked.append((entry, step, cells))
+    for entry in out["positions"] + out["mlp"]:
+        if entry["position"] == last and entry["step"].startswith(("decoder.1.", "decoder.2.")):
+            checked.append((entry, entry["step"], (0, last)))
+    by_hand = []
+    for entry, step, cells in checked:
+        m = _metric_by_hand(_patched_by_hand(model, step, cells, clean_trace, corrupt_trace, corrupt.tgt), metric)
+        by_hand.append((m - m_corrupt) / gap)
+        assert entry["effect"] == pytest.approx(by_hand[-1], abs=1e-4), (entry, by_hand[-1])
+    assert len(checked) >= 8 and sum(abs(e) > 0.1 for e in by_hand) >= 3  # patches that move the metric
+    final = C.residual_steps(model, "decoder")[-1]
+    restored = next(e for e in out["positions"] if e["step"] == final and e["position"] == last)
+    assert restored["effect"] == pytest.approx(1.0, abs=1e-4)
+
+    # attribution patching's estimates share the same denominator: the estimated change of m over m_clean − m_corrupt
+    pair = make_pair(bundle, clean, corrupt, f"id:{answer}", None if wrong is None else f"id:{wrong}", kind)
+    comps = C.residual_components(model, pair.n_positions("tgt"), 0)
+    raw = estimate(pair, comps)  # m_patched − m_corrupt to first order (checked by finite differences above)
+    assert raw.abs().max() > 0.1
+    for c, change in zip(comps, raw):
+        entry = next(e for e in out["positions"] if e["step"] == c.step and e["position"] == c.position)
+        assert entry["estimate"] == pytest.approx(float(change) / gap, abs=1e-5)
