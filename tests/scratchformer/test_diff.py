@@ -226,3 +226,68 @@ def test_the_csv_holds_every_step_and_parameter(one_weight_changed):
     assert first["name"] == d.first_difference
     assert float(first["max_abs_diff"]) == pytest.approx(d.step(first["name"]).max_abs_diff, rel=1e-5)
     assert [r["name"] for r in rows if r["kind"] == "parameter"] == [CHANGED]
+
+
+TARGET = "लड़की सेब खाती है"
+
+
+@pytest.fixture(scope="module")
+def tiny_change(en_hi, tmp_path_factory):
+    """(a small model's checkpoint folder, a copy's folder with one entry of one W^O changed by 2e-4 of itself):
+    a change far below the default tolerance at the step it makes, yet not zero."""
+    root = tmp_path_factory.mktemp("diff-tiny")
+    small = family_bundle(en_hi, {}, seed=2)
+    save_checkpoint(root / "a", small.model, small.src_tokenizer, small.tgt_tokenizer)
+    changed = copy.deepcopy(small.model)
+    with torch.no_grad():
+        changed.state_dict()[CHANGED][3, 5] *= 1 + 2e-4
+    save_checkpoint(root / "b", changed, small.src_tokenizer, small.tgt_tokenizer)
+    return str(root / "a"), str(root / "b")
+
+
+def test_at_tolerance_zero_identical_steps_do_not_differ_and_any_change_does(tiny_change):
+    """Tolerance 0 means "bit for bit": a model against a second opening of itself has no first difference (equal
+    steps are not "more than 0" apart), while a one-weight change far below the default tolerance is found at the
+    step that weight computes — and only at tolerance 0."""
+    path_a, path_b = tiny_change
+    a, a_again, b = load_model(path_a), load_model(path_a), load_model(path_b)
+    same = diff.compute(a, a_again, SOURCE, target=TARGET, tolerance=0)
+    assert all(s.max_abs_diff == 0 and s.relative_diff == 0 for s in same.steps)
+    assert same.tolerance == 0 and same.first_difference is None
+    assert not any(s.differs(0) for s in same.steps) and same.parameters == []
+
+    tiny = diff.compute(a, b, SOURCE, target=TARGET, tolerance=0)
+    step = tiny.step("decoder.1.cross_attn.out")
+    assert 0 < step.relative_diff < diff.TOLERANCE  # the default would let it pass …
+    assert diff.compute(a, b, SOURCE, target=TARGET).first_difference is None
+    assert tiny.first_difference == "decoder.1.cross_attn.out"  # … tolerance 0 does not
+    names = [s.step for s in tiny.steps]
+    assert all(tiny.step(n).max_abs_diff == 0 for n in names[: names.index(step.step)])
+    assert [p.name for p in tiny.parameters] == [CHANGED]
+    # a tolerance just below the step's own relative difference still finds it; one at it does not
+    assert diff.compute(a, b, SOURCE, target=TARGET, tolerance=step.relative_diff * 0.999).first_difference == step.step
+    at = diff.compute(a, b, SOURCE, target=TARGET, tolerance=step.relative_diff).first_difference
+    assert at != step.step
+
+
+def test_the_command_line_and_the_python_api_diff_at_tolerance_zero(tiny_change, capsys):
+    import scratchformer as sf
+
+    path_a, path_b = tiny_change
+    common = ["--model", path_a, "--source", SOURCE, "--target", TARGET, "--tolerance", "0"]
+    assert main(["diff", *common, "--against", path_a, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tolerance"] == 0 and out["first_difference"] is None
+    assert all(s["relative_diff"] == 0 for s in out["steps"])
+    assert main(["diff", *common, "--against", path_b, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["first_difference"] == "decoder.1.cross_attn.out"
+    assert main(["diff", *common, "--against", path_a]) == 0
+    assert "first difference: none" in capsys.readouterr().out
+
+    run = sf.run(path_a, SOURCE, TARGET)
+    assert run.diff(run, tolerance=0)["first_difference"] is None
+    assert run.diff(path_a, tolerance=0)["first_difference"] is None  # opened a second time
+    found = run.diff(path_b, tolerance=0)
+    assert found["tolerance"] == 0 and found["first_difference"] == "decoder.1.cross_attn.out"
+    assert run.diff(path_b)["first_difference"] is None  # below the default tolerance
