@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from scratchformer.bundle import snapshots_of, split_snapshot
+from scratchformer.loading.bundle import snapshots_of, split_snapshot
 
 
 def choices(model_spec: str, listed: list[str]) -> list[tuple[str, str]]:

@@ -1,14 +1,14 @@
 """How Run continues a decoder-only model's text: new tokens, greedy or sampled, temperature, top-k, seed.
 
 Shown in the input bar in place of the target field when the model is decoder-only (GPT-2 and the like); it only
-holds the settings (scratchformer.generation.Continuation) that the next run reads.
+holds the settings (scratchformer.running.generation.Continuation) that the next run reads.
 """
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
-from scratchformer.generation import DEFAULT_NEW_TOKENS, Continuation
+from scratchformer.running.generation import DEFAULT_NEW_TOKENS, Continuation
 
 GREEDY, SAMPLE = "greedy", "sample"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from scratchformer.trace import Step
+from scratchformer.recording.trace import Step
 
 from .jobs import JobRunner
 from .stepper import step_path

@@ -31,10 +31,10 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer import hf_cache
-from scratchformer.batching import read_text_file
-from scratchformer.bundle import examples_of, model_names
-from scratchformer.device import available_devices
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import examples_of, model_names
+from scratchformer.loading.device import available_devices
+from scratchformer.running.batching import read_text_file
 
 from .continuation_controls import ContinuationControls
 from .widgets.marked_line_edit import MarkedLineEdit
@@ -322,7 +322,7 @@ class InputBar(QWidget):
         self._update_target_field()
 
     def continuation(self):
-        """How the next run continues a decoder-only model's text (scratchformer.generation.Continuation), or
+        """How the next run continues a decoder-only model's text (scratchformer.running.generation.Continuation), or
         None; encoder-decoder and encoder-only models ignore it."""
         return self.continuation_controls.continuation()
 

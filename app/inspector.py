@@ -8,7 +8,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from scratchformer.plotdata import TensorStats
-from scratchformer.trace import Step
+from scratchformer.recording.trace import Step
 
 from .stepper import step_path
 

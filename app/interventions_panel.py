@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.interventions import HeadChange
-from scratchformer.trace import breadcrumb
+from scratchformer.patching.interventions import HeadChange
+from scratchformer.recording.trace import breadcrumb
 
 HOW_TEXT = {"zero": "zeroed", "mean": "mean-ablated", "keep": "kept alone (the other heads zeroed)"}
 

@@ -28,7 +28,7 @@ def warm_up() -> None:
     GPT-2's tokenizer (the paper and blog presets' vocabulary). Making it holds Python's lock for about 80 ms in
     one native call (transformers copies the Rust tokenizer through JSON), which would freeze the window that
     long in the middle of a run. A failure here is left for that run to report in its own words."""
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     try:
         gpt2_tokenizer()  # cached (functools.lru_cache): runs reuse this one

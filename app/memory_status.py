@@ -1,15 +1,15 @@
 """The memory budget in the window: the status bar's read-out of what the current trace holds, and the setting.
 
 A run that would need more than the budget is refused by the worker (ModelBundle.run checks
-scratchformer.memory's estimate first) with one sentence in the status bar; nothing the user typed is lost.
+scratchformer.loading.memory's estimate first) with one sentence in the status bar; nothing the user typed is lost.
 """
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QInputDialog, QWidget
 
-from scratchformer.memory import default_budget, size_text
-from scratchformer.trace import Trace
+from scratchformer.loading.memory import default_budget, size_text
+from scratchformer.recording.trace import Trace
 
 from .widgets.steady_label import SteadyLabel
 

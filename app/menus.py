@@ -92,7 +92,7 @@ def build_view_entries(window, menu) -> None:
 def fill_cache_menu(window, menu) -> None:
     """The models of supported families in the local Hugging Face cache, read when the menu opens (a folder scan,
     no network); choosing one opens it by its id."""
-    from scratchformer.hf_cache import cached_models, hub_cache
+    from scratchformer.loading.hf_cache import cached_models, hub_cache
 
     menu.clear()
     models = cached_models()

@@ -23,8 +23,8 @@ from .jobs import JobRunner
 
 def _open(spec: str, device, precision: str):
     """Model B: a snapshot from the snapshots' cache (the Training view may have it open), else load_model."""
-    from scratchformer.bundle import load_model, split_snapshot
     from scratchformer.experiments.snapshots import load
+    from scratchformer.loading.bundle import load_model, split_snapshot
 
     if split_snapshot(spec)[1] is not None:
         return load(spec, device)

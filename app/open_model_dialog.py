@@ -1,7 +1,7 @@
 """Open…: choose a model to open — one of the cached Hugging Face models of a family scratchformer opens (listed
 from the local cache, no network), a folder on disk, or a Hugging Face id typed in.
 
-The list is read from the cache folder when the dialog opens (scratchformer.hf_cache.cached_models: one small
+The list is read from the cache folder when the dialog opens (scratchformer.loading.hf_cache.cached_models: one small
 config.json per cached model). Choosing a cached model opens it by its id (`org/name`), which the model list and
 `--model` understand; a folder opens by its path. The dialog is not modal and answers through `chosen(spec)`.
 """
@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from scratchformer.hf_cache import cached_models, hub_cache
+from scratchformer.loading.hf_cache import cached_models, hub_cache
 
 
 class OpenModelDialog(QDialog):

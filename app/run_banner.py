@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from scratchformer.examples import Example
+from scratchformer.running.examples import Example
 
 UNTRAINED = "Untrained: random weights, attention carries no meaning yet."
 SHOWN_DEPARTURES = 5  # the banner names this many departures from the paper; the tooltip has them all
@@ -100,7 +100,8 @@ class RunBanner(QWidget):
 
     def show_run(self, mode: str, translation: str, n_target: int, untrained: bool,
                  windows: tuple[int, int] | None = None, departures: list[str] | None = None, how: str = "") -> None:
-        """`departures`: how the model differs from the 2017 paper (scratchformer.departures); none, no line.
+        """`departures`: how the model differs from the 2017 paper (scratchformer.transformer.departures); none, no
+        line.
         `how`: for a decoder-only model's continuation, how its tokens were chosen (greedy, or sampled …)."""
         shown = list(departures or [])
         if len(shown) > SHOWN_DEPARTURES:  # T5 has a dozen: the rest are in the tooltip
@@ -117,8 +118,8 @@ class RunBanner(QWidget):
         self.setVisible(bool(big or self.caption.text() or untrained or self._offered or departures))
 
     def show_nonfinite(self, sentence: str, step: str | None = None, where: str = "") -> None:
-        """Say what holds NaN or ±∞ (`sentence`, scratchformer.nonfinite.NonFinite.sentence()) and offer to go to
-        the first step whose values are not finite (`step`, its name; `where`, its breadcrumb). "" hides the line."""
+        """Say what holds NaN or ±∞ (`sentence`, scratchformer.recording.nonfinite.NonFinite.sentence()) and offer to go
+        to the first step whose values are not finite (`step`, its name; `where`, its breadcrumb). "" hides the line."""
         self._nonfinite_step = step
         self.nonfinite.setText(f"⚠ {sentence}" if sentence else "")
         self.nonfinite.setToolTip(

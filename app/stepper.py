@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.trace import Step, step_path
+from scratchformer.recording.trace import Step, step_path
 
 from .widgets.steady_label import SteadyLabel
 

@@ -3,11 +3,11 @@ counts of the block, layer and model it belongs to. Both come from the core; thi
 
 from __future__ import annotations
 
-from scratchformer.examples import known_fraction
 from scratchformer.explain import explain_step
 from scratchformer.explain.tabs import explain_tab
 from scratchformer.plotdata import block_key
-from scratchformer.trace import Step
+from scratchformer.recording.trace import Step
+from scratchformer.running.examples import known_fraction
 
 OFFER_BELOW = 0.5  # offer the model's example when it knows less than half of the words
 
@@ -26,7 +26,7 @@ def tab_explanation_for(result, tab: str, batch: int, view_facts: dict | None = 
     """The core's explanation of a tab (scratchformer.explain.tabs) with what only the window knows: the
     translation, the model's training snapshots, the interventions of this run, and what the view shows now
     (`view_facts`, its explain_facts())."""
-    from scratchformer.bundle import snapshots_of, split_snapshot
+    from scratchformer.loading.bundle import snapshots_of, split_snapshot
     from scratchformer.plotdata import training_record
 
     facts: dict = dict(view_facts or {})

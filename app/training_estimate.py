@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.model import Transformer
-from scratchformer.parameters import parameter_counts
 from scratchformer.training import Trainer, TrainOptions, build_config, load_data
+from scratchformer.transformer.model import Transformer
+from scratchformer.transformer.parameters import parameter_counts
 
 PROCESS_START_S = 4.0  # starting Python, importing torch and building the data in the training process
 WARM_UP_STEPS = 2

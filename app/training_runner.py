@@ -6,7 +6,7 @@ JSON object per line to FILE (start, step, epoch, snapshot, done or error; see c
 a QTimer here reads the new lines a few times a second and turns them into signals. Cancel sends SIGTERM
 (CTRL_BREAK on Windows), which the child treats as "stop after this update and save": it keeps the last snapshot,
 the resume state and a loadable checkpoint. Checkpoints are written to a temporary folder and renamed into place
-(scratchformer/checkpoint.py), so no moment of the run leaves half of one behind.
+(scratchformer/loading/checkpoint.py), so no moment of the run leaves half of one behind.
 
 FILE and the child's stderr live next to the output folder, in <out>.training/ (log_folder): a run the window
 follows to its end tidies it away; a run left training when the window closes ("keep training") keeps writing its
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
-from scratchformer.checkpoint import is_checkpoint
 from scratchformer.errors import UserError
+from scratchformer.loading.checkpoint import is_checkpoint
 
 POLL_MS = 200
 TASKS = ("en-hi", "copy", "reverse", "sort")

@@ -1,7 +1,8 @@
 """Recomputing off the UI thread: before the window shows a step whose sublayer a lazy trace did not keep, a
-recompute job (app/jobs.py) reruns that sublayer (scratchformer.trace: `step.item(b)` fills the trace's recompute
-cache), and the window draws once it is done. A view that reads many sublayers at once (the Overview) gives its
-own preparation, which runs in the same job. The UI thread then only reads what is ready; it never runs the model.
+recompute job (app/jobs.py) reruns that sublayer (scratchformer.recording.trace: `step.item(b)` fills the trace's
+recompute cache), and the window draws once it is done. A view that reads many sublayers at once (the Overview)
+gives its own preparation, which runs in the same job. The UI thread then only reads what is ready; it never runs
+the model.
 
 While the user looks at a step, the window also recomputes the sublayers of the steps next to it
 (neighbour_work) in another job, so that Next, held down, finds them ready.
@@ -13,7 +14,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable
 
-from scratchformer.trace import Step
+from scratchformer.recording.trace import Step
 
 from .jobs import JobRunner
 

@@ -22,13 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.bundle import default_model_name, examples_of
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
-from scratchformer.examples import Example
-from scratchformer.memory import size_text
+from scratchformer.loading.bundle import default_model_name, examples_of
+from scratchformer.loading.memory import size_text
 from scratchformer.plotdata import Heatmap, block_key, block_steps
-from scratchformer.trace import Step, step_path
+from scratchformer.recording.trace import Step, step_path
+from scratchformer.running.examples import Example
+from scratchformer.transformer.departures import departures
 
 from . import menus, teaching, view_groups
 from .diagram import ArchitectureDiagram

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from scratchformer.bundle import Inputs, ModelBundle, load_model
 from scratchformer.errors import UserError
-from scratchformer.generation import Continuation
-from scratchformer.interventions import intervene
-from scratchformer.nonfinite import NonFinite, find_nonfinite
-from scratchformer.parameters import parameter_counts
+from scratchformer.loading.bundle import Inputs, ModelBundle, load_model
+from scratchformer.patching.interventions import intervene
 from scratchformer.plotdata import Heatmap, TensorStats, step_heatmap, tensor_stats
-from scratchformer.trace import Step, Trace
+from scratchformer.recording.nonfinite import NonFinite, find_nonfinite
+from scratchformer.recording.trace import Step, Trace
+from scratchformer.running.generation import Continuation
+from scratchformer.transformer.parameters import parameter_counts
 
 from .gc_guard import no_collection_in_this_thread
 from .jobs import friendly_error, yield_to_the_ui_thread
@@ -36,7 +36,7 @@ class RunRequest:
     start_only: bool = False  # an empty target means the start token alone, not the model's own output
     padded: bool = False  # a small padded batch built from the sentence (for the Masks tab)
     memory_budget: int | None = None  # bytes; a run that would need more is refused with one sentence
-    interventions: tuple = ()  # scratchformer.interventions items applied to this run (heads from 0)
+    interventions: tuple = ()  # scratchformer.patching.interventions items applied to this run (heads from 0)
     continuation: Continuation | None = None  # how a decoder-only model continues the text (None: it does not)
     precision: str = "float32"  # a Hugging Face folder's weights: float32, or "stored" (bfloat16 stays bfloat16)
     prepared: Inputs | None = None  # run these inputs as they are (a patching sweep's corrupted run), not `source`
@@ -62,7 +62,7 @@ class RunResult:
     inputs: Inputs
     trace: Trace
     heatmap_cache: dict = field(default_factory=dict)  # (step index, batch, head) → Heatmap, prefilled for vocab
-    parameters: dict = field(default_factory=dict)  # block key → scratchformer.parameters.ParamCount
+    parameters: dict = field(default_factory=dict)  # block key → scratchformer.transformer.parameters.ParamCount
     explanations: dict = field(default_factory=dict)  # (step index, batch) → scratchformer.explain.Explanation
     seconds: float = 0.0
     forward_end: float = 0.0  # time.perf_counter() when the traced forward pass ended (benchmarks/bench_trace.py)

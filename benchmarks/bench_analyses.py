@@ -26,7 +26,7 @@ import time
 import torch
 
 from scratchformer.analyses import attribute, lens, rollout
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 
 TARGETS_S = {"lens": 0.100, "rollout": 0.050, "IG, 64 steps": 3.0, "IG, defaults": 3.0}
 PAPER_PEAK_GB = 2.5

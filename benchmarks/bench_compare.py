@@ -24,7 +24,7 @@ import time
 import torch
 
 from scratchformer.analyses import diff, head_metrics, trajectory
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 
 TARGET_DIFF_RATIO = 2.0
 TARGET_TRAJECTORY_S = 0.200

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from scratchformer import Transformer, preset
-from scratchformer.importers.torch_transformer import from_torch_transformer
+from scratchformer.loading.importers.torch_transformer import from_torch_transformer
 
 
 class Reference(nn.Module):

@@ -146,7 +146,7 @@ class Side:
         self.seconds: dict[str, float] = {}
 
     def get(self, spec: str):
-        from scratchformer.bundle import load_model
+        from scratchformer.loading.bundle import load_model
 
         if spec not in self.opened:
             self.opened[spec], self.seconds[spec] = timed(self.device, lambda: load_model(spec, self.device))
@@ -243,9 +243,9 @@ def training_data(task: str, sizes: dict):
 def train_once(device: torch.device, opts, data) -> tuple[float, dict[str, torch.Tensor]]:
     """One Adam step of the Trainer on the first batch, the model built as training.trainer.prepare builds it (the
     seed, then the weights made on the CPU and moved): (loss, every parameter's gradient)."""
-    from scratchformer.model import Transformer
     from scratchformer.training.options import build_config
     from scratchformer.training.trainer import Trainer
+    from scratchformer.transformer.model import Transformer
 
     torch.manual_seed(opts.seed)
     model = Transformer(build_config(opts, data)).to(device)
@@ -300,7 +300,7 @@ def write_qwen_folder(directory: Path, shape: dict) -> Path:
     normal(0, 0.02) directly: transformers' own initialisation takes longer than the rest of the check."""
     import transformers
 
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     with torch.device("meta"):
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape))
@@ -324,8 +324,8 @@ def device_or_exit(name: str) -> torch.device:
         print(f"{name} was asked for, but PyTorch finds no CUDA device on this machine; run with --device cpu for a "
               "dry run of this check on the CPU.", file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
-    from scratchformer.device import resolve_device
     from scratchformer.errors import UserError
+    from scratchformer.loading.device import resolve_device
 
     try:
         return resolve_device(name)

@@ -21,9 +21,9 @@ import time
 
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.decoding import greedy_batch
-from scratchformer.model import Transformer
+from scratchformer.loading.bundle import load_model
+from scratchformer.running.decoding import greedy_batch
+from scratchformer.transformer.model import Transformer
 
 SOURCES = ["the boy eats an apple in the house near the river", "we are friends", "the girl reads a red book",
            "my two sisters are going to the market with the teacher"]

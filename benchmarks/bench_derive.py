@@ -24,7 +24,7 @@ import torch
 
 from app.views.derivation_view import derivation_html
 from scratchformer.analyses import derive
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from scratchformer.bundle import load_model
 from scratchformer.experiments import EXPERIMENTS, run_experiment
+from scratchformer.loading.bundle import load_model
 
 TARGET_S = 2.0
 CONTROLS = {"scaling": {"d_k": 512}, "temperature": {"temperature": 2.0}}  # the costlier settings of each

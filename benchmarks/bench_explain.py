@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from scratchformer.bundle import load_model
 from scratchformer.explain import explain_step
+from scratchformer.loading.bundle import load_model
 
 
 def main() -> None:

@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from scratchformer.bundle import Inputs, load_model  # noqa: E402
 from scratchformer.exporting import ExportRun, plan_attention_maps  # noqa: E402
 from scratchformer.exporting.job import IMAGE_FORMATS, parse_formats  # noqa: E402
+from scratchformer.loading.bundle import Inputs, load_model  # noqa: E402
 
 
 def inputs(bundle, n: int) -> Inputs:

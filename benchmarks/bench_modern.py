@@ -39,8 +39,8 @@ SHAPES = {
 CASE = r"""
 import json, statistics, sys, time
 import torch
-from scratchformer.config import TransformerConfig
-from scratchformer.model import Transformer
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.model import Transformer
 
 shape, tokens, repeats = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 traced_only = sys.argv[4] == "traced"  # the memory run: the traced pass alone, as the window runs it

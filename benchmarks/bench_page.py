@@ -25,8 +25,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scratchformer.bundle import load_model  # noqa: E402
 from scratchformer.cli import main as cli  # noqa: E402
+from scratchformer.loading.bundle import load_model  # noqa: E402
 from scratchformer.page import page_data, run_arguments, write_page  # noqa: E402
 
 BERTVIZ_BYTES = 860e6  # BertViz's page for 6 layers × 12 heads at 512 tokens (its issue 82)

@@ -224,7 +224,7 @@ def main() -> int:
     from app.main import _application
     from app.settings import AppSettings
     from app.window import MainWindow
-    from scratchformer.batching import read_text_file
+    from scratchformer.running.batching import read_text_file
 
     app = _application()  # noqa: F841 (the QApplication must stay referenced)
     warm_up()  # as the app's launch does while its launch window shows (app/launch.py)

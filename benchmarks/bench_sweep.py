@@ -32,7 +32,7 @@ ANSWER, WRONG = " Mary", " John"
 
 MAKE = r"""
 import sys, torch, transformers
-from scratchformer.tokenizers import gpt2_tokenizer
+from scratchformer.loading.tokenizers import gpt2_tokenizer
 torch.manual_seed(0)
 transformers.GPT2LMHeadModel(transformers.GPT2Config()).save_pretrained(sys.argv[1])
 gpt2_tokenizer().hf.save_pretrained(sys.argv[1])
@@ -40,7 +40,7 @@ gpt2_tokenizer().hf.save_pretrained(sys.argv[1])
 
 OURS = r"""
 import json, sys, time, torch
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from scratchformer.patching import components
 from scratchformer.patching.batched import patched_metrics
 from scratchformer.patching.pair import make_pair
@@ -98,7 +98,7 @@ def en_hi_heads() -> float:
     code = r"""
 import json, time
 from scratchformer.analyses.sweep import compute
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 b = load_model("en-hi")
 clean, corrupt = b.prepare_run("the girl eats an apple"), b.prepare("the boy eats an apple")
 times = []

@@ -51,8 +51,8 @@ def peak_rss(code: str, *args: str) -> tuple[float, str]:
 UNTRACED = r"""
 import sys, torch
 torch.set_num_threads(2)
-from scratchformer.bundle import load_model
-from scratchformer.batching import read_text_file
+from scratchformer.loading.bundle import load_model
+from scratchformer.running.batching import read_text_file
 b = load_model("paper", "cpu")
 inputs = b.prepare_windows(read_text_file(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
 with torch.inference_mode():
@@ -92,8 +92,8 @@ def core(seq_len: int, batch: int) -> None:
     import torch
 
     torch.set_num_threads(2)
-    from scratchformer.batching import read_text_file
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
+    from scratchformer.running.batching import read_text_file
 
     args = (str(TEXT), str(seq_len), str(batch))
     rss_ref, _ = peak_rss(UNTRACED, *args)
@@ -140,8 +140,8 @@ def window(seq_len: int, batch: int) -> None:
     from app.main import _application, drawn
     from app.settings import AppSettings
     from app.window import MainWindow
-    from scratchformer.batching import read_text_file
     from scratchformer.exporting import ExportRun, plan_attention_maps
+    from scratchformer.running.batching import read_text_file
 
     torch.set_num_threads(2)
     app = _application()

@@ -29,7 +29,7 @@ SHAPE = dict(vocab_size=151936, hidden_size=896, num_hidden_layers=24, num_atten
 
 MAKE = r"""
 import sys, torch, transformers
-from scratchformer.tokenizers import gpt2_tokenizer
+from scratchformer.loading.tokenizers import gpt2_tokenizer
 shape = __import__("json").loads(sys.argv[2])
 torch.manual_seed(0)
 model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape))
@@ -39,7 +39,7 @@ gpt2_tokenizer().hf.save_pretrained(sys.argv[1])
 
 OURS = r"""
 import json, sys, time, torch
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 bundle = load_model(sys.argv[1])
 weights = sum(p.numel() * p.element_size() for p in bundle.model.parameters())
 ids = torch.randint(0, 50000, (1, int(sys.argv[2])), generator=torch.Generator().manual_seed(0))

@@ -12,13 +12,14 @@ __version__ = "0.1.0"
 
 # public name → the module that defines it
 _EXPORTS = {
-    "PRESETS": "config", "TransformerConfig": "config", "preset": "config",
-    "available_devices": "device", "resolve_device": "device",
+    "PRESETS": "transformer.config", "TransformerConfig": "transformer.config", "preset": "transformer.config",
+    "available_devices": "loading.device", "resolve_device": "loading.device",
     "UserError": "errors",
-    "causal_mask": "masks", "cross_mask": "masks", "decoder_self_mask": "masks", "encoder_self_mask": "masks",
-    "Transformer": "model",
+    "causal_mask": "transformer.masks", "cross_mask": "transformer.masks", "decoder_self_mask": "transformer.masks",
+    "encoder_self_mask": "transformer.masks",
+    "Transformer": "transformer.model",
     "Run": "api", "run": "api",
-    "KINDS": "trace", "Step": "trace", "Trace": "trace", "tracing": "trace",
+    "KINDS": "recording.trace", "Step": "recording.trace", "Trace": "recording.trace", "tracing": "recording.trace",
 }  # fmt: skip
 
 __all__ = sorted(_EXPORTS)

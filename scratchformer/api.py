@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .bundle import default_model_name, load_model
 from .errors import UserError
-from .generation import Continuation
-from .memory import default_budget
-from .trace import Step, Trace
+from .loading.bundle import default_model_name, load_model
+from .loading.memory import default_budget
+from .recording.trace import Step, Trace
+from .running.generation import Continuation
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ class Run:
 
     def __init__(self, bundle, inputs, trace: Trace, source: str, target: str | None = None,
                  start_only: bool = False, spec: str | None = None, precision: str = "float32") -> None:  # fmt: skip
-        self.bundle = bundle  # the model, its tokenizers and name (scratchformer.model_bundle.ModelBundle)
-        self.inputs = inputs  # token ids and how the text was read (scratchformer.model_bundle.Inputs)
-        self.trace = trace  # every step's tensor, by name (scratchformer.trace.Trace)
+        self.bundle = bundle  # the model, its tokenizers and name (scratchformer.loading.model_bundle.ModelBundle)
+        self.inputs = inputs  # token ids and how the text was read (scratchformer.loading.model_bundle.Inputs)
+        self.trace = trace  # every step's tensor, by name (scratchformer.recording.trace.Trace)
         self.source = source
         self.target = target
         self._start_only = start_only

@@ -30,7 +30,7 @@ from .errors import UserError
 from .exporting.figure import Figure, single_figure, step_figure
 from .exporting.files import atomic_write_bytes
 from .plotdata import head_count, step_heatmap
-from .trace import Step, Trace
+from .recording.trace import Step, Trace
 
 IMAGE_SUFFIXES = ("png", "svg", "pdf")
 PNG_SCALE = 2.0  # PNG pixels per point of the figure (144 dpi)

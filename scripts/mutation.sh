@@ -8,7 +8,7 @@
 #   bash scripts/mutation.sh masks attention      # some of them
 #   JOBS=2 bash scripts/mutation.sh masks         # more workers (default 1)
 #   MUTATION_DIR=/tmp/m bash scripts/mutation.sh  # where the copies are made (default /tmp/scratchformer-mutation)
-#   MUTANTS='scratchformer.attention.x_attention__*' bash scripts/mutation.sh attention
+#   MUTANTS='scratchformer.transformer.attention.x_attention__*' bash scripts/mutation.sh attention
 #                                                 # only these mutants (mutmut's names, * matches; several
 #                                                 # separated by spaces); the module's copy is refreshed and
 #                                                 # its score counts only these (the rest read "not checked")
@@ -34,34 +34,34 @@ fi
 T=tests/scratchformer
 # module → the file it mutates and the fast tests that guard it (each selection runs in seconds, not minutes).
 declare -A FILE TESTS
-FILE[masks]=scratchformer/masks.py
+FILE[masks]=scratchformer/transformer/masks.py
 TESTS[masks]="$T/test_mask_values.py $T/test_attention_masks.py::test_mask_builders_have_the_documented_shapes_and_values
   $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan"
-FILE[attention]=scratchformer/attention.py
+FILE[attention]=scratchformer/transformer/attention.py
 TESTS[attention]="$T/test_attention_values.py $T/test_embedding_end_to_end.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_attention_masks.py::test_fully_masked_row_gives_zeros_not_nan
   $T/test_kv_cache_logits.py $T/test_attention_trace_steps.py $T/test_fast_attention_paths.py
   $T/test_rerun_device_moves.py"
-FILE[embeddings]=scratchformer/embeddings.py
+FILE[embeddings]=scratchformer/transformer/embeddings.py
 TESTS[embeddings]="$T/test_embedding_values.py $T/test_embedding_tables.py $T/test_embedding_trace_texts.py
   $T/test_embedding_end_to_end.py
   $T/test_embeddings_tokenizer.py::test_positional_encoding_is_the_closed_form"
-FILE[layers]=scratchformer/layers.py
+FILE[layers]=scratchformer/transformer/layers.py
 TESTS[layers]="$T/test_layer_values.py $T/test_layer_trace_steps.py
   $T/test_reference.py::test_paper_sized_layer_equals_reference $T/test_gelu_tanh_gpt2.py
   $T/test_embedding_end_to_end.py $T/test_kv_cache_logits.py $T/test_rerun_device_moves.py"
-FILE[decoding]=scratchformer/decoding.py
+FILE[decoding]=scratchformer/running/decoding.py
 TESTS[decoding]="$T/test_decoding.py $T/test_beam_length_penalty.py $T/test_kv_cache_logits.py
   $T/test_decoder_key_knockout.py $T/test_generation.py $T/test_evaluation.py $T/test_beam_search_defaults.py
   $T/test_decoding_source_padding.py $T/test_decoding_timeline.py $T/test_decoding_model_inputs.py
   $T/test_beam_search_mean_ablation.py $T/test_decoding_length_limits.py
   $T/test_beam_search_stopping.py"
-FILE[interventions]=scratchformer/interventions.py
+FILE[interventions]=scratchformer/patching/interventions.py
 TESTS[interventions]="$T/test_intervention_values.py $T/test_interventions.py $T/test_intervention_specs_and_records.py
   $T/test_decoder_key_knockout.py"
-FILE[lazy]=scratchformer/lazy.py
+FILE[lazy]=scratchformer/recording/lazy.py
 TESTS[lazy]="$T/test_lazy_trace.py $T/test_lazy_output_chunks.py $T/test_lazy_parts.py $T/test_rerun_device_moves.py"
-FILE[memory]=scratchformer/memory.py
+FILE[memory]=scratchformer/loading/memory.py
 TESTS[memory]="$T/test_memory_budget.py $T/test_memory_estimate_closed_form.py $T/test_memory_estimate_parts.py"
 FILE[derive]="scratchformer/analyses/derive/*"
 TESTS[derive]="$T/test_derive_numbers.py $T/test_derive.py $T/test_derive_arithmetic.py $T/test_derive_texts.py
@@ -97,7 +97,7 @@ FILE[experiments]="scratchformer/experiments/*"
 TESTS[experiments]="$T/test_experiments.py $T/test_experiment_values.py $T/test_teacher_forcing_inputs.py
   $T/test_temperature_experiment.py $T/test_norm_experiment.py $T/test_experiment_tables.py
   $T/test_cli.py::test_the_cli_reference_is_what_the_parser_says"
-FILE[head_importance]=scratchformer/head_importance.py
+FILE[head_importance]=scratchformer/patching/head_importance.py
 TESTS[head_importance]="$T/test_head_importance_values.py $T/test_rerun_device_moves.py
   $T/test_interventions.py::test_head_importance_ranks_the_guided_head_first_for_cross_attention"
 ALL=(masks attention embeddings layers decoding interventions lazy memory derive rollout lens attribute experiments

@@ -100,7 +100,7 @@ def test_wheel_bundles_models_tokenizers_and_icon(installed):
 
 def test_installed_package_is_imported_from_the_site_not_the_checkout(installed):
     _, site, work, env = installed
-    code = ("import json, app, resources, scratchformer, scratchformer.bundle as b, app.main as m; "
+    code = ("import json, app, resources, scratchformer, scratchformer.loading.bundle as b, app.main as m; "
             "print(json.dumps([scratchformer.__file__, resources.__file__, app.__file__, str(m.icon_path()), "
             "sorted(b.bundled_models()), str(b.resources_dir())]))")
     files = json.loads(_run([sys.executable, "-c", code], work, env))

@@ -5,8 +5,8 @@ Each step shows the token fed in, the token that comes out, the new row's cross-
 typed target is fed in) or free-running generation (the model's own argmax is fed back). For a decoder-only model
 the steps are the new tokens of the run's continuation of the text (greedy or sampled, as the input bar asked),
 each with its self-attention row over everything read so far. The timeline is computed by
-scratchformer.decoding.timeline (or scratchformer.generation.continuation_timeline) in a job (app/jobs.py), never
-on the UI thread; a newer run or mode cancels the older job, whose timeline is then dropped.
+scratchformer.running.decoding.timeline (or scratchformer.running.generation.continuation_timeline) in a job
+(app/jobs.py), never on the UI thread; a newer run or mode cancels the older job, whose timeline is then dropped.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.decoding import Timeline, timeline
-from scratchformer.generation import continuation_timeline
 from scratchformer.plotdata import Heatmap, abbreviate, guided_head, head_labels, timeline_heatmap
+from scratchformer.running.decoding import Timeline, timeline
+from scratchformer.running.generation import continuation_timeline
 
 from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget

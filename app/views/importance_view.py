@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from scratchformer.head_importance import HeadImportance, head_importance
+from scratchformer.patching.head_importance import HeadImportance, head_importance
 from scratchformer.plotdata import Heatmap, importance_heatmaps, importance_step
 
 from ..jobs import Job, JobRunner

@@ -14,7 +14,7 @@ from scratchformer.plotdata import (
     mask_step,
 )
 from scratchformer.plotdata.masks import softmax_steps
-from scratchformer.trace import breadcrumb
+from scratchformer.recording.trace import breadcrumb
 
 from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget, masked_swatch_css

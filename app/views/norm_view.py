@@ -21,7 +21,7 @@ from scratchformer.plotdata import (
     layer_norm_step_near,
     norm_comparison,
 )
-from scratchformer.trace import step_breadcrumb
+from scratchformer.recording.trace import step_breadcrumb
 
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, fix_value_axis, placeholder

@@ -37,8 +37,8 @@ class SweepAsk:
 def head_names(model) -> list[tuple[str, str]]:
     """(label, name) of every head in the order they run: ('decoder layer 2 cross-attention head 1',
     'decoder.1.cross_attn.head0'); names count from 0 as the command line's do, labels from 1 as the window's."""
-    from scratchformer.interventions import head_name
     from scratchformer.patching.components import attention_modules
+    from scratchformer.patching.interventions import head_name
 
     out = []
     for name, module in attention_modules(model).items():

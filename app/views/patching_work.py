@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 
 from scratchformer.analyses.sweep import Sweep, corrupted_text, sweep_pair
-from scratchformer.interventions import Patch
 from scratchformer.patching.components import attention_modules
+from scratchformer.patching.interventions import Patch
 from scratchformer.patching.pair import Pair, make_pair
 from scratchformer.patching.paths import parse_head, pass_a, path_sweep, possible
 from scratchformer.patching.replay import cell_patch, logits_step, metric_from_logits
@@ -63,7 +63,7 @@ class Made:
     like: object  # the clean run's RunRequest: its model, device and precision
     pair: Pair
     sweep: Sweep
-    clean: object  # scratchformer.model_bundle.Inputs
+    clean: object  # scratchformer.loading.model_bundle.Inputs
     corrupt: object
     text: str  # the corrupted sentence
     seconds: float

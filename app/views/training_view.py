@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer.bundle import Snapshot, snapshots_of, split_snapshot
+from scratchformer.loading.bundle import Snapshot, snapshots_of, split_snapshot
 from scratchformer.plotdata import (
     ATTENTION_TITLES,
     Heatmap,
@@ -57,7 +57,7 @@ class SnapshotRun:
     """The current input run through one snapshot."""
 
     step: int
-    trace: object  # scratchformer.trace.Trace
+    trace: object  # scratchformer.recording.trace.Trace
     output: str  # the snapshot's greedy output ("" for models that cannot generate)
     guided: tuple[int, int] | None = None  # (decoder layer, head) trained with guided alignment, if any
 

@@ -17,8 +17,8 @@ budget ran out first.
 
 x′ is the baseline: zero vectors (`zero`, the default) or the embeddings of the padding token at every position
 (`pad`, positions kept). The vectors on the path enter the model by the interventions' patch mechanism
-(scratchformer.interventions.Patch on the embedding steps, local to this run), so the forward pass is the model's
-own, with the steps' usual names; the inputs x are read from the traced run. The N path points run as batches of
+(scratchformer.patching.interventions.Patch on the embedding steps, local to this run), so the forward pass is the
+model's own, with the steps' usual names; the inputs x are read from the traced run. The N path points run as batches of
 at most CHUNK_POSITIONS positions, so memory stays bounded however large N is.
 
     compute(bundle, inputs, trace, position=3, method="ig", steps=64) → Attribution
@@ -37,9 +37,9 @@ import torch
 
 from ..commands.common import print_result, traced_run
 from ..errors import UserError
-from ..interventions import Patch, intervene
-from ..masks import pad_from_ids
-from ..trace import Trace, tracing
+from ..patching.interventions import Patch, intervene
+from ..recording.trace import Trace, tracing
+from ..transformer.masks import pad_from_ids
 from .stream import add_run_args, embedding_point
 
 METHODS = ("ig", "grad-input")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UserError
-from ..trace import Trace
+from ..recording.trace import Trace
 
 TOLERANCE = 1e-5  # relative: a step differs when max|a − b| > TOLERANCE · max(|a|, |b|)
 POSITION_DIMS = ("src_pos", "tgt_pos")
@@ -334,8 +334,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bundle import default_model_name, load_model
     from ..commands.common import open_model, print_result
+    from ..loading.bundle import default_model_name, load_model
 
     if not args.tolerance >= 0:
         raise UserError(f"The tolerance must be a number of at least 0, not {args.tolerance}.")

@@ -10,7 +10,7 @@ numbers on the same input:
   target words whose row — the decoder position that emits the word — has its largest weight on the gold source
   word, as `scratchformer evaluate` scores it.
 - importance: how much the mean probability of the chosen next tokens falls when the head is zeroed
-  (scratchformer.head_importance); only for models with a decoder.
+  (scratchformer.patching.head_importance); only for models with a decoder.
 
 The input: by default the first pairs of the model's task's validation split (gold targets, by teacher forcing,
 with their gold alignments); or one sentence (--source), which every checkpoint reads with the same decoder
@@ -33,9 +33,9 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..head_importance import head_importance
+from ..patching.head_importance import head_importance
+from ..recording.trace import tracing
 from ..tasks import Pair
-from ..trace import tracing
 
 DEFAULT_PAIRS = 32
 TYPES = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
@@ -88,8 +88,8 @@ _REVISION_STEP = re.compile(r"step-?(\d+)")
 def checkpoints_of(spec: str) -> list[Checkpoint]:
     """The checkpoints of a model spec in training order: a scratchformer model's snapshots then the final model,
     or the cached step revisions of a Hugging Face id. UserError (one sentence) when there are none to follow."""
-    from ..bundle import snapshots_of, split_snapshot
-    from ..hf_cache import looks_like_id, revisions
+    from ..loading.bundle import snapshots_of, split_snapshot
+    from ..loading.hf_cache import looks_like_id, revisions
     from ..plotdata.training import training_record
 
     base, _ = split_snapshot(spec)
@@ -262,7 +262,7 @@ def compute(spec: str, pairs: list[Pair] | None = None, source: str | None = Non
     """Head metrics at every checkpoint of `spec`. The input: `pairs`; else `source` (with `target`, or the final
     model's translation); else the first n_pairs validation pairs of the model's task. progress(done, total) after
     each checkpoint; None as soon as cancelled() is true."""
-    from ..bundle import split_snapshot
+    from ..loading.bundle import split_snapshot
 
     base, _ = split_snapshot(spec)
     points = checkpoints_of(base)
@@ -327,8 +327,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bundle import default_model_name
     from ..commands.common import print_result
+    from ..loading.bundle import default_model_name
 
     if args.pairs < 1:
         raise UserError(f"--pairs must be at least 1, not {args.pairs}.")

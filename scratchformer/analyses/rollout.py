@@ -32,7 +32,7 @@ import torch
 
 from ..commands.common import print_result, traced_run
 from ..errors import UserError
-from ..trace import Trace
+from ..recording.trace import Trace
 from .mixing import residual_attention
 from .stream import add_run_args
 

@@ -15,7 +15,7 @@ import argparse
 import re
 
 from ..errors import UserError
-from ..trace import Trace
+from ..recording.trace import Trace
 
 _SUBLAYER_OUT = re.compile(r"(?P<stack>encoder|decoder)\.(?P<layer>\d+)\.add_norm(?P<k>\d)\.(?P<part>out|residual)")
 

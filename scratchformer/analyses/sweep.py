@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UserError
-from ..memory import default_budget
+from ..loading.memory import default_budget
 from ..patching import attribution, components
 from ..patching.batched import patched_metrics
 from ..patching.components import Component, component_label
@@ -185,7 +185,7 @@ def sweep_pair(pair: Pair, method: str = "exact", per_position: bool = False, pa
 
 def compute(bundle, clean, corrupt, answer: str | None = None, wrong: str | None = None, metric: str = "logit-diff",
             **options) -> Sweep | None:  # fmt: skip
-    """The sweep of two inputs (scratchformer.model_bundle.Inputs, one sentence each, the same token length);
+    """The sweep of two inputs (scratchformer.loading.model_bundle.Inputs, one sentence each, the same token length);
     `options` as sweep_pair takes them."""
     return sweep_pair(make_pair(bundle, clean, corrupt, answer, wrong, metric), **options)
 

@@ -28,7 +28,7 @@ import torch
 
 from ..commands.common import print_result, traced_run
 from ..errors import UserError
-from ..trace import Trace
+from ..recording.trace import Trace
 from .stream import add_run_args, point_label, residual_points
 
 COMPONENTS = 2

@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from ..batching import read_text_file
-from ..bundle import Inputs, ModelBundle, default_model_name, load_model
 from ..errors import UserError
-from ..generation import Continuation
-from ..memory import default_budget
+from ..loading.bundle import Inputs, ModelBundle, default_model_name, load_model
+from ..loading.memory import default_budget
+from ..running.batching import read_text_file
+from ..running.generation import Continuation
 
 
 def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:

@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from ..bundle import default_model_name, load_model
 from ..errors import UserError
-from ..evaluation import evaluate, format_table
-from ..interventions import intervene
+from ..loading.bundle import default_model_name, load_model
+from ..patching.interventions import intervene
+from ..training.evaluation import evaluate, format_table
 from .intervening import ablations, add_ablate_arg
 
 
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     specs = [c.spec() for c in changes]
     importance = None
     if args.head_importance:
-        from ..head_importance import format_importance, head_importance_on_pairs
+        from ..patching.head_importance import format_importance, head_importance_on_pairs
 
         with intervene(bundle.model, changes):
             importance = head_importance_on_pairs(bundle, pairs)

@@ -18,13 +18,13 @@ import argparse
 import importlib
 
 from .. import frontends
-from ..batching import read_text_file
-from ..bundle import default_model_name
 from ..errors import UserError
 from ..explain import explainer
 from ..exporting.files import prepare_folder
 from ..exporting.job import FORMATS, IMAGE_FORMATS, ExportRun, parse_formats, plan_export
 from ..exporting.snapshots import ATTENTION_NAMES
+from ..loading.bundle import default_model_name
+from ..running.batching import read_text_file
 from .common import add_input_args, add_model_args, traced_run
 
 

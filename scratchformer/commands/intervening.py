@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..bundle import Inputs, ModelBundle
 from ..errors import UserError
-from ..interventions import HeadChange, KeyKnockout, Patch, parse_spec, patchable_steps
+from ..loading.bundle import Inputs, ModelBundle
+from ..patching.interventions import HeadChange, KeyKnockout, Patch, parse_spec, patchable_steps
 
 
 def add_ablate_arg(parser: argparse.ArgumentParser) -> None:

@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from ..departures import departures
-from ..generation import Continuation
-from ..interventions import intervene
-from ..nonfinite import find_nonfinite
-from ..trace import Trace
+from ..patching.interventions import intervene
+from ..recording.nonfinite import find_nonfinite
+from ..recording.trace import Trace
+from ..running.generation import Continuation
+from ..transformer.departures import departures
 from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
 from .intervening import ablations, add_intervention_args, patches
 
@@ -71,7 +71,7 @@ def trace_to_dict(trace: Trace, config: dict, values: bool = False, explanations
 def model_dict(bundle) -> dict:
     """The config, its departures from the 2017 paper, and parameter counts keyed by block name (each sublayer,
     layer, stack, embeddings, total)."""
-    from ..parameters import parameter_counts
+    from ..transformer.parameters import parameter_counts
 
     counts = {k: v.count for k, v in parameter_counts(bundle.model).items()}
     return {**bundle.config.to_dict(), "departures": departures(bundle.config), "parameters": counts}

@@ -1,5 +1,5 @@
 """`scratchformer translate`: greedy or beam-search decoding of one sentence with the KV cache; a decoder-only
-model continues the text instead, greedily or sampled (scratchformer.generation)."""
+model continues the text instead, greedily or sampled (scratchformer.running.generation)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import argparse
 import sys
 from dataclasses import replace
 
-from ..bundle import default_model_name, load_model
-from ..decoding import beam_search, greedy
 from ..errors import UserError
-from ..generation import DEFAULT_NEW_TOKENS, Continuation, check_fits, continue_ids, room
-from ..interventions import intervene
+from ..loading.bundle import default_model_name, load_model
+from ..patching.interventions import intervene
+from ..running.decoding import beam_search, greedy
+from ..running.generation import DEFAULT_NEW_TOKENS, Continuation, check_fits, continue_ids, room
 from .intervening import ablations, add_intervention_args, patches
 
 

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ..bundle import Snapshot, load_model, snapshots_of, split_snapshot
+from ..loading.bundle import Snapshot, load_model, snapshots_of, split_snapshot
 
 KEEP = 8  # loaded snapshots kept
 _loaded: OrderedDict[tuple[str, str], object] = OrderedDict()

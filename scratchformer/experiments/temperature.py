@@ -13,9 +13,9 @@ import math
 
 import torch
 
-from ..decoding import greedy
 from ..errors import UserError
-from ..generation import Continuation, continue_ids, pick
+from ..running.decoding import greedy
+from ..running.generation import Continuation, continue_ids, pick
 from .inputs import encoded, read_text
 from .measures import entropy
 
@@ -44,7 +44,7 @@ def distribution(logits: torch.Tensor, temperature: float) -> dict:
 def sampled_translation(bundle, src: torch.Tensor, how: Continuation) -> list[int]:
     """An encoder-decoder's translation (1, S) → ids, drawn token by token from softmax(logits / T) with a seeded
     generator on the model's device: greedy decoding's loop with a draw in place of the argmax (a decoder-only
-    model continues its text with scratchformer.generation instead)."""
+    model continues its text with scratchformer.running.generation instead)."""
     model, prefix = bundle.model, bundle.target_prefix()
     gen = torch.Generator(device=model.device).manual_seed(how.seed)
     limit = bundle.generation_limit(src.shape[1]) - len(prefix)  # start + prefix + draws fit the positions

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import TransformerConfig
-from ..trace import Step, Trace, step_breadcrumb
+from ..recording.trace import Step, Trace, step_breadcrumb
+from ..transformer.config import TransformerConfig
 from .format import Count, Num
 from .texts import PHRASES
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import TransformerConfig
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
+from ..transformer.config import TransformerConfig
 from .context import Ctx
 from .numbers import Facts, facts
 from .texts import HEADINGS, LINKS, NOTES, TEXTS

@@ -5,8 +5,8 @@ other kinds, and the numbers they quote."""
 
 from __future__ import annotations
 
-from ..config import TransformerConfig
-from ..trace import Trace
+from ..recording.trace import Trace
+from ..transformer.config import TransformerConfig
 
 ENCODER_DECODER, ENCODER_ONLY, EMBEDDING_ONLY, DECODER_ONLY = (
     "encoder-decoder", "encoder-only", "encoder-only, no output layer", "decoder-only")  # fmt: skip

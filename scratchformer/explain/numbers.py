@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..moe import ordinal
-from ..trace import Step
+from ..recording.trace import Step
+from ..transformer.moe import ordinal
 from .context import Ctx, counted, finite_std, row_std, sqrt, stats
 from .format import Count, Num, pct, term
 from .texts import PHRASES
@@ -201,7 +201,7 @@ def rotary(c: Ctx) -> Facts:
     which = c.suffix.split("_")[0]  # "q" or "k"
     before = c.sibling(f"{which}_normed") or c.sibling(which)
     d_rot = cfg.d_rotary
-    from ..rotary import inverse_frequencies  # the model's own frequencies, scaling included
+    from ..transformer.rotary import inverse_frequencies  # the model's own frequencies, scaling included
 
     local = cfg.local_rope(c.step.layer)  # Gemma 3's sliding-window layers turn by a base of their own
     omega = inverse_frequencies(cfg, local).double()  # (d_rot/2,)
@@ -532,7 +532,7 @@ def ffn_out(c: Ctx) -> Facts:
     return Facts("ffn_out", values, [(c.sibling("hidden"), "hidden")])
 
 
-# ---------------------------------------------------------------- mixture of experts (scratchformer.moe)
+# ---------------------------------------------------------------- mixture of experts (scratchformer.transformer.moe)
 
 
 def _routing(c: Ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

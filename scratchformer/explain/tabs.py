@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 import re
 
-from ..config import TransformerConfig
 from ..plotdata.masks import ATTENTION_TITLES, attention_types
 from ..plotdata.norms import layer_norm_steps
 from ..plotdata.training import attention_layers
-from ..trace import Trace
+from ..recording.trace import Trace
+from ..transformer.config import TransformerConfig
 from .explanation import Explanation
 from .kinds import KIND_TEXTS, kind_numbers, model_kind
 

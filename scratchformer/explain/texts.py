@@ -1,7 +1,8 @@
 """Every sentence of the step explanations, kept as data: str.format templates with named placeholders.
 
-TEXTS is keyed by step kind (scratchformer.trace.KINDS) and by a few variants "kind.variant". A kind's entry has
-"what", "why" and "numbers"; a variant entry may hold only the fields that differ (the rest come from its kind).
+TEXTS is keyed by step kind (scratchformer.recording.trace.KINDS) and by a few variants "kind.variant". A kind's
+entry has "what", "why" and "numbers"; a variant entry may hold only the fields that differ (the rest come from its
+kind).
 "kind.plain" holds a numbers text that needs no other step, used when a sibling step is missing, and "step" is the
 last resort for anything else. numbers.py computes the placeholder values and picks the variant.
 

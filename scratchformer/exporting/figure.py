@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..plotdata import Heatmap, VocabLabels, head_count, heads_grid, step_heatmap
-from ..trace import Step, Trace, step_path
+from ..recording.trace import Step, Trace, step_path
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from ..errors import UserError
 from ..plotdata import VocabLabels
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 from .figure import Figure, single_figure, step_figure
 from .files import atomic_write, atomic_write_bytes, conflicts, overwrite_refusal
 from .index import index_paths, write_index

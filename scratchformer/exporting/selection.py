@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..plotdata import Heatmap, head_count, step_heatmap
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 
 ATTENTION = "attention"
 ALL = "all"

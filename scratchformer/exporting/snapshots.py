@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..bundle import bundled_models, load_model, snapshots_of, split_snapshot
 from ..errors import UserError
+from ..loading.bundle import bundled_models, load_model, snapshots_of, split_snapshot
 from ..plotdata import ATTENTION_TITLES, Heatmap, aligned_head, attention_types, guided_head, snapshot_heatmap
 from ..plotdata.training import CROSS, attention_layers, shared_decoder_input, training_record
-from ..trace import Trace
+from ..recording.trace import Trace
 from .figure import Figure
 
 # What --attention takes on the command line → the trace's attention type.

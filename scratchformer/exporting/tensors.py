@@ -23,7 +23,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..plotdata import VocabLabels, axis_labels, head_count, matrix_of
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 
 
 def _token_table(rows: list[list[str]]) -> np.ndarray:

@@ -20,7 +20,7 @@ class Runs:
 
     def bundle(self, model: str):
         if model not in self.bundles:
-            from ..bundle import load_model
+            from ..loading.bundle import load_model
 
             self.bundles[model] = load_model(model)
         return self.bundles[model]

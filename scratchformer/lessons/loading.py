@@ -18,7 +18,7 @@ else:  # pragma: no cover - Python 3.10 reads TOML with tomli, tomllib's origina
 
 
 def lessons_dir() -> Path:
-    from ..bundle import resources_dir
+    from ..loading.bundle import resources_dir
 
     return resources_dir() / "lessons"
 

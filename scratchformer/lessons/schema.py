@@ -94,7 +94,7 @@ class Lesson:
         """(model, source, target, start_only) of the run a page reads."""
         source = self.source if page.source is None else page.source
         if not source.strip():
-            from ..bundle import examples_of
+            from ..loading.bundle import examples_of
 
             examples = examples_of(self.model)
             source = examples[0].source if examples else "the girl eats an apple"
@@ -184,7 +184,7 @@ def read_lesson(table: dict, file: str) -> Lesson:
 def _check_model(r: _Reader, model: str, file: str) -> None:
     from pathlib import Path
 
-    from ..bundle import model_names
+    from ..loading.bundle import model_names
 
     names = model_names()
     if model in names:

@@ -154,7 +154,7 @@ def parse_expression(text: str) -> Expr:
 class RunValues:
     """One run, as the lessons read it: the trace, the model's sizes and how ids read as tokens. Qt-free."""
 
-    trace: object  # scratchformer.trace.Trace
+    trace: object  # scratchformer.recording.trace.Trace
     config: object  # TransformerConfig
     model: str = ""
     translation: str = ""

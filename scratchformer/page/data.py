@@ -17,7 +17,7 @@ from ..commands.trace import decoder_input_text
 from ..errors import UserError
 from ..explain import explain_step
 from ..plotdata import architecture, block_key, block_steps
-from ..trace import Trace, step_path
+from ..recording.trace import Trace, step_path
 from .derivations import DERIVE_CELLS, build_derivations
 from .maps import PAGE_BYTES, build_maps
 from .packing import finite_or_text

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from ..analyses import derive
 from ..errors import UserError
 from ..plotdata.cells import cell_index
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 from .maps import shown_cells
 from .packing import finite_or_text
 

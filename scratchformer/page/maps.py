@@ -35,7 +35,7 @@ from ..plotdata import (
     step_heatmap,
 )
 from ..plotdata.heatmap import VOCAB_COLUMNS
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 from .packing import finite_or_text, pack_values
 
 PAGE_BYTES = 41_000_000  # the maps' budget in page text; all-MiniLM-L6-v2's 510-token page stays under 43 MB

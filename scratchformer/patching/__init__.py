@@ -1,5 +1,7 @@
-"""Activation patching over a whole grid of components, fast: which heads, positions and feed-forwards carry a
-behaviour, and through which paths.
+"""Changing the forward pass on purpose: interventions (interventions.py: ablate, scale, replace a head or a step),
+head importance (head_importance.py: the confidence lost when one head is zeroed), and activation patching over a
+whole grid of components, fast: which heads, positions and feed-forwards carry a behaviour, and through which
+paths.
 
 A clean input and a corrupted one of the same token length give two runs. Each component's activation is copied
 from the clean run into the corrupted one, and the metric (metric.py: a logit difference, or a log-probability)
@@ -16,6 +18,6 @@ says how much of the clean answer comes back:
 - attribution.py attribution patching (Nanda 2023): gradient × (clean − corrupt) from one backward pass
 - paths.py     path patching (Wang et al. 2022): a sender head's change carried only into one receiver's q, k or v
 
-Everything acts through interventions (scratchformer.interventions.StepEdit) that live in a context variable, so
-a sweep changes only its own passes, never the model the window is showing.
+Everything acts through interventions (interventions.py: StepEdit, Patch, head changes) that live in a context
+variable, so a sweep changes only its own passes, never the model the window is showing.
 """

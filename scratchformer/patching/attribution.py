@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from ..interventions import StepEdit, intervene
 from .batched import _cells, patched_metrics
 from .components import Component
+from .interventions import StepEdit, intervene
 from .pair import Pair, final_hidden
 
 DISAGREE = 0.1  # |estimated effect − exact effect| above this marks a cell

@@ -23,9 +23,9 @@ from collections.abc import Callable
 import torch
 
 from ..errors import UserError
-from ..interventions import Patch, StepEdit, attention_parts, intervene
-from ..memory import FLOAT, size_text
+from ..loading.memory import FLOAT, size_text
 from .components import Component, attention_modules, layer_input_step
+from .interventions import Patch, StepEdit, attention_parts, intervene
 from .pair import Pair, final_hidden
 
 Progress = Callable[[int, int], None]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..attention import MultiHeadAttention
-from ..embeddings import Embeddings
-from ..feed_forward import RerunSublayer
-from ..interventions import attention_names, attention_parts
+from ..transformer.attention import MultiHeadAttention
+from ..transformer.embeddings import Embeddings
+from ..transformer.feed_forward import RerunSublayer
+from .interventions import attention_names, attention_parts
 
 _IN_LAYER = re.compile(r"(?P<stack>encoder|decoder)\.(?P<layer>\d+)\.")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UserError
-from ..interventions import StepEdit, intervene
 from .components import recorded_steps
+from .interventions import StepEdit, intervene
 from .metric import OPTION_NAMES, Metric, choose
 
 
@@ -21,7 +21,7 @@ from .metric import OPTION_NAMES, Metric, choose
 class Pair:
     """Two runs of the same token length: `clean` and `corrupt` map step name → tensor (1, …) of that run."""
 
-    bundle: object  # scratchformer.model_bundle.ModelBundle
+    bundle: object  # scratchformer.loading.model_bundle.ModelBundle
     src_clean: torch.Tensor | None  # (1, S) ids, or None for a decoder-only model
     src_corrupt: torch.Tensor | None
     tgt_clean: torch.Tensor  # (1, T): the decoder input (a decoder-only model: the text behind the start token)
@@ -99,7 +99,7 @@ def same_length(side: str, clean: torch.Tensor | None, corrupt: torch.Tensor | N
 
 def make_pair(bundle, clean, corrupt, answer: str | None = None, wrong: str | None = None,
               kind: str = "logit-diff", names: dict[str, str] = OPTION_NAMES) -> Pair:  # fmt: skip
-    """The two runs of `clean` and `corrupt` (scratchformer.model_bundle.Inputs, one sentence each). An
+    """The two runs of `clean` and `corrupt` (scratchformer.loading.model_bundle.Inputs, one sentence each). An
     encoder-decoder's corrupted run reads the clean run's decoder input, so that only the source differs. `names`:
     what its sentences call the metric's inputs (metric.OPTION_NAMES: the command line's options)."""
     model, c = bundle.model, bundle.config

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import UserError
-from ..interventions import Patch, intervene
 from .batched import patched_metrics
 from .components import Component, attention_modules, input_component, mlp_steps, stacks
+from .interventions import Patch, intervene
 from .pair import Pair, final_hidden, recorders
 
 PARTS = ("q", "k", "v")

@@ -18,14 +18,14 @@ from dataclasses import fields, replace
 
 import torch
 
-from ..interventions import Patch
 from .batched import patch_of
 from .components import Component
+from .interventions import Patch
 from .pair import Pair
 
 
 def corrupted_inputs(bundle, clean, corrupt):
-    """The corrupted run's inputs as a sweep runs them (scratchformer.model_bundle.Inputs): an encoder-decoder
+    """The corrupted run's inputs as a sweep runs them (scratchformer.loading.model_bundle.Inputs): an encoder-decoder
     reads the corrupted source with the clean run's decoder input, so that only the source differs; a decoder-only
     model reads the corrupted text itself."""
     if not bundle.config.has_encoder:

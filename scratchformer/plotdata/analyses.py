@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..trace import Trace
+from ..recording.trace import Trace
 from .heatmap import DIVERGING, SEQUENTIAL, Heatmap
 
 if TYPE_CHECKING:  # the results' types only: the analyses' command lines sit above plotdata

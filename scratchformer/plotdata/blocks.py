@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 
 
 @dataclass

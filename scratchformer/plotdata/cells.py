@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..trace import HEAD_DIMS, Step
+from ..recording.trace import HEAD_DIMS, Step
 
 
 def shown_axes(step: Step) -> list[int]:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..trace import Trace, step_path
+from ..recording.trace import Trace, step_path
 from .heatmap import (
     DIVERGING,
     MASK,

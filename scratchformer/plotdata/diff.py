@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UserError
-from ..trace import step_path
+from ..recording.trace import step_path
 from .heatmap import (
     DIVERGING,
     MASK,

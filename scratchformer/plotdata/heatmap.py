@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..trace import HEAD_DIMS, Step, Trace, step_path
+from ..recording.trace import HEAD_DIMS, Step, Trace, step_path
 
 VocabLabels = Callable[[Sequence[int]], list[str]]
 

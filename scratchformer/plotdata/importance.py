@@ -1,4 +1,4 @@
-"""Head importance as heatmaps: one layers × heads map per attention type (scratchformer.head_importance).
+"""Head importance as heatmaps: one layers × heads map per attention type (scratchformer.patching.head_importance).
 
 Each cell is the drop in the mean probability of the chosen output tokens when that one head is zeroed, in
 percentage points. A drop can be negative (the model grew more sure without the head), so the colour map is
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..head_importance import HeadImportance
+from ..patching.head_importance import HeadImportance
 from .heatmap import DIVERGING, Heatmap
 
 IMPORTANCE_TITLES = {

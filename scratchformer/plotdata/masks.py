@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..masks import pad_from_ids
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
+from ..transformer.masks import pad_from_ids
 from .heatmap import MASK, Heatmap, axis_labels, step_heatmap
 
 ATTENTION_TITLES = {

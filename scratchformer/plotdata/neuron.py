@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UserError
-from ..trace import Trace
+from ..recording.trace import Trace
 from .heatmap import DIVERGING, SEQUENTIAL, Heatmap, abbreviate
 
 

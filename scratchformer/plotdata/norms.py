@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..trace import Step, Trace
+from ..recording.trace import Step, Trace
 from .heatmap import DIVERGING, Heatmap, axis_labels, step_heatmap
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..lazy import TOP_K
-from ..trace import Trace
+from ..recording.lazy import TOP_K
+from ..recording.trace import Trace
 from .heatmap import VocabLabels
 
 

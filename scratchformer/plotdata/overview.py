@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..trace import Trace
+from ..recording.trace import Trace
 from .heatmap import SEQUENTIAL, Heatmap, head_count
 from .masks import ATTENTION_TITLES
 

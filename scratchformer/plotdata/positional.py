@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace import Trace
+from ..recording.trace import Trace
 from .heatmap import SEQUENTIAL, Heatmap, levels_for, step_heatmap
 
 

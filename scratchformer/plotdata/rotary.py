@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..trace import Trace
+from ..recording.trace import Trace
 from .heatmap import DIVERGING, Heatmap
 
 DEFAULT_SHIFTS = (0, 1, 2, 5, 10, 50, 100, 1000)
@@ -26,14 +26,14 @@ DEFAULT_SHIFTS = (0, 1, 2, 5, 10, 50, 100, 1000)
 
 def omegas(config, layer: int | None = None) -> np.ndarray:
     """ω_i = θ^(−2i/d_rot) for pair i of a layer (its local base on a Gemma 3 sliding-window layer), float64."""
-    from ..rotary import inverse_frequencies  # torch: imported only when asked
+    from ..transformer.rotary import inverse_frequencies  # torch: imported only when asked
 
     return inverse_frequencies(config, local=config.local_rope(layer)).double().numpy()
 
 
 def turn(x: np.ndarray, omega: np.ndarray, pos: float) -> np.ndarray:
     """x (d_head,) turned to position `pos`: pair (i, i + d_rot/2) by the angle pos · ω_i; dimensions past d_rot
-    (partial rotary) unchanged. The same arithmetic as scratchformer.rotary.rotate, in numpy."""
+    (partial rotary) unchanged. The same arithmetic as scratchformer.transformer.rotary.rotate, in numpy."""
     x = np.asarray(x, dtype=np.float64)
     half = omega.shape[0]
     a, b = x[:half], x[half:2 * half]  # (d_rot/2,) each

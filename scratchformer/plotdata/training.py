@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..trace import Trace
+from ..recording.trace import Trace
 from .heatmap import Heatmap, step_heatmap
 
 CROSS = "decoder.cross_attn"
@@ -35,7 +35,7 @@ class TrainingCurves:
 
 def training_json_path(spec: str) -> Path | None:
     """The training.json of a bundled model's name or a checkpoint folder (a spec's `@step-N` is ignored)."""
-    from ..bundle import bundled_models, split_snapshot
+    from ..loading.bundle import bundled_models, split_snapshot
 
     base, _ = split_snapshot(spec)
     if not base:

@@ -8,7 +8,9 @@ safetensors + JSON, so a run can be resumed and a fixed seed reproduces it.
 Modules: formulas (the paper's learning-rate schedule and label-smoothed loss), data (examples, batches and
 where they come from), options (what a run is asked to do and the model it builds), trainer (the Trainer,
 its resume state, and the prepare / train driver), snapshots (which steps a run keeps with --snapshots N) and
-distributed (torchrun's process group and DDP: one process's share of each batch). Import the names from here.
+distributed (torchrun's process group and DDP: one process's share of each batch); evaluation (test-split
+figures of a trained model: exact-match accuracy and how well cross-attention aligns words). Import the names
+from here.
 """
 
 from .data import (

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..batching import Batch as Batch  # Example, Batch and collate live with the batching; re-exported
-from ..batching import Example, read_text_file, sliding_windows
-from ..batching import collate as collate
 from ..errors import UserError
-from ..tokenizers import GPT2_EOT, TextTokenizer, gpt2_tokenizer, word_level_tokenizer
+from ..loading.tokenizers import GPT2_EOT, TextTokenizer, gpt2_tokenizer, word_level_tokenizer
+from ..running.batching import Batch as Batch  # Example, Batch and collate live with the batching; re-exported
+from ..running.batching import Example, read_text_file, sliding_windows
+from ..running.batching import collate as collate
 
 if TYPE_CHECKING:
     from .options import TrainOptions

@@ -30,8 +30,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from ..device import resolve_device
 from ..errors import UserError
+from ..loading.device import resolve_device
 
 _DDP_OPTIONS = inspect.signature(DistributedDataParallel).parameters
 _INIT_OPTIONS = inspect.signature(dist.init_process_group).parameters

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..batching import IGNORE as IGNORE  # label value for padding (lives with collate, re-exported)
+from ..running.batching import IGNORE as IGNORE  # label value for padding (lives with collate, re-exported)
 
 
 def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:

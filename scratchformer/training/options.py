@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import GPT2_VOCAB_SIZE, TransformerConfig
+from ..transformer.config import GPT2_VOCAB_SIZE, TransformerConfig
 from .data import TrainData
 
 

@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from ..checkpoint import SNAPSHOTS, is_checkpoint, load_checkpoint, save_checkpoint, snapshot_name
-from ..decoding import greedy_batch
 from ..errors import UserError
-from ..model import Transformer
+from ..loading.checkpoint import SNAPSHOTS, is_checkpoint, load_checkpoint, save_checkpoint, snapshot_name
+from ..running.decoding import greedy_batch
+from ..transformer.model import Transformer
 from . import snapshots as schedule
 from .data import Batch, Example, TrainData, _retokenize, collate, load_data, token_batches
 from .distributed import Distributed
@@ -403,8 +403,8 @@ def _exact_hits(model: Transformer, examples: list[Example], device: torch.devic
 
 def _finish(out: Path, valid_pairs, device: torch.device) -> dict:
     """Score the best checkpoint on the validation split; store its best-aligning layer in its config."""
-    from ..bundle import ModelBundle
-    from ..evaluation import evaluate
+    from ..loading.bundle import ModelBundle
+    from .evaluation import evaluate
 
     model, src_tok, tgt_tok = load_checkpoint(out, device)
     bundle = ModelBundle(model, src_tok, tgt_tok, model.config.name, str(out))

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 
 from app.views.step_view import StepView
 from scratchformer.analyses import diff as model_diff
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata.diff import block_shades, diff_step_maps
 from tests.app.conftest import run_and_wait
 
@@ -175,7 +175,7 @@ def test_the_parameters_that_differ_are_listed_and_saved(qtbot, make_window, tmp
     import torch
 
     from app.parameter_diff_dialog import ParameterDiffDialog
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.loading.checkpoint import save_checkpoint
 
     changed_name = "decoder.1.cross_attn.out_proj.weight"
     bundle = load_model("en-hi")

@@ -9,11 +9,11 @@ import pytest
 import torch
 from PySide6.QtWidgets import QWidget
 
-from scratchformer.bundle import ModelBundle
-from scratchformer.config import TransformerConfig
-from scratchformer.decoding import greedy, teacher_forced_hidden
-from scratchformer.model import Transformer
-from scratchformer.tokenizers import word_level_tokenizer
+from scratchformer.loading.bundle import ModelBundle
+from scratchformer.loading.tokenizers import word_level_tokenizer
+from scratchformer.running.decoding import greedy, teacher_forced_hidden
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.model import Transformer
 
 
 def _bundle(**extra) -> ModelBundle:

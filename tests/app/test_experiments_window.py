@@ -12,7 +12,7 @@ import pytest
 
 import scratchformer.experiments as experiments
 from app.views.experiments_view import ExperimentsView, tick_of
-from scratchformer.checkpoint import save_checkpoint
+from scratchformer.loading.checkpoint import save_checkpoint
 from tests.app.conftest import run_and_wait
 from tests.app.test_derivation_window import view_of
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
@@ -90,7 +90,7 @@ def test_a_slider_measures_again_and_the_charts_follow(qtbot, en_hi, tmp_path):
 
 
 def test_an_experiment_that_does_not_apply_says_so(qtbot, make_window, tmp_path):
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
 
     bert = family_bundle(load_model("en-hi"), FAMILIES["bert_like"])
     save_checkpoint(tmp_path / "bert", bert.model, bert.src_tokenizer, bert.tgt_tokenizer)

@@ -10,8 +10,8 @@ from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtWidgets import QMainWindow
 
 import app.export.actions as actions
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata import heads_grid, step_heatmap
 
 

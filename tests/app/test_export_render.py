@@ -13,8 +13,8 @@ from PySide6.QtGui import QImage, QTextLayout
 
 from app.export.render import MARGIN, VECTOR_CELLS, _font, figure_size, layout, render_bytes, render_image
 from app.widgets.colormaps import heatmap_rgba
-from scratchformer.bundle import load_model
 from scratchformer.exporting import single_figure, step_figure
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata import abbreviate, step_heatmap
 
 SVG = "{http://www.w3.org/2000/svg}"

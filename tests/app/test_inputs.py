@@ -190,7 +190,7 @@ def test_export_goes_to_the_export_module_or_says_it_is_missing(qtbot, ran_windo
 
 
 def test_words_the_model_does_not_know_are_underlined_in_the_source(qtbot, make_window):
-    importlib.import_module("scratchformer.bundle").bundled_models()["en-hi"]  # the shipped model's vocabulary
+    importlib.import_module("scratchformer.loading.bundle").bundled_models()["en-hi"]  # the shipped model's vocabulary
     w = make_window(source="The boy eats a pizza.", target="", model="en-hi")
     run_and_wait(qtbot, w)
     assert w.source_edit.marked == [(15, 5)]  # "pizza", and nothing else: case and the full stop are fine

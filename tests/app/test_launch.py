@@ -40,7 +40,7 @@ def test_the_model_core_loads_its_names_on_first_use():
     code = ("import sys, scratchformer, scratchformer.cli as cli; cli.gui_parser(); before = 'torch' in sys.modules; "
             "t = scratchformer.Transformer; print(before, 'torch' in sys.modules, t.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert out.stdout.split() == ["False", "True", "scratchformer.model"], out.stderr
+    assert out.stdout.split() == ["False", "True", "scratchformer.transformer.model"], out.stderr
 
 
 def test_the_main_window_takes_the_launch_windows_place(qapp, tmp_path):
@@ -52,7 +52,7 @@ def test_the_main_window_takes_the_launch_windows_place(qapp, tmp_path):
         made.append(window)
         return window
 
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     gpt2_tokenizer.cache_clear()
     window, failure = open_main_window(make, _settings(tmp_path), modules=("json",))

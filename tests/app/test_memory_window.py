@@ -41,9 +41,9 @@ def test_comparing_counts_the_changed_runs_trace_against_the_budget():
     import pytest
 
     from app.worker import RunRequest, compute
-    from scratchformer.bundle import load_model
     from scratchformer.errors import UserError
-    from scratchformer.interventions import HeadChange
+    from scratchformer.loading.bundle import load_model
+    from scratchformer.patching.interventions import HeadChange
 
     bundle = load_model("en-hi", "cpu")
     inputs = bundle.prepare("the girl eats an apple", "लड़की सेब खाती है")
@@ -109,7 +109,7 @@ def test_no_tab_recomputes_on_the_ui_thread_with_or_without_interventions(qtbot,
     import threading
 
     from app.views.importance_view import ImportanceView
-    from scratchformer.interventions import HeadChange
+    from scratchformer.patching.interventions import HeadChange
 
     w = make_window(source=LONG * 2, target=LONG * 2, model="paper")
     run_and_wait(qtbot, w)

@@ -26,10 +26,10 @@ from app.widgets.colormaps import (
 )
 from app.widgets.heatmap import HeatmapWidget
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.checkpoint import save_checkpoint
 from scratchformer.exporting import single_figure
+from scratchformer.loading.checkpoint import save_checkpoint
+from scratchformer.loading.tokenizers import word_level_tokenizer
 from scratchformer.plotdata import SEQUENTIAL, Heatmap
-from scratchformer.tokenizers import word_level_tokenizer
 from tests.app.conftest import run_and_wait
 
 SOURCE, TARGET = "the boy eats an apple", "we are friends"

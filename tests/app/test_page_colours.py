@@ -4,7 +4,7 @@ figures draw with, byte for byte, and so are the colours of masked and broken ce
 import numpy as np
 
 from app.widgets.colormaps import SPECIAL_RGBA, colormap, lookup_table
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from scratchformer.page import page_data
 from scratchformer.plotdata.special import MASKED, NAN
 

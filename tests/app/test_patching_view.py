@@ -320,7 +320,7 @@ def gpt2_shaped(tmp_path_factory):
     """A GPT-2-shaped folder as the issue's benchmark has it, 12 layers × 12 heads, made narrow (random weights)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     directory = tmp_path_factory.mktemp("gpt2-shaped")
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from scratchformer.interventions import HeadChange
+from scratchformer.patching.interventions import HeadChange
 
 TEXTS = [
     "the girl eats an apple",

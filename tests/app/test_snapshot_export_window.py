@@ -7,7 +7,7 @@ from PIL import Image
 
 import app.export.actions as actions
 from app.views.training_view import TrainingView
-from scratchformer.bundle import snapshots_of
+from scratchformer.loading.bundle import snapshots_of
 from tests.app.conftest import run_and_wait
 
 SOURCE = "3 1 4 1 5"

@@ -4,7 +4,7 @@ that fails says so in one sentence and leaves the window usable."""
 
 from __future__ import annotations
 
-from scratchformer.lazy import Recompute
+from scratchformer.recording.lazy import Recompute
 from tests.app.conftest import run_and_wait
 
 

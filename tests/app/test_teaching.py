@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-from scratchformer.bundle import default_model_name, examples_of, load_model
-from scratchformer.parameters import parameter_counts
+from scratchformer.loading.bundle import default_model_name, examples_of, load_model
+from scratchformer.transformer.parameters import parameter_counts
 from tests.app.conftest import run_and_wait
 
 
@@ -219,7 +219,7 @@ def test_the_window_stays_readable_at_1024_by_700(qtbot, make_window):
 
 
 def test_departures_from_the_paper_are_listed_for_the_loaded_model(qtbot, make_window):
-    from scratchformer.departures import departures
+    from scratchformer.transformer.departures import departures
 
     w = make_window(source="the girl eats an apple", target="", model="en-hi")
     run_and_wait(qtbot, w)
@@ -251,7 +251,7 @@ def test_a_decoder_only_model_reads_the_typed_text_and_shows_its_pre_ln_steps(qt
 def test_the_diagram_redraws_when_only_the_norm_placement_changes(qtbot):
     """BART and mBART have the same layer counts; mBART's pre-LN blocks must still be drawn."""
     from app.diagram import ArchitectureDiagram
-    from scratchformer.config import TransformerConfig
+    from scratchformer.transformer.config import TransformerConfig
 
     diagram = ArchitectureDiagram()
     qtbot.addWidget(diagram)

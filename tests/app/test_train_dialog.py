@@ -15,10 +15,10 @@ from app.train_dialog import TrainDialog, open_train_dialog, training_view
 from app.train_form import SIZES
 from app.training_close import KEEP, STAY, STOP
 from app.training_runner import TrainingRunner, TrainRequest, check_output_folder
-from scratchformer.checkpoint import is_checkpoint, load_checkpoint, snapshot_dirs
 from scratchformer.errors import UserError
-from scratchformer.model import Transformer
+from scratchformer.loading.checkpoint import is_checkpoint, load_checkpoint, snapshot_dirs
 from scratchformer.training import TrainOptions, build_config, load_data
+from scratchformer.transformer.model import Transformer
 
 RUN_TIMEOUT_MS = 120_000
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from app.views.training_view import NO_SNAPSHOTS, TrainingView
-from scratchformer.bundle import load_model, snapshots_of
-from scratchformer.decoding import greedy
+from scratchformer.loading.bundle import load_model, snapshots_of
 from scratchformer.plotdata import (
     aligned_head,
     alignment_scores,
@@ -17,6 +16,7 @@ from scratchformer.plotdata import (
     training_curves,
     training_record,
 )
+from scratchformer.running.decoding import greedy
 from tests.app.conftest import run_and_wait
 
 SOURCE = "3 1 4 1 5"

@@ -13,8 +13,8 @@ def check_analyses(bundle, family: str, complete: bool) -> None:
     Gemma's norms after each sublayer) or jumps in f (a router switching experts along the path, which no gradient
     sees) keep it from converging, the answer must say the budget ran out and by how much it missed."""
     from scratchformer.analyses import attribute, lens, rollout
-    from scratchformer.generation import Continuation, continue_ids
-    from scratchformer.interventions import HeadChange, Patch, intervene
+    from scratchformer.patching.interventions import HeadChange, Patch, intervene
+    from scratchformer.running.generation import Continuation, continue_ids
 
     inputs = bundle.prepare("machine learning using PyTorch is fun")
     logits, trace = bundle.run(inputs)
@@ -106,7 +106,7 @@ def save_and_reopen(ref, directory, model_class: str, shard: str | None = None):
     eager reference every family test compares with."""
     import transformers
 
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     ref.save_pretrained(str(directory), max_shard_size=shard or "5GB")
     gpt2_tokenizer().hf.save_pretrained(str(directory))
@@ -135,7 +135,7 @@ def check_padded_batch(bundle, ref, family: str, sentences, pad_id: int, atol: f
 def check_greedy_equals_generate(bundle, ref, pad_id: int, new: int = 12) -> None:
     """The text behind the start token, continued greedily with and without the KV cache: generate()'s tokens
     (longer than the test models' sliding windows, so cached keys outside a window must stay unseen)."""
-    from scratchformer.decoding import greedy
+    from scratchformer.running.decoding import greedy
 
     prompt = bundle.tgt_tokenizer.encode("machine learning using PyTorch")
     with torch.no_grad():

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from scratchformer.analyses import attribute, flow, lens, rollout
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import save_checkpoint
 from scratchformer.cli import main
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import save_checkpoint
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 SOURCE = "the girl eats an apple"

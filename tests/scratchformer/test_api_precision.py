@@ -15,7 +15,7 @@ def _bfloat16_folder(directory):
     """A one-layer random Llama saved by transformers in bfloat16, with GPT-2's tokenizer (offline)."""
     import transformers
 
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=50257, hidden_size=32, intermediate_size=48, num_hidden_layers=1,

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scratchformer import Transformer, TransformerConfig, masks
-from scratchformer.attention import attention, fast_attention
+from scratchformer.transformer.attention import attention, fast_attention
 
 
 def _model(seed=0):

@@ -8,9 +8,9 @@ import math
 
 import torch
 
-from scratchformer.attention import MultiHeadAttention, RelativePositionBias
-from scratchformer.masks import causal_mask
-from scratchformer.trace import tracing
+from scratchformer.recording.trace import tracing
+from scratchformer.transformer.attention import MultiHeadAttention, RelativePositionBias
+from scratchformer.transformer.masks import causal_mask
 
 
 def _trace(mha, x, memory=None, mask=None, position_bias=None, cache=None, lazy=False):
@@ -208,9 +208,9 @@ def test_a_lazy_trace_recomputes_each_step_from_the_kept_inputs():
 
 
 def test_a_lazy_trace_keeps_the_inputs_it_reruns_from_and_redoes_the_interventions():
-    from scratchformer.intervention_context import applying
-    from scratchformer.interventions import HeadChange, Interventions
-    from scratchformer.trace import Trace
+    from scratchformer.patching.interventions import HeadChange, Interventions
+    from scratchformer.recording.intervention_context import applying
+    from scratchformer.recording.trace import Trace
 
     torch.manual_seed(4)
     d, h, n = 8, 2, "encoder.0.self_attn"

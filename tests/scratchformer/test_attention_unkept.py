@@ -9,10 +9,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-import scratchformer.attention as attention_module
-from scratchformer.attention import MAPS, attention, attention_unkept, fast_attention, finite_scores, traced_context
-from scratchformer.masks import additive
-from scratchformer.nonfinite import mask_blocks, step_flag
+import scratchformer.transformer.attention as attention_module
+from scratchformer.recording.nonfinite import mask_blocks, step_flag
+from scratchformer.transformer.attention import (
+    MAPS,
+    attention,
+    attention_unkept,
+    fast_attention,
+    finite_scores,
+    traced_context,
+)
+from scratchformer.transformer.masks import additive
 
 KINDS = {"scores": "scores", "scaled_scores": "scaled_scores", "masked_scores": "masked_scores",
          "weights": "attention_weights"}
@@ -80,7 +87,7 @@ def test_a_lazy_trace_of_a_long_input_leaves_the_maps_unbuilt_and_rebuilds_them_
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("scratchformer.attention.attention_unkept", counting)
+    monkeypatch.setattr("scratchformer.transformer.attention.attention_unkept", counting)
     _, lazy = model.run_with_trace(src, tgt, keep_bytes=1024)  # 2 items × 4 heads × 30 × 30 × 4 B: not kept
     assert len(calls) == 3  # encoder self, decoder self and cross (both items traced together)
     assert lazy.cache.misses == 0 and lazy.first_nonfinite() is None

@@ -10,14 +10,14 @@ import pytest
 import torch
 from transformers.models.t5.modeling_t5 import T5Attention
 
-from scratchformer.attention import (
+from scratchformer.transformer.attention import (
     MultiHeadAttention,
     RelativePositionBias,
     attention,
     fast_attention,
     relative_position_bucket,
 )
-from scratchformer.masks import causal_mask
+from scratchformer.transformer.masks import causal_mask
 
 
 def by_hand(q, k, v, mask, scale=True, bias=None):
@@ -170,7 +170,7 @@ def test_bidirectional_bias_looks_both_ways_as_integer_buckets_on_the_tables_dev
 def test_grouped_query_attention_by_hand():
     """Four query heads, two key/value heads: query heads 1–2 read key/value head 1 and 3–4 read head 2, each
     computing its own map from the shared keys, softmax(q kᵀ/√d_k) v head by head — and the fused kernel agrees."""
-    from scratchformer.attention import attention, fast_attention
+    from scratchformer.transformer.attention import attention, fast_attention
 
     torch.manual_seed(0)
     q = torch.randn(1, 4, 3, 8, dtype=torch.float64)  # (B, h, Tq, d_k)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from scratchformer.analyses import attribute
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
+from scratchformer.loading.bundle import load_model
 
 RAN_OUT = re.compile(r"until the budget of (\d+) ran out (\d+\.\d)% from complete$")
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from scratchformer.analyses import attribute
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from scratchformer.analyses import attribute
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 
 
 @pytest.fixture(scope="module")

@@ -136,8 +136,8 @@ def test_the_command_line_options_are_checked_before_the_model_loads(capsys, mod
 def test_the_command_runs_ig_with_the_steps_and_item_asked_for(capsys, tmp_path):
     """--steps 1 is allowed for IG, --steps 0 means nothing to gradient × input; --item 2 attributes the second
     window of a batch; the table and the JSON (Hindi kept as itself) both come out."""
-    from scratchformer.bundle import load_model
     from scratchformer.cli import main
+    from scratchformer.loading.bundle import load_model
 
     text = tmp_path / "two.txt"
     text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")

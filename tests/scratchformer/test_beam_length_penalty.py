@@ -4,7 +4,7 @@ of its position: the longer a hypothesis, the likelier it ends."""
 
 import pytest
 
-from scratchformer.decoding import beam_search
+from scratchformer.running.decoding import beam_search
 from tests.scratchformer.beam_tables import BUDGET, exhaustive_best, table_model
 
 # The chance to end grows with the length: P(end | t tokens so far); the rest goes 4 : 1 to A and B.

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.decoding import beam_search, greedy, greedy_batch
 from scratchformer.errors import UserError
+from scratchformer.running.decoding import beam_search, greedy, greedy_batch
 from tests.scratchformer.beam_tables import BUDGET, LATER_AND_LATER, A, exhaustive_best, table_model
 
 P_END = LATER_AND_LATER  # α = 0, 0.6, 1 and 1.6 each make a hypothesis of another length win

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.decoding import beam_search
-from scratchformer.interventions import HeadChange, intervene
+from scratchformer.patching.interventions import HeadChange, intervene
+from scratchformer.running.decoding import beam_search
 
 
 def _model() -> Transformer:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from scratchformer.decoding import beam_search
+from scratchformer.running.decoding import beam_search
 from tests.scratchformer.beam_tables import BUDGET, LATER_AND_LATER, A, exhaustive_best, table_model
 
 

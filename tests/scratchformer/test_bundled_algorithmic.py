@@ -8,10 +8,10 @@ import functools
 
 import pytest
 
-from scratchformer.bundle import PRESETS, bundled_models, default_model_name, load_model, model_names
-from scratchformer.decoding import greedy
-from scratchformer.evaluation import evaluate
+from scratchformer.loading.bundle import PRESETS, bundled_models, default_model_name, load_model, model_names
+from scratchformer.running.decoding import greedy
 from scratchformer.tasks.algorithmic import generate_task
+from scratchformer.training.evaluation import evaluate
 
 TASKS = ("copy", "reverse", "sort")
 # Hand-written sources (not drawn from the task's generator); lengths 3 to 12, repeats included.

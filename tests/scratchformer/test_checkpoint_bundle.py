@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig, UserError
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
-from scratchformer.tokenizers import word_level_tokenizer
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.loading.tokenizers import word_level_tokenizer
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import torch
 from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
 
 from scratchformer.cli import main
-from scratchformer.tokenizers import gpt2_tokenizer
+from scratchformer.loading.tokenizers import gpt2_tokenizer
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--quiet", "--threads", "1"]
 DIGITS = "3 1 4 1 5 9 2 6"  # the copy model's output is its input

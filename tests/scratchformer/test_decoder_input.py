@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from scratchformer.bundle import GENERATION_CAP, examples_of, load_model, model_names
 from scratchformer.cli import main
-from scratchformer.decoding import greedy
-from scratchformer.examples import known_fraction
+from scratchformer.loading.bundle import GENERATION_CAP, examples_of, load_model, model_names
+from scratchformer.running.decoding import greedy
+from scratchformer.running.examples import known_fraction
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_trace_explain_adds_an_explanation_to_every_step(capsys):
 
 
 def test_trace_lists_departures_from_the_paper(capsys):
-    from scratchformer.departures import departures
+    from scratchformer.transformer.departures import departures
 
     assert trace_json(capsys, "--model", "en-hi", "--source", "we are friends")["model"]["departures"] == []
     assert main(["trace", "--model", "blog", "--source", "machine learning", "--start-only"]) == 0

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.decoding import greedy, timeline
-from scratchformer.interventions import Patch, intervene, parse_spec
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.interventions import Patch, intervene, parse_spec
+from scratchformer.running.decoding import greedy, timeline
 
 SOURCE = "the girl eats an apple"
 ATTENTION, LAYER, KEY = "decoder.1.self_attn", 1, 1  # key 1: the first generated token, "लड़की"

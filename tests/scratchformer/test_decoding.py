@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from scratchformer.bundle import ModelBundle
-from scratchformer.config import TransformerConfig
-from scratchformer.decoding import beam_search, greedy, teacher_forced_hidden, timeline
 from scratchformer.errors import UserError
-from scratchformer.model import Transformer
-from scratchformer.tokenizers import word_level_tokenizer
+from scratchformer.loading.bundle import ModelBundle
+from scratchformer.loading.tokenizers import word_level_tokenizer
+from scratchformer.running.decoding import beam_search, greedy, teacher_forced_hidden, timeline
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.model import Transformer
 
 SRC = ["we are friends", "the boy eats an apple", "she reads a book"]
 TGT = ["हम दोस्त हैं", "लड़का सेब खाता है", "वह किताब पढ़ती है"]
@@ -169,7 +169,7 @@ def test_timeline_empty_source_is_a_user_error():
 
 
 def test_batched_greedy_equals_one_sentence_at_a_time():
-    from scratchformer.decoding import greedy_batch
+    from scratchformer.running.decoding import greedy_batch
 
     bundle = _bundle(seed=2, eos_bias=1.5)
     ids = [bundle.encode_source(s) for s in SRC]

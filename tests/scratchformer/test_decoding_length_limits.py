@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.decoding import beam_search, greedy, greedy_batch
+from scratchformer.running.decoding import beam_search, greedy, greedy_batch
 
 MAX_LEN, END = 16, 2
 

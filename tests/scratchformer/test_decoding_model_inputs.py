@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scratchformer.bundle import ModelBundle
-from scratchformer.config import TransformerConfig
-from scratchformer.decoding import beam_search, greedy, greedy_batch, timeline
 from scratchformer.errors import UserError
-from scratchformer.model import Transformer
-from scratchformer.tokenizers import word_level_tokenizer
+from scratchformer.loading.bundle import ModelBundle
+from scratchformer.loading.tokenizers import word_level_tokenizer
+from scratchformer.running.decoding import beam_search, greedy, greedy_batch, timeline
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.model import Transformer
 
 SRC = ["we are friends", "the boy eats an apple"]
 TGT = ["हम दोस्त हैं", "लड़का सेब खाता है"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.decoding import beam_search, greedy, greedy_batch
+from scratchformer.running.decoding import beam_search, greedy, greedy_batch
 
 PAD = 0
 SOURCE = [5, 9, 14, 7]

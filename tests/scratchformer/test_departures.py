@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from scratchformer.bundle import bundled_models
-from scratchformer.config import PAPER_PRESETS, TransformerConfig, preset
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
-from scratchformer.importers import from_torch_transformer
-from scratchformer.model import Transformer
+from scratchformer.loading.bundle import bundled_models
+from scratchformer.loading.importers import from_torch_transformer
 from scratchformer.plotdata.blocks import architecture
+from scratchformer.transformer.config import PAPER_PRESETS, TransformerConfig, preset
+from scratchformer.transformer.departures import departures
+from scratchformer.transformer.model import Transformer
 
 SMALL = dict(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1, src_vocab_size=20,
              tgt_vocab_size=20, max_len=16)  # fmt: skip

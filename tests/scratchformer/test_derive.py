@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from scratchformer.analyses import derive
-from scratchformer.bundle import ModelBundle, load_model
 from scratchformer.cli import main
 from scratchformer.errors import UserError
-from scratchformer.model import Transformer
-from scratchformer.trace import KINDS
+from scratchformer.loading.bundle import ModelBundle, load_model
+from scratchformer.recording.trace import KINDS
+from scratchformer.transformer.model import Transformer
 
 SENTENCE = ("the girl eats an apple", "लड़की सेब खाती है")
 
@@ -326,7 +326,7 @@ def test_a_pre_ln_model_without_final_norms_reads_the_last_residual_sums(en_hi):
 def test_a_sublayer_the_run_changed_on_purpose_says_so(en_hi):
     """With a head zeroed (--ablate), that head's context no longer equals Σ_j A·v: the derivation still writes
     the formula, and its note says the run changed this sublayer on purpose, naming the change."""
-    from scratchformer.interventions import HeadChange, intervene
+    from scratchformer.patching.interventions import HeadChange, intervene
 
     bundle = en_hi[0]
     change = HeadChange("decoder.1.cross_attn", 0, "zero")

@@ -12,7 +12,7 @@ import torch
 
 from scratchformer.analyses import derive
 from scratchformer.analyses.derive.result import num
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle
 
 # Activations as torch defines them, for the "act(z) = …" part of a feed-forward unit.

@@ -11,7 +11,7 @@ import torch
 from scratchformer.analyses.derive.reader import INPUT_LIMIT, Cell, Reader, check_index, json_number, split_batch
 from scratchformer.analyses.derive.result import TOP_TERMS, Derivation, Term, num, paren, summed
 from scratchformer.errors import UserError
-from scratchformer.trace import Step, Trace
+from scratchformer.recording.trace import Step, Trace
 
 
 def test_numbers_are_written_with_four_significant_figures_and_real_signs():

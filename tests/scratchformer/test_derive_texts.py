@@ -10,8 +10,8 @@ import torch
 
 from scratchformer.analyses import derive
 from scratchformer.analyses.derive.result import num
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
+from scratchformer.loading.bundle import load_model
 from tests.scratchformer.test_derive import FAMILIES, SENTENCE, family_bundle, padded_run
 
 

@@ -14,11 +14,11 @@ import torch
 
 from scratchformer.analyses import diff
 from scratchformer.analyses.stream import residual_points
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import save_checkpoint
 from scratchformer.cli import main
 from scratchformer.errors import UserError
-from scratchformer.model_bundle import ModelBundle
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import save_checkpoint
+from scratchformer.loading.model_bundle import ModelBundle
 from scratchformer.plotdata.diff import block_differences, block_shades, diff_bars, diff_step_maps
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 

@@ -21,8 +21,8 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from scratchformer.checkpoint import load_checkpoint
 from scratchformer.cli import main
+from scratchformer.loading.checkpoint import load_checkpoint
 
 STEPS, STOP_AT = 12, 5
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--dropout", "0", "--warmup", "4",

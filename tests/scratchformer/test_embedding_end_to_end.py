@@ -9,7 +9,7 @@ import math
 import torch
 from torch import nn
 
-from scratchformer.importers import from_torch_transformer
+from scratchformer.loading.importers import from_torch_transformer
 
 D, HEADS, VOCAB_SRC, VOCAB_TGT = 16, 4, 29, 31
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from scratchformer import TransformerConfig
-from scratchformer.embeddings import Embeddings
-from scratchformer.trace import tracing
+from scratchformer.recording.trace import tracing
+from scratchformer.transformer.embeddings import Embeddings
 
 INTERLEAVED = "PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))"
 HALVES = "PE(pos,i) = sin(pos/10000^(2i/d_model)), PE(pos,⌈d/2⌉+i) = cos(pos/10000^(2i/d_model))"

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from scratchformer import TransformerConfig
-from scratchformer.embeddings import Embeddings, sinusoidal_encoding
+from scratchformer.transformer.embeddings import Embeddings, sinusoidal_encoding
 
 
 def _embeddings(**kw) -> Embeddings:

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scratchformer import TransformerConfig, UserError, preset
-from scratchformer.embeddings import sinusoidal_encoding
-from scratchformer.tokenizers import gpt2_tokenizer
+from scratchformer.loading.tokenizers import gpt2_tokenizer
+from scratchformer.transformer.embeddings import sinusoidal_encoding
 
 
 @settings(max_examples=20, deadline=None)
@@ -67,7 +67,7 @@ def test_unknown_preset_lists_the_choices():
 
 
 def test_word_level_reading_ignores_case_and_punctuation_but_keeps_devanagari_marks():
-    from scratchformer.tokenizers import word_level_tokenizer
+    from scratchformer.loading.tokenizers import word_level_tokenizer
 
     tok = word_level_tokenizer(["the boy eats an apple", "लड़का सेब खाता है"], "t")
     assert tok.encode("The boy eats an Apple.") == tok.encode("the boy eats an apple")

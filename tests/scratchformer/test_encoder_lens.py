@@ -21,11 +21,11 @@ from transformers import (
 )
 
 from scratchformer.analyses import lens
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
-from scratchformer.parameters import parameter_counts
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.departures import departures
+from scratchformer.transformer.parameters import parameter_counts
 from tests.scratchformer.test_importers_roberta import _save_tokenizer
 
 WORDS = "the cat sat on mat a dog ran in park today".split()
@@ -174,7 +174,7 @@ def test_a_folder_without_a_head_opens_as_before_and_has_no_lens(tmp_path):
 
 
 def test_an_mlm_head_needs_an_encoder_only_model():
-    from scratchformer.config import TransformerConfig
+    from scratchformer.transformer.config import TransformerConfig
 
     with pytest.raises(UserError, match="encoder-only"):
         TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1, mlm_head=True)

@@ -5,13 +5,13 @@ import json
 import pytest
 import torch
 
-from scratchformer.bundle import ModelBundle, bundled_models, load_model
 from scratchformer.cli import main
-from scratchformer.config import TransformerConfig
-from scratchformer.evaluation import evaluate, format_table
-from scratchformer.model import Transformer
+from scratchformer.loading.bundle import ModelBundle, bundled_models, load_model
+from scratchformer.loading.tokenizers import word_level_tokenizer
 from scratchformer.tasks import Pair
-from scratchformer.tokenizers import word_level_tokenizer
+from scratchformer.training.evaluation import evaluate, format_table
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.model import Transformer
 
 PAIRS = [Pair("a b c", "c b a", (2, 1, 0)), Pair("b c", "c b", (1, 0)), Pair("c a b", "b a c", (2, 1, 0))]
 
@@ -31,7 +31,7 @@ def test_alignment_accuracy_counts_argmax_hits_against_gold(monkeypatch):
     """Known attention in, known figures out: layer 1 looks at the gold word, layer 0 always at token 0."""
     import contextlib
 
-    import scratchformer.evaluation as ev
+    import scratchformer.training.evaluation as ev
 
     real_tracing = ev.tracing
 
@@ -72,7 +72,7 @@ def test_alignment_accuracy_counts_argmax_hits_against_gold(monkeypatch):
 def test_exact_match_counts_outputs_equal_to_the_gold_target(monkeypatch):
     """Greedy decoding planted: the first pair decoded exactly, the second one token short, the third with one
     token wrong — 1 of 3 exact, and the two misses listed with what the model wrote."""
-    import scratchformer.evaluation as ev
+    import scratchformer.training.evaluation as ev
 
     bundle = _bundle()
     tok = bundle.tgt_tokenizer
@@ -94,7 +94,7 @@ def test_evaluate_on_a_random_model_gives_figures_in_range():
 
 
 def test_translate_reports_unknown_words_and_rejects_bad_beam(tmp_path, capsys):
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.loading.checkpoint import save_checkpoint
 
     bundle = _bundle()
     save_checkpoint(tmp_path / "m", bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)
@@ -106,7 +106,7 @@ def test_translate_reports_unknown_words_and_rejects_bad_beam(tmp_path, capsys):
 
 
 def test_evaluate_command_on_a_user_tsv(tmp_path, capsys):
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.loading.checkpoint import save_checkpoint
 
     bundle = _bundle()
     save_checkpoint(tmp_path / "m", bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)

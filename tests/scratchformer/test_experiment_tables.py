@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.experiments import run_experiment
 
@@ -18,7 +17,8 @@ from scratchformer.experiments import run_experiment
 from scratchformer.experiments.command import _num as cell
 from scratchformer.experiments.command import _row as row
 from scratchformer.experiments.command import text_report
-from scratchformer.model_bundle import ModelBundle
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.model_bundle import ModelBundle
 
 SOURCE = "the girl eats an apple"
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
 from scratchformer.experiments import NotApplicable, run_experiment
 from scratchformer.experiments.measures import entropy, max_abs_diff, row_stats
 from scratchformer.experiments.scaling import compare, random_scores
-from scratchformer.model import Transformer
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.model import Transformer
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 SOURCE = "the girl eats an apple"

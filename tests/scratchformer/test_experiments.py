@@ -12,13 +12,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scratchformer.bundle import load_model, snapshots_of
-from scratchformer.checkpoint import save_checkpoint
 from scratchformer.cli import main
 from scratchformer.errors import UserError
 from scratchformer.experiments import EXPERIMENTS, NotApplicable, experiment_named, run_experiment
 from scratchformer.experiments.measures import softmax_jacobian
 from scratchformer.experiments.norm import batch_norm, layer_norm
+from scratchformer.loading.bundle import load_model, snapshots_of
+from scratchformer.loading.checkpoint import save_checkpoint
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 SOURCE = "the girl eats an apple"

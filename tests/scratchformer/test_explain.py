@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.config import TransformerConfig
 from scratchformer.explain import TEXTS, Explanation, explain_step
 from scratchformer.explain.format import sig3
-from scratchformer.model import Transformer
-from scratchformer.trace import KINDS, Trace
+from scratchformer.loading.bundle import load_model
+from scratchformer.recording.trace import KINDS, Trace
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.model import Transformer
 
 ROOT = Path(__file__).resolve().parents[2]
 WALKTHROUGH = ROOT / "data" / "samples" / "walkthrough.txt"

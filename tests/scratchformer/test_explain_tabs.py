@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from scratchformer.bundle import load_model
 from scratchformer.explain.tabs import TABS, explain_tab
+from scratchformer.loading.bundle import load_model
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,8 @@ def test_a_padded_batch_item_counts_its_padding():
 def test_other_architectures_say_what_they_do_instead(positional, norm, first, says):
     import torch
 
-    from scratchformer.config import TransformerConfig
-    from scratchformer.model import Transformer
+    from scratchformer.transformer.config import TransformerConfig
+    from scratchformer.transformer.model import Transformer
 
     config = TransformerConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
                                src_vocab_size=20, tgt_vocab_size=20, max_len=16, positional=positional, norm=norm,

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.errors import UserError
 from scratchformer.exporting import (
@@ -27,6 +26,7 @@ from scratchformer.exporting import (
 )
 from scratchformer.exporting.job import parse_formats
 from scratchformer.exporting.tensors import read_csv
+from scratchformer.loading.bundle import load_model
 
 SOURCE, TARGET = "machine learning using PyTorch", "the answer"
 

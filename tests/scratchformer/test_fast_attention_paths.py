@@ -9,8 +9,8 @@ import math
 import torch
 from torch import nn
 
-from scratchformer.attention import MultiHeadAttention, fast_attention
-from scratchformer.masks import causal_mask
+from scratchformer.transformer.attention import MultiHeadAttention, fast_attention
+from scratchformer.transformer.masks import causal_mask
 
 
 def _formula(q, k, v, mask=None, scale=True, bias=None):
@@ -113,8 +113,8 @@ def test_t5_attention_adds_its_position_bias_on_the_fused_path_too():
 
 
 def test_head_and_key_interventions_apply_when_nothing_is_traced():
-    from scratchformer.intervention_context import applying
-    from scratchformer.interventions import HeadChange, Interventions, KeyKnockout
+    from scratchformer.patching.interventions import HeadChange, Interventions, KeyKnockout
+    from scratchformer.recording.intervention_context import applying
 
     torch.manual_seed(6)
     d, h, n = 8, 2, "decoder.0.self_attn"

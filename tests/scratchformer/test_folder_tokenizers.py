@@ -28,7 +28,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 
 SPECIALS = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]", "<s>", "</s>", "<pad>", "<unk>"]
 WORDS = "the girl eats an apple today and we are friends".split()

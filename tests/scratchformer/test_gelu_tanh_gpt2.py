@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from scratchformer.bundle import load_model
-from scratchformer.tokenizers import gpt2_tokenizer
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.tokenizers import gpt2_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
-from scratchformer.generation import Continuation, continuation_timeline, continue_ids
+from scratchformer.loading.bundle import load_model
+from scratchformer.running.generation import Continuation, continuation_timeline, continue_ids
 from tests.scratchformer.test_importers_gpt2 import _save_gpt2
 
 PROMPT = "machine learning using PyTorch"  # 6 GPT-2 tokens; with the start token 7 of the fixture's 32 positions

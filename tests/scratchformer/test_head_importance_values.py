@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from scratchformer.config import TransformerConfig
 from scratchformer.errors import UserError
-from scratchformer.head_importance import HeadImportance, format_importance, head_importance
-from scratchformer.interventions import attention_names
+from scratchformer.patching.head_importance import HeadImportance, format_importance, head_importance
+from scratchformer.patching.interventions import attention_names
+from scratchformer.transformer.config import TransformerConfig
 
 PAD = 0
 SIZES = dict(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=1, n_decoder_layers=2, src_vocab_size=11,
@@ -20,7 +20,7 @@ SIZES = dict(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=1, n_decoder_layer
 
 @pytest.fixture(scope="module")
 def model():
-    from scratchformer.model import Transformer
+    from scratchformer.transformer.model import Transformer
 
     torch.manual_seed(3)
     m = Transformer(TransformerConfig(**SIZES))
@@ -135,7 +135,7 @@ def test_refusals_are_one_sentence(model):
     with pytest.raises(UserError, match=short):
         head_importance(model, SRC, None)
     assert head_importance(model, SRC, TGT[:, :2]).n_tokens == 2  # the start token and one more: one to predict
-    from scratchformer.model import Transformer
+    from scratchformer.transformer.model import Transformer
 
     encoder_only = Transformer(TransformerConfig(**{**SIZES, "n_decoder_layers": 0})).eval()
     with pytest.raises(UserError, match="^Head importance needs a model with a decoder: it measures the output "
@@ -174,8 +174,8 @@ def test_the_ranking_and_table_put_the_largest_drop_first():
 def test_over_many_pairs_each_batch_counts_by_its_tokens():
     """`evaluate --head-importance`: batches of different lengths weighted by their chosen tokens give what one
     batch of every pair gives (a mean over all chosen tokens), and the gold target is what is measured."""
-    from scratchformer.bundle import load_model
-    from scratchformer.head_importance import head_importance_on_pairs
+    from scratchformer.loading.bundle import load_model
+    from scratchformer.patching.head_importance import head_importance_on_pairs
     from scratchformer.tasks.splits import Pair
 
     bundle = load_model("en-hi")

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from scratchformer.analyses import head_metrics
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import save_checkpoint, snapshot_name
 from scratchformer.cli import main
 from scratchformer.errors import UserError
-from scratchformer.head_importance import head_importance
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import save_checkpoint, snapshot_name
+from scratchformer.patching.head_importance import head_importance
 from scratchformer.plotdata.head_metrics import checkpoint_at, head_curves
 from scratchformer.tasks import Pair
 from tests.scratchformer.test_derive import family_bundle

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from scratchformer.analyses import head_metrics
-from scratchformer.bundle import load_model
-from scratchformer.interventions import StepEdit, intervene
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.interventions import StepEdit, intervene
 from scratchformer.tasks import Pair, load_task_splits
 from tests.scratchformer.test_head_metrics import write_series
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.errors import UserError
-from scratchformer.hf_cache import cached_models, hub_cache, looks_like_id, resolve
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.hf_cache import cached_models, hub_cache, looks_like_id, resolve
 
 OLD, NEW = "a" * 40, "b" * 40  # two revisions of one model: refs/main names the newer
 

@@ -17,11 +17,11 @@ from transformers import (
     MBartTokenizerFast,
 )
 
-from scratchformer.bundle import load_model
-from scratchformer.decoding import greedy
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata import architecture, block_steps
+from scratchformer.running.decoding import greedy
+from scratchformer.transformer.departures import departures
 from tests.scratchformer.hf_fixtures import attention_pairs, max_diffs, padded_batch
 
 SOURCES = ["the cat sat on the mat", "a dog ran in the park today while the cat slept"]

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from scratchformer.bundle import load_model
-from scratchformer.importers import load_hf_directory
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.importers import load_hf_directory
 
 SENTENCES = [
     "Hello world.",

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import DistilBertConfig, DistilBertModel
 
-from scratchformer.bundle import load_model
-from scratchformer.departures import departures
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.departures import departures
 
 WORDS = "the cat sat on mat a dog ran in park today".split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + ["##s", "##ing"]

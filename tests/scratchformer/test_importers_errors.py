@@ -11,8 +11,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat"]
 

@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.departures import departures
 from tests.scratchformer.modern_checks import (
     check_analyses,
     check_diagram_order,
@@ -167,8 +167,8 @@ def test_a_bfloat16_folder_opens_and_matches(tmp_path):
 
 def test_the_rounded_embedding_scale_matches_in_bfloat16():
     """Gemma multiplies by √d_model rounded to the weights' precision: in bfloat16, √48 = 6.93 becomes 6.94."""
-    from scratchformer.config import TransformerConfig
-    from scratchformer.embeddings import Embeddings
+    from scratchformer.transformer.config import TransformerConfig
+    from scratchformer.transformer.embeddings import Embeddings
 
     config = TransformerConfig(d_model=48, n_heads=4, n_encoder_layers=0, n_decoder_layers=1, src_vocab_size=10,
                                tgt_vocab_size=10, round_embed_scale=True, positional="none", dropout=0.0)  # fmt: skip
@@ -200,7 +200,7 @@ def test_what_is_not_implemented_is_refused_in_one_sentence(tmp_path):
 
 
 def test_options_without_what_they_need_are_refused():
-    from scratchformer.config import TransformerConfig
+    from scratchformer.transformer.config import TransformerConfig
 
     base = dict(n_encoder_layers=0, src_vocab_size=10, tgt_vocab_size=10)
     for bad, needs in ((dict(post_norm=True), "norm_first"), (dict(rmsnorm_plus_one=True), "norm = rmsnorm"),

@@ -8,11 +8,11 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from scratchformer.bundle import load_model
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.tokenizers import gpt2_tokenizer
 from scratchformer.plotdata.blocks import architecture, block_key
-from scratchformer.tokenizers import gpt2_tokenizer
+from scratchformer.transformer.departures import departures
 from tests.scratchformer.modern_checks import padded_batch, transformers_pairs
 
 SENTENCES = ["machine learning using PyTorch is fun", "Attention is all you need."]
@@ -167,7 +167,7 @@ def test_gpt2_folder_problems_are_one_sentence(tmp_path):
 
 def test_greedy_generation_equals_transformers_generate(gpt2_dir):
     """The prompt behind <|endoftext|>, continued greedily with the KV cache: the same tokens as generate()."""
-    from scratchformer.decoding import greedy
+    from scratchformer.running.decoding import greedy
 
     directory, ref = gpt2_dir
     bundle = load_model(str(directory))

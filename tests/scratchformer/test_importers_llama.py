@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.departures import departures
 from tests.scratchformer.modern_checks import (
     check_analyses,
     check_diagram_order,
@@ -240,7 +240,7 @@ def test_the_analyses_read_every_family(folder):
 
 
 def test_a_model_too_big_for_memory_is_refused_before_its_weights_are_read(tmp_path, monkeypatch):
-    import scratchformer.importers.weights as weights
+    import scratchformer.loading.importers.weights as weights
 
     _save(tmp_path, "llama", num_hidden_layers=1, dtype=torch.bfloat16)
     read = []
@@ -256,7 +256,7 @@ def test_a_model_too_big_for_memory_is_refused_before_its_weights_are_read(tmp_p
 def test_a_model_opens_without_a_random_initialisation_and_keeps_its_tied_weights(tmp_path, monkeypatch):
     """Built on the meta device and given the file's tensors: nothing is initialised at random first, nothing is
     left on the meta device, and the tied output layer is the embedding table itself."""
-    from scratchformer.model import Transformer
+    from scratchformer.transformer.model import Transformer
 
     _save(tmp_path, "llama-llama3-rope", num_hidden_layers=1)
     monkeypatch.setattr(Transformer, "reset_parameters", lambda self: None if next(self.parameters()).is_meta
@@ -347,7 +347,7 @@ def test_llama3_scaling_with_frequencies_in_all_three_bands_matches_transformers
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from scratchformer.rotary import inverse_frequencies
+    from scratchformer.transformer.rotary import inverse_frequencies
 
     ref = _save(tmp_path, "llama", num_hidden_layers=1, max_position_embeddings=256, rope_parameters=THREE_BANDS)
     bundle = load_model(str(tmp_path))

@@ -13,10 +13,10 @@ from tokenizers import processors
 transformers = pytest.importorskip("transformers")
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
-from scratchformer.bundle import load_model  # noqa: E402
 from scratchformer.errors import UserError  # noqa: E402
-from scratchformer.importers import load_hf_directory  # noqa: E402
-from scratchformer.tokenizers import word_level_tokenizer  # noqa: E402
+from scratchformer.loading.bundle import load_model  # noqa: E402
+from scratchformer.loading.importers import load_hf_directory  # noqa: E402
+from scratchformer.loading.tokenizers import word_level_tokenizer  # noqa: E402
 from tests.scratchformer.hf_fixtures import attention_pairs, max_diffs, padded_batch  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park today", "the dog sat", "cat"]

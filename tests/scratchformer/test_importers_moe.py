@@ -9,8 +9,8 @@ import re
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.departures import departures
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.departures import departures
 from tests.scratchformer.modern_checks import (
     check_analyses,
     check_explains_and_derives,

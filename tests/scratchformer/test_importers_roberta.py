@@ -7,8 +7,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaModel
 
-from scratchformer.bundle import load_model
-from scratchformer.departures import departures
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.departures import departures
 
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park today while the cat slept", "the dog sat"]
 ATOL = 1e-4

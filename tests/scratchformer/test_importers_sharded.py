@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat"]
 INDEX = "model.safetensors.index.json"

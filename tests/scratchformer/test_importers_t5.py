@@ -11,17 +11,17 @@ import pytest
 import torch
 from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
 
-from scratchformer.attention import relative_position_bucket
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import save_checkpoint
-from scratchformer.config import TransformerConfig
-from scratchformer.decoding import greedy
-from scratchformer.departures import departures
 from scratchformer.errors import UserError
 from scratchformer.explain import explain_step
-from scratchformer.parameters import parameter_counts
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import save_checkpoint
 from scratchformer.plotdata import architecture, block_key, norm_comparison
 from scratchformer.plotdata.heatmap import step_heatmap
+from scratchformer.running.decoding import greedy
+from scratchformer.transformer.attention import relative_position_bucket
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.departures import departures
+from scratchformer.transformer.parameters import parameter_counts
 
 SOURCES = ["the cat sat on the mat", "a dog is good"]
 TARGETS = ["studies have shown that owning a dog", "good for you"]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from scratchformer.errors import UserError
-from scratchformer.importers import from_torch_state_dict, from_torch_transformer
+from scratchformer.loading.importers import from_torch_state_dict, from_torch_transformer
 
 VOCAB = 29
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from scratchformer import TransformerConfig, UserError
-from scratchformer.bundle import load_model
-from scratchformer.interventions import HeadChange, KeyKnockout, Patch, head_name, intervene, parse_spec
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.interventions import HeadChange, KeyKnockout, Patch, head_name, intervene, parse_spec
 
 CLEAN, CORRUPTED = "the girl eats an apple", "the boy eats an apple"  # the same number of tokens
 TARGET = "लड़की सेब खाती है"

@@ -6,8 +6,8 @@ row t by the average of rows 0 … t (count t + 1), so no later token leaks in."
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.interventions import HeadChange, intervene
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.interventions import HeadChange, intervene
 
 SENTENCE = ("the girl eats an apple", "लड़की सेब खाती है")
 
@@ -85,7 +85,7 @@ def test_an_encoders_mean_averages_each_batch_item_over_its_own_positions():
 def test_a_decoders_mean_carried_in_the_cache_is_the_running_average_over_every_chunk():
     """One token at a time with the KV cache (a prompt of 3, then 1 and 1): row t is the average of rows 0 … t
     of all the chunks so far, as one pass over the 5 rows gives."""
-    from scratchformer.interventions import _change_head
+    from scratchformer.patching.interventions import _change_head
 
     torch.manual_seed(0)
     rows = torch.randn(1, 2, 5, 4)  # (B, h, T, d_k)
@@ -102,7 +102,7 @@ def test_a_decoders_mean_carried_in_the_cache_is_the_running_average_over_every_
 
 def test_a_decoders_mean_is_made_on_the_contexts_device():
     """On the "meta" device (standing in for a GPU) the counts are made there too, not on the CPU."""
-    from scratchformer.interventions import _change_head
+    from scratchformer.patching.interventions import _change_head
 
     rows = torch.empty(1, 2, 3, 4, device="meta")
     out = _change_head(rows, HeadChange("decoder.0.self_attn", 0, "mean"), True, {})
@@ -135,7 +135,7 @@ def test_a_decoders_mean_decoded_one_token_at_a_time_gives_the_whole_passs_hidde
 def test_patched_q_k_v_and_weights_give_the_attention_their_values_by_hand(en_hi):
     """Zero keys: every score 0, so each query weighs the S keys 1/S. Zero values: the context is 0 and the
     sublayer gives only W^O's bias. Uniform weights patched in: each context row is the mean of the value rows."""
-    from scratchformer.interventions import Patch
+    from scratchformer.patching.interventions import Patch
 
     bundle, inputs, clean = en_hi
     att = "encoder.0.self_attn"
@@ -179,7 +179,7 @@ def test_an_intervention_that_changes_nothing_keeps_t5s_position_bias():
 
 def test_a_key_position_past_the_encoders_keys_is_one_sentence(en_hi):
     from scratchformer import UserError
-    from scratchformer.interventions import KeyKnockout
+    from scratchformer.patching.interventions import KeyKnockout
 
     bundle, inputs, _ = en_hi
     s = inputs.src.shape[1]
@@ -193,7 +193,7 @@ def test_a_key_position_past_the_encoders_keys_is_one_sentence(en_hi):
 
 
 def test_a_knockout_listed_after_a_head_change_of_the_same_attention_still_applies(en_hi):
-    from scratchformer.interventions import KeyKnockout
+    from scratchformer.patching.interventions import KeyKnockout
 
     bundle, inputs, _ = en_hi
     att = "encoder.0.self_attn"
@@ -208,7 +208,7 @@ def test_a_knockout_mask_is_made_on_the_models_device():
     weights ("meta" stands in for a GPU), one (Tq, Tk) mask per batch item."""
     from types import SimpleNamespace
 
-    from scratchformer.interventions import Interventions, KeyKnockout
+    from scratchformer.patching.interventions import Interventions, KeyKnockout
 
     module = SimpleNamespace(trace_name="encoder.0.self_attn", q_dim="src_pos", cross=False,
                              out_proj=SimpleNamespace(weight=torch.empty(1, device="meta")))
@@ -218,7 +218,7 @@ def test_a_knockout_mask_is_made_on_the_models_device():
 
 def test_a_patch_takes_the_device_and_dtype_of_the_step_it_replaces():
     """A float64 tensor from elsewhere patched into a float32 step on "meta" (standing in for a GPU)."""
-    from scratchformer.interventions import Interventions, Patch
+    from scratchformer.patching.interventions import Interventions, Patch
 
     active = Interventions([Patch("encoder.0.add_norm1.out", torch.zeros(1, 3, 8, dtype=torch.float64))])
     out = active.patched("encoder.0.add_norm1.out", torch.empty(1, 3, 8, device="meta"))
@@ -229,7 +229,7 @@ def test_a_patch_takes_the_device_and_dtype_of_the_step_it_replaces():
 
 def test_patchable_steps_are_named_as_the_trace_names_them_in_every_layout():
     """BERT's embedding LayerNorm, pre-LN residuals and final norms: each patchable step is a step of the trace."""
-    from scratchformer.interventions import patchable_steps
+    from scratchformer.patching.interventions import patchable_steps
 
     model = tiny_model(embed_layer_norm=True, norm_first=True, final_layer_norm=True)
     _, trace = model.run_with_trace(torch.randint(4, 20, (1, 5)), torch.randint(4, 20, (1, 3)))
@@ -244,7 +244,7 @@ def test_patchable_steps_are_named_as_the_trace_names_them_in_every_layout():
     assert {"src_embed.sum", "encoder.0.add_norm1.out"} <= set(plain)
     assert "encoder.final_norm.out" not in plain
     # a final norm's output is patched like any module's: the trace and everything after it read the patch
-    from scratchformer.interventions import Patch
+    from scratchformer.patching.interventions import Patch
 
     src, tgt = torch.randint(4, 20, (1, 5)), torch.randint(4, 20, (1, 3))
     with intervene(model, [Patch("encoder.final_norm.out", torch.zeros(1, 5, 8))]):

@@ -6,14 +6,14 @@ import json
 import pytest
 import torch
 
-import scratchformer.attention as attention_module
-import scratchformer.interventions as interventions_module
-from scratchformer.bundle import load_model
+import scratchformer.patching.interventions as interventions_module
+import scratchformer.transformer.attention as attention_module
 from scratchformer.cli import main
-from scratchformer.decoding import beam_search, greedy
 from scratchformer.errors import UserError
-from scratchformer.head_importance import head_importance
-from scratchformer.interventions import HeadChange, KeyKnockout, Patch, intervene, parse_spec, patchable_steps
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.head_importance import head_importance
+from scratchformer.patching.interventions import HeadChange, KeyKnockout, Patch, intervene, parse_spec, patchable_steps
+from scratchformer.running.decoding import beam_search, greedy
 
 CLEAN, CORRUPTED = "the girl eats an apple", "the boy eats an apple"  # the same number of tokens
 TARGET = "लड़की सेब खाती है"

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from scratchformer.analyses import attribute
-from scratchformer.bundle import load_model
-from scratchformer.interventions import Patch, intervene
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.interventions import Patch, intervene
 
 SOURCE, TARGET = "the girl eats an apple", "लड़की सेब खाती है"
 CORRUPTED = "the boy eats an apple"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.decoding import beam_search, greedy, greedy_batch
+from scratchformer.running.decoding import beam_search, greedy, greedy_batch
 
 VARIANTS = {
     "paper": {},

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from scratchformer import TransformerConfig
-from scratchformer.model import Transformer
+from scratchformer.transformer.model import Transformer
 
 SRC, TGT = torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[1, 7], [1, 8]])
 

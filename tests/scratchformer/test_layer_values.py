@@ -10,7 +10,7 @@ from torch import nn
 from transformers.models.t5.modeling_t5 import T5Attention, T5LayerNorm
 
 from scratchformer import TransformerConfig
-from scratchformer.layers import DecoderLayer, EncoderLayer, PositionwiseFeedForward, RMSNorm, make_norm
+from scratchformer.transformer.layers import DecoderLayer, EncoderLayer, PositionwiseFeedForward, RMSNorm, make_norm
 
 D, H, FF = 8, 2, 12
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.lazy import TOP_K, LazyOutputSummary
-from scratchformer.model import chunk_items
 from scratchformer.plotdata.output import top_k_table
+from scratchformer.recording.lazy import TOP_K, LazyOutputSummary
+from scratchformer.transformer.model import chunk_items
 
 
 def test_top_k_of_every_item_equals_an_untraced_forward_across_chunks():

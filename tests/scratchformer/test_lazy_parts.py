@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from scratchformer.lazy import Held, OutputSummary, Recompute, RecomputeCache, storage_bytes
+from scratchformer.recording.lazy import Held, OutputSummary, Recompute, RecomputeCache, storage_bytes
 
 
 def test_storage_bytes_count_each_storage_once_and_nothing_on_meta():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.lazy import Held, RecomputeCache
+from scratchformer.recording.lazy import Held, RecomputeCache
 
 SMALL = dict(src_vocab_size=40, tgt_vocab_size=45, share_embeddings=False, d_model=16, n_heads=4,
              n_encoder_layers=2, n_decoder_layers=2, d_ff=32, max_len=64, dropout=0.0)
@@ -40,7 +40,7 @@ def _runs(overrides: dict, pad: bool = True):
 @pytest.mark.parametrize("chunk_rows", [256, 1, 14], ids=["whole batch", "item by item", "chunks of 2 and 1"])
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_recomputed_step_equals_the_stored_one_exactly(variant, chunk_rows, monkeypatch):
-    monkeypatch.setattr("scratchformer.model.CHUNK_ROWS", chunk_rows)  # how many items are traced together
+    monkeypatch.setattr("scratchformer.transformer.model.CHUNK_ROWS", chunk_rows)  # how many items are traced together
     eager_out, eager, lazy_out, lazy = _runs(VARIANTS[variant])
     assert torch.equal(eager_out, lazy_out)
     assert lazy.names() == eager.names()
@@ -211,7 +211,7 @@ def test_a_step_a_smaller_chunk_kept_is_ready_without_a_rerun(monkeypatch):
     # Chunks of 2 and 1 items (14 rows each): a step whose larger chunk recomputes it is kept whole by the
     # smaller last chunk when one item's tensor fits keep_bytes and two do not. Reading that item reruns
     # nothing, so it is ready — else the window would "recompute" it and its prefetch ask for it over and over.
-    monkeypatch.setattr("scratchformer.model.CHUNK_ROWS", 14)
+    monkeypatch.setattr("scratchformer.transformer.model.CHUNK_ROWS", 14)
     model = Transformer(TransformerConfig(**SMALL)).eval()
     torch.manual_seed(0)
     src, tgt = torch.randint(4, 40, (3, 7)), torch.randint(4, 45, (3, 6))
@@ -234,7 +234,7 @@ def test_a_trace_whose_output_nobody_reads_makes_the_logits_only_when_shown(vari
     """keep_output=False (the window's and `trace`'s runs): the (B, T, vocab) logits, often the pass's largest
     product, are not made during the pass; shown later, they and the probabilities equal the eager trace's, and
     the logits' non-finite flag was still set during the pass."""
-    from scratchformer.model import Generator
+    from scratchformer.transformer.model import Generator
 
     _, eager, _, _ = _runs(VARIANTS[variant])
     torch.manual_seed(0)  # the model _runs made: the same seed, the same weights

@@ -15,7 +15,7 @@ import torch
 from scratchformer.analyses import lens, stream
 from scratchformer.cli import main
 from scratchformer.errors import UserError
-from scratchformer.interventions import HeadChange
+from scratchformer.patching.interventions import HeadChange
 
 
 class _Head(torch.nn.Module):
@@ -235,7 +235,7 @@ def test_the_command_prints_five_tokens_by_default_and_refuses_top_0(capsys):
 def test_the_command_lists_top_1_for_the_batch_item_asked_for_in_its_own_script(capsys, tmp_path):
     """--top 1 is allowed and lists one token; --item 2 reads the second window of a --text-file batch; the JSON
     keeps Hindi as itself."""
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
 
     text = tmp_path / "two.txt"
     text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")

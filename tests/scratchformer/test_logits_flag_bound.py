@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.nonfinite import step_flag
+from scratchformer.recording.nonfinite import step_flag
 
 SMALL = dict(src_vocab_size=30, tgt_vocab_size=30, share_embeddings=False, d_model=16, n_heads=4,
              n_encoder_layers=1, n_decoder_layers=1, d_ff=24, max_len=32, dropout=0.0)  # fmt: skip

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
+from scratchformer.loading.bundle import load_model
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ def test_no_mask_gives_zeros_on_the_device_asked_for():
 
 
 def test_an_unmasked_attention_s_mask_step_is_made_on_the_model_s_device():
-    from scratchformer.attention import MultiHeadAttention
+    from scratchformer.transformer.attention import MultiHeadAttention
 
     att = MultiHeadAttention(8, 2, False, "src_pos", "src_pos", "encoder.0.self_attn").to("meta")
     named = att.interior(torch.zeros(1, 3, 8, device="meta"), None, None, None)

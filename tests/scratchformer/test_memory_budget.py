@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from scratchformer import UserError
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
-from scratchformer.memory import check_budget, estimate_run
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.memory import check_budget, estimate_run
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.memory import RUNTIME_BYTES, estimate_run
+from scratchformer.loading.memory import RUNTIME_BYTES, estimate_run
 
 MiB = 2**20
 

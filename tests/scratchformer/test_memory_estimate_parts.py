@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from scratchformer import TransformerConfig, UserError, memory
-from scratchformer.memory import (
+from scratchformer.loading.memory import (
     MemoryEstimate,
     check_budget,
     default_budget,

@@ -2,7 +2,7 @@
 parameters and marks the first step whose values are not finite (JSON and one sentence on stderr), a mask's −∞
 is not trouble, and the plot data tells NaN, +∞, −∞ and masked cells apart.
 
-The expected first step is found two ways that share no code with scratchformer.nonfinite: by reasoning about
+The expected first step is found two ways that share no code with scratchformer.recording.nonfinite: by reasoning about
 which step first multiplies by the broken weight, and by scanning every tensor of an eager trace."""
 
 import json
@@ -13,10 +13,10 @@ import torch
 from transformers import BertConfig, BertModel
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import save_checkpoint
 from scratchformer.cli import main
-from scratchformer.nonfinite import step_flag
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import save_checkpoint
+from scratchformer.loading.tokenizers import word_level_tokenizer
 from scratchformer.plotdata import step_heatmap, tensor_stats
 from scratchformer.plotdata.special import (
     FINITE,
@@ -29,7 +29,7 @@ from scratchformer.plotdata.special import (
     legend_entries,
     reduce_classes,
 )
-from scratchformer.tokenizers import word_level_tokenizer
+from scratchformer.recording.nonfinite import step_flag
 
 SOURCE, TARGET = "the boy eats an apple", "we are friends"
 
@@ -170,7 +170,7 @@ def test_large_finite_values_whose_sum_overflows_are_still_finite(dtype):
 def test_an_accelerator_s_one_sum_in_double_precision_is_exact(dtype):
     """On a GPU a step is checked by one float64 sum with no read-back (nonfinite.sum_flag): it must never call
     large finite values non-finite, and must catch every NaN and ±∞ (checked here on CPU tensors)."""
-    from scratchformer.nonfinite import sum_flag
+    from scratchformer.recording.nonfinite import sum_flag
 
     big = torch.finfo(dtype).max
     assert not bool(sum_flag(torch.full((1000,), big, dtype=dtype)))

@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
 from scratchformer.experiments import run_experiment
+from scratchformer.loading.bundle import load_model
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 SOURCE = "the girl eats an apple"

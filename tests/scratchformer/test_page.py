@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from scratchformer.analyses import derive
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.errors import UserError
 from scratchformer.explain import explain_step
+from scratchformer.loading.bundle import load_model
 from scratchformer.page import notebook_html, page_data, page_html, read_page, run_arguments, write_page
 from scratchformer.page.maps import packed_within
 from scratchformer.page.packing import pack_values, storage_dtype, unpack_values
@@ -237,7 +237,7 @@ def test_a_vocabulary_axis_keeps_the_heatmaps_chosen_tokens_and_ids(tmp_path):
 def test_a_decoder_only_models_page_says_the_decoder_read_its_continuation():
     """As `scratchformer trace` says it (commands/trace.decoder_input_text): a decoder-only model's generated
     input is the text and its continuation, not "the model's own output"."""
-    from scratchformer.generation import Continuation
+    from scratchformer.running.generation import Continuation
 
     bundle = load_model("llama-tiny", "cpu")
     inputs = bundle.prepare_run("the girl eats", "", continuation=Continuation())

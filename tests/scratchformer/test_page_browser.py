@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scratchformer.analyses import derive
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from scratchformer.page import notebook_html, page_data, page_html, run_arguments, write_page
 from scratchformer.plotdata.cells import cell_index
 from tests.scratchformer.chromium import NOT_INSTALLED, Browser, find_chromium

@@ -104,7 +104,7 @@ def as_array(values: list) -> np.ndarray:
 @pytest.fixture(scope="module")
 def blog_page():
     """The page of an untrained GPT-2-shaped model (a 50 257-token vocabulary): its token ids pass 2048."""
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
 
     bundle = load_model("blog", "cpu")
     inputs = bundle.prepare_run("machine learning using PyTorch")

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from scratchformer import TransformerConfig
-from scratchformer.layers import DecoderLayer
-from scratchformer.model import Transformer
-from scratchformer.model_bundle import ModelBundle
+from scratchformer.loading.model_bundle import ModelBundle
+from scratchformer.transformer.layers import DecoderLayer
+from scratchformer.transformer.model import Transformer
 from tests.scratchformer.modern_checks import check_explains_and_derives
 
 D, H, FF, EXPERTS, TOP = 16, 4, 24, 4, 2
@@ -120,7 +120,7 @@ def test_the_post_norms_of_a_parallel_layer_change_its_output():
 
 
 def _bundle(variant: str) -> ModelBundle:
-    from scratchformer.tokenizers import gpt2_tokenizer
+    from scratchformer.loading.tokenizers import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     # RMSNorm, as the sandwich models (Gemma 2 and 3) have: the explanations of a post-norm are written for it
@@ -149,8 +149,8 @@ def test_a_parallel_model_traces_draws_explains_and_derives_every_step(variant):
 def test_a_folder_with_parallel_post_norms_reopens_and_uses_them(tmp_path):
     """Saved and opened again (load_model of the folder), the model gives the same logits, and they depend on the
     stored post-norm weights."""
-    from scratchformer.bundle import load_model
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.loading.bundle import load_model
+    from scratchformer.loading.checkpoint import save_checkpoint
 
     bundle = _bundle("experts+sandwich")
     save_checkpoint(tmp_path / "m", bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)

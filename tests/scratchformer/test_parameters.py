@@ -6,17 +6,17 @@ import os
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.config import TransformerConfig, blog, paper
-from scratchformer.model import Transformer
-from scratchformer.parameters import ParamCount, format_parameter_table, parameter_counts, parameter_table
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata import architecture
+from scratchformer.transformer.config import TransformerConfig, blog, paper
+from scratchformer.transformer.model import Transformer
+from scratchformer.transformer.parameters import ParamCount, format_parameter_table, parameter_counts, parameter_table
 
 AGGREGATES = {"src_embed", "tgt_embed", "embeddings", "encoder", "decoder", "generator", "total"}
 
 
 def modules_of(model, key):
-    """The modules a diagram block is made of, written out independently of scratchformer.parameters."""
+    """The modules a diagram block is made of, written out independently of scratchformer.transformer.parameters."""
     if key.endswith(".embedding"):
         emb = getattr(model, key.split(".")[0])
         return [emb.tokens] + ([emb.token_types] if emb.token_types is not None else [])
@@ -161,9 +161,9 @@ def test_bert_encoder_only():
 
 
 def test_pre_ln_counts_each_layernorm_in_its_own_block():
-    from scratchformer.config import TransformerConfig
-    from scratchformer.model import Transformer
     from scratchformer.plotdata import architecture
+    from scratchformer.transformer.config import TransformerConfig
+    from scratchformer.transformer.model import Transformer
 
     config = TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
                                norm_first=True, final_layer_norm=True, src_vocab_size=20, tgt_vocab_size=20)

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from scratchformer import plotdata as pd
-from scratchformer.bundle import load_model
-from scratchformer.config import TransformerConfig
-from scratchformer.embeddings import sinusoidal_encoding
+from scratchformer.loading.bundle import load_model
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.embeddings import sinusoidal_encoding
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,7 @@ def test_display_blocks_round_up_and_never_go_below_one():
 
 
 def test_timeline_rows_are_the_emitted_tokens_not_decoder_inputs():
-    from scratchformer.decoding import timeline
+    from scratchformer.running.decoding import timeline
 
     bundle = load_model("blog")
     tl = timeline(bundle, "machine learning", "is fun")
@@ -189,9 +189,9 @@ def test_every_diagram_block_holds_steps_of_the_trace(layers):
     """Encoder-decoder, decoder-only and encoder-only: each block the diagram draws is one the trace fills."""
     import torch
 
-    from scratchformer.config import TransformerConfig
-    from scratchformer.model import Transformer
     from scratchformer.plotdata import architecture, block_steps
+    from scratchformer.transformer.config import TransformerConfig
+    from scratchformer.transformer.model import Transformer
 
     config = TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=layers[0], n_decoder_layers=layers[1],
                                src_vocab_size=20, tgt_vocab_size=20, max_len=8, dropout=0.0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
-from scratchformer.head_importance import HeadImportance
-from scratchformer.interventions import HeadChange, intervene
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.head_importance import HeadImportance
+from scratchformer.patching.interventions import HeadChange, intervene
 from scratchformer.plotdata import (
     DIVERGING,
     compare_step,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata.neuron import (
     AttentionPick,
     attention_sublayers,

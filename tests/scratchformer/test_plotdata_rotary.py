@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
-from scratchformer.config import TransformerConfig
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata.rotary import (
     kv_head_of,
     omegas,
@@ -17,7 +16,8 @@ from scratchformer.plotdata.rotary import (
     rotary_vectors,
     turn,
 )
-from scratchformer.rotary import rotate
+from scratchformer.transformer.config import TransformerConfig
+from scratchformer.transformer.rotary import rotate
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_angles_are_position_times_frequency():
 
 def test_turn_is_the_models_rotation():
     c = TransformerConfig(d_model=32, n_heads=2, n_encoder_layers=0, positional="rotary", rotary_fraction=0.5)
-    from scratchformer.rotary import RotaryEmbedding
+    from scratchformer.transformer.rotary import RotaryEmbedding
 
     x = torch.randn(1, 1, 5, 16, dtype=torch.float64)
     cos, sin = RotaryEmbedding(c)(5)

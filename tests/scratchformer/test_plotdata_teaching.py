@@ -5,10 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scratchformer.bundle import load_model
-from scratchformer.config import blog
-from scratchformer.embeddings import sinusoidal_encoding
-from scratchformer.model import Transformer
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata import (
     Heatmap,
     layer_norm_input,
@@ -19,6 +16,9 @@ from scratchformer.plotdata import (
     pe_wavelength_heatmap,
     pe_wavelengths,
 )
+from scratchformer.transformer.config import blog
+from scratchformer.transformer.embeddings import sinusoidal_encoding
+from scratchformer.transformer.model import Transformer
 
 # --- positional encoding ---------------------------------------------------------------------------------------
 
@@ -163,7 +163,7 @@ def test_norm_comparison_with_identity_affine_is_mean_0_std_1():
 
 
 def test_other_layer_norm_inputs_and_other_kinds():
-    from scratchformer.config import TransformerConfig
+    from scratchformer.transformer.config import TransformerConfig
 
     cfg = TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
                             src_vocab_size=20, tgt_vocab_size=20, max_len=10, embed_layer_norm=True,

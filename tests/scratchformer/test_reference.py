@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from scratchformer.importers import from_torch_transformer
+from scratchformer.loading.importers import from_torch_transformer
 
 
 def _reference(d_model, n_heads, d_ff, n_enc, n_dec, final_norm, seed):

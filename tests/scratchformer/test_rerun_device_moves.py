@@ -10,7 +10,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from scratchformer import Transformer, TransformerConfig
-from scratchformer.lazy import OutputSummary
+from scratchformer.recording.lazy import OutputSummary
 
 SMALL = dict(src_vocab_size=30, tgt_vocab_size=30, share_embeddings=False, d_model=16, n_heads=4,
              n_encoder_layers=1, n_decoder_layers=1, d_ff=24, max_len=32, dropout=0.0)  # fmt: skip
@@ -62,8 +62,8 @@ def test_the_output_summary_reads_next_tokens_on_the_probabilities_device():
 
 
 def test_head_importance_over_pairs_moves_each_batch_to_the_models_device():
-    from scratchformer.bundle import load_model
-    from scratchformer.head_importance import head_importance_on_pairs
+    from scratchformer.loading.bundle import load_model
+    from scratchformer.patching.head_importance import head_importance_on_pairs
     from scratchformer.tasks.splits import Pair
 
     bundle = load_model("en-hi")
@@ -75,7 +75,7 @@ def test_head_importance_over_pairs_moves_each_batch_to_the_models_device():
 
 def test_attribution_moves_the_ids_and_masks_it_reads_to_the_models_device():
     from scratchformer.analyses import attribute
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
 
     bundle = load_model("en-hi")
     inputs = bundle.prepare("we are friends", "हम दोस्त हैं")
@@ -88,7 +88,7 @@ def test_attribution_moves_the_ids_and_masks_it_reads_to_the_models_device():
 
 def test_integrated_gradients_makes_its_path_points_on_the_models_device_and_in_its_precision():
     from scratchformer.analyses import attribute
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
 
     bundle = load_model("en-hi")
     inputs = bundle.prepare("we are friends", "हम दोस्त हैं")

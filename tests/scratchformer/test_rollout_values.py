@@ -266,7 +266,7 @@ def test_flow_through_cross_attention_is_the_max_flow_of_the_documented_graph(n_
 
 def test_the_command_reads_the_batch_item_asked_for(capsys, tmp_path):
     """--item picks a window of a --text-file batch: its tokens and its own rollout, not the first item's."""
-    from scratchformer.bundle import load_model
+    from scratchformer.loading.bundle import load_model
 
     text = tmp_path / "two.txt"
     text.write_text("the girl eats an apple the boy reads a book", encoding="utf-8")

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image, ImageChops
 
-from scratchformer.bundle import load_model, snapshots_of
 from scratchformer.cli import main
 from scratchformer.errors import UserError
 from scratchformer.exporting.animation import LAST_FRAME_MS, encode_animation, plan_snapshot_export
 from scratchformer.exporting.job import ExportRun
 from scratchformer.exporting.snapshots import snapshot_series
+from scratchformer.loading.bundle import load_model, snapshots_of
 from scratchformer.plotdata import aligned_head
 
 SOURCE = "3 1 4 1 5"

@@ -16,15 +16,15 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from scratchformer.bundle import examples_of, load_model, snapshots_of, split_snapshot
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint, snapshot_dirs
 from scratchformer.cli import main
-from scratchformer.decoding import greedy
 from scratchformer.errors import UserError
-from scratchformer.evaluation import evaluate
+from scratchformer.loading.bundle import examples_of, load_model, snapshots_of, split_snapshot
+from scratchformer.loading.checkpoint import load_checkpoint, save_checkpoint, snapshot_dirs
+from scratchformer.running.decoding import greedy
 from scratchformer.tasks import read_pairs_tsv
 from scratchformer.tasks.algorithmic import generate_task
 from scratchformer.training import snapshot_steps
+from scratchformer.training.evaluation import evaluate
 
 STEPS, N = 300, 6
 TINY = ["--epochs", "40", "--batch-tokens", "200", "--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff",
@@ -184,8 +184,8 @@ def test_a_run_stopped_early_keeps_its_last_step_and_a_new_best_checkpoint_keeps
 
 def _saved_twice(tmp_path, dtype):
     """A small seeded model with tied output weights, saved as a snapshot in `dtype` and again in float32."""
-    from scratchformer.config import TransformerConfig
-    from scratchformer.model import Transformer
+    from scratchformer.transformer.config import TransformerConfig
+    from scratchformer.transformer.model import Transformer
 
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(d_model=64, n_heads=2, d_ff=128, n_encoder_layers=1, n_decoder_layers=1,
@@ -206,7 +206,7 @@ def test_float16_snapshots_load_back_as_float32(tmp_path):
 
 
 def test_int8_snapshots_are_a_quarter_the_size_and_load_back_close_to_the_float32_weights(tmp_path):
-    from scratchformer.quantize import SCALE, is_int8
+    from scratchformer.loading.quantize import SCALE, is_int8
 
     model, path, full = _saved_twice(tmp_path, torch.int8)
     weights = path / "model.safetensors"
@@ -230,8 +230,8 @@ def test_int8_snapshots_are_a_quarter_the_size_and_load_back_close_to_the_float3
 
 
 def test_a_damaged_int8_snapshot_gets_one_sentence(tmp_path):
-    from scratchformer.config import TransformerConfig
-    from scratchformer.model import Transformer
+    from scratchformer.transformer.config import TransformerConfig
+    from scratchformer.transformer.model import Transformer
 
     model = Transformer(TransformerConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
                                           src_vocab_size=50, tgt_vocab_size=50, max_len=8))
@@ -243,7 +243,7 @@ def test_a_damaged_int8_snapshot_gets_one_sentence(tmp_path):
         load_checkpoint(path)
     from safetensors.torch import save_file
 
-    from scratchformer.quantize import FORMAT_KEY, INT8_ROWS, SCALE
+    from scratchformer.loading.quantize import FORMAT_KEY, INT8_ROWS, SCALE
 
     weights.write_bytes(intact)
     stored = load_file(str(weights))
@@ -307,7 +307,7 @@ def test_bundled_snapshots_load_and_show_attention_forming(name):
 
 
 def test_bundled_en_hi_snapshots_show_its_word_alignment_forming():
-    from scratchformer.quantize import is_int8
+    from scratchformer.loading.quantize import is_int8
     from scratchformer.tasks import load_task_splits
 
     snaps = snapshots_of("en-hi")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from scratchformer.analyses import sweep
-from scratchformer.bundle import load_model
-from scratchformer.checkpoint import save_checkpoint
 from scratchformer.cli import main
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.checkpoint import save_checkpoint
 from scratchformer.plotdata.sweep import explanation, head_maps, point_maps, sweep_csv
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from scratchformer.analyses.sweep import sweep_pair
-from scratchformer.bundle import load_model
-from scratchformer.interventions import intervene
+from scratchformer.loading.bundle import load_model
+from scratchformer.patching.interventions import intervene
 from scratchformer.patching.pair import make_pair
 from scratchformer.patching.replay import cell_patch, corrupted_inputs, logits_step, metric_from_logits
 from scratchformer.plotdata.sweep import head_maps, point_maps

@@ -9,14 +9,14 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from scratchformer.bundle import load_model
-from scratchformer.interventions import Patch, intervene
+from scratchformer.loading.bundle import load_model
+from scratchformer.loading.tokenizers import gpt2_tokenizer
 from scratchformer.patching import components as C
 from scratchformer.patching.attribution import estimate
 from scratchformer.patching.batched import one_at_a_time, patched_metrics
+from scratchformer.patching.interventions import Patch, intervene
 from scratchformer.patching.pair import final_hidden, make_pair
 from scratchformer.patching.paths import path_patch, path_sweep
-from scratchformer.tokenizers import gpt2_tokenizer
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 EN = ("the girl eats an apple", "the boy eats an apple")

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from scratchformer.bundle import load_model, snapshots_of
 from scratchformer.errors import UserError
 from scratchformer.experiments import run_experiment, snapshots, teacher_forcing
 from scratchformer.experiments.teacher_forcing import reference_ids
-from scratchformer.model_bundle import ModelBundle
+from scratchformer.loading.bundle import load_model, snapshots_of
+from scratchformer.loading.model_bundle import ModelBundle
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 from tests.scratchformer.test_rerun_device_moves import Moves
 

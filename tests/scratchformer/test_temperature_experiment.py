@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from scratchformer.bundle import load_model
 from scratchformer.errors import UserError
 from scratchformer.experiments import run_experiment, temperature
 from scratchformer.experiments.temperature import sampled_translation
-from scratchformer.generation import Continuation, continue_ids
+from scratchformer.loading.bundle import load_model
+from scratchformer.running.generation import Continuation, continue_ids
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 from tests.scratchformer.test_rerun_device_moves import Moves
 

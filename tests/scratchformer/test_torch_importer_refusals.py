@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from scratchformer.errors import UserError
-from scratchformer.importers import from_torch_state_dict, from_torch_transformer
+from scratchformer.loading.importers import from_torch_state_dict, from_torch_transformer
 
 VOCAB = dict(src_vocab_size=11, tgt_vocab_size=11)
 

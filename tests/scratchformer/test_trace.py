@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from scratchformer import KINDS, Transformer, TransformerConfig, UserError
-from scratchformer.trace import active_tracer, breadcrumb, tracing
+from scratchformer.recording.trace import active_tracer, breadcrumb, tracing
 
 ATTN_OPS = ["q", "k", "v", "scores", "scaled_scores", "mask", "masked_scores", "weights", "context", "concat", "out"]
 
@@ -81,7 +81,7 @@ def test_untraced_forward_takes_the_fast_path(small, monkeypatch):
     def explode(*args, **kwargs):
         raise AssertionError("the traced attention path ran without tracing")
 
-    monkeypatch.setattr("scratchformer.attention.attention", explode)
+    monkeypatch.setattr("scratchformer.transformer.attention.attention", explode)
     with torch.no_grad():
         small(torch.randint(0, 20, (1, 3)), torch.randint(0, 20, (1, 2)))
     with pytest.raises(AssertionError, match="traced attention path"):

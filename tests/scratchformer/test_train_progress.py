@@ -9,9 +9,9 @@ import signal
 import pytest
 import torch
 
-from scratchformer.checkpoint import is_checkpoint, load_checkpoint, snapshot_dirs
 from scratchformer.cli import main
 from scratchformer.commands.train import stop_on_terminate
+from scratchformer.loading.checkpoint import is_checkpoint, load_checkpoint, snapshot_dirs
 from scratchformer.training import TrainOptions, train
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--quiet", "--threads", "1"]

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from scratchformer.checkpoint import load_checkpoint
 from scratchformer.cli import main
 from scratchformer.errors import UserError
+from scratchformer.loading.checkpoint import load_checkpoint
 from scratchformer.tasks import Pair
 from scratchformer.training import (
     IGNORE,
@@ -98,8 +98,8 @@ def _tiny_options(tmp_path, **kw) -> TrainOptions:
 
 def _trainer(opts: TrainOptions) -> Trainer:
     torch.manual_seed(opts.seed)
-    from scratchformer.model import Transformer
     from scratchformer.training import build_config
+    from scratchformer.transformer.model import Transformer
 
     data = _tiny_data()
     return Trainer(Transformer(build_config(opts, data)), data, opts, torch.device("cpu"))
@@ -172,8 +172,8 @@ def test_copy_task_learns_in_a_few_hundred_steps(tmp_path):
     pairs = [Pair(s, s) for s in sorted(seqs)]
     data = pair_data({"train": pairs[:-50], "valid": pairs[-50:]}, "copy")
     torch.manual_seed(0)
-    from scratchformer.model import Transformer
     from scratchformer.training import build_config
+    from scratchformer.transformer.model import Transformer
 
     trainer = Trainer(Transformer(build_config(opts, data)), data, opts, torch.device("cpu"))
     trainer.run(progress=False)
@@ -244,8 +244,8 @@ def test_guided_alignment_teaches_the_chosen_head(tmp_path):
     """Off by default; with --align-weight one head's cross-attention learns the gold alignment (reverse)."""
     import random
 
-    from scratchformer.model import Transformer
     from scratchformer.training import build_config
+    from scratchformer.transformer.model import Transformer
 
     rng = random.Random(1)
     seqs = sorted({" ".join(rng.choice("abcdef") for _ in range(rng.randint(3, 6))) for _ in range(300)})

@@ -11,9 +11,9 @@ import pytest
 
 from scratchformer.analyses import trajectory
 from scratchformer.analyses.stream import residual_points
-from scratchformer.bundle import load_model
 from scratchformer.cli import main
 from scratchformer.errors import UserError
+from scratchformer.loading.bundle import load_model
 from scratchformer.plotdata.trajectory import trajectory_paths
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 

@@ -10,7 +10,7 @@ import pytest
 from scratchformer.analyses import trajectory
 from scratchformer.analyses.stream import residual_points
 from scratchformer.api import Run
-from scratchformer.bundle import load_model
+from scratchformer.loading.bundle import load_model
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 SOURCE = "the thirsty teacher washes the clean car"

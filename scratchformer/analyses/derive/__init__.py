@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from ...errors import UserError
-from ...trace import Trace, step_path
+from ...recording.trace import Trace, step_path
 from . import attention_rules as attn
 from . import embedding_rules as embed
 from . import moe_rules as moe

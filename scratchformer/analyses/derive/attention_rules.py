@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from ...attention import score_divisor
-from ...trace import Step
+from ...recording.trace import Step
+from ...transformer.attention import score_divisor
 from . import graph
 from .reader import Reader
 from .result import Term, num, paren, summed
@@ -260,7 +260,7 @@ def position_bias(r: Reader, step: Step, index: tuple[int, ...], value: float, b
 def rotary(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
     """RoPE: x'[e] = x[e]·cos(pos·ω) − x[e + d/2]·sin(pos·ω) for the first half of the turning dimensions,
     x'[e] = x[e]·cos(pos·ω) + x[e − d/2]·sin(pos·ω) for the second; dimensions past d_rot pass unchanged."""
-    from ...rotary import inverse_frequencies
+    from ...transformer.rotary import inverse_frequencies
 
     b, h, p, e = index
     which = step.name.rsplit(".", 1)[1].split("_")[0]  # q or k

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ...trace import Step
+from ...recording.trace import Step
 from . import graph
 from .reader import Reader
 from .result import Term, num, paren

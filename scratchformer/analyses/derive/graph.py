@@ -3,7 +3,7 @@ output layer, found from the trace's order and the model's config (post-LN or pr
 
 from __future__ import annotations
 
-from ...trace import Step, Trace
+from ...recording.trace import Step, Trace
 from ..stream import embedding_point
 
 # the module that holds a stack's final norm (its trace name is '<stack>.final_norm')

@@ -1,5 +1,6 @@
-"""Derivations inside a mixture of experts (scratchformer.moe): the router's score of an expert, its probability,
-the weight a chosen expert gets, one chosen expert's output, and the weighted sum of the chosen experts' outputs."""
+"""Derivations inside a mixture of experts (scratchformer.transformer.moe): the router's score of an expert, its
+probability, the weight a chosen expert gets, one chosen expert's output, and the weighted sum of the chosen
+experts' outputs."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 
 import numpy as np
 
-from ...moe import ordinal
-from ...trace import Step
+from ...recording.trace import Step
+from ...transformer.moe import ordinal
 from . import graph
 from .attention_rules import linear_unit
 from .reader import Reader

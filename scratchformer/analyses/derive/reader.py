@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ...errors import UserError
-from ...trace import Step, Trace
+from ...recording.trace import Step, Trace
 
 INPUT_LIMIT = 1024  # inputs are listed one by one up to this many cells of each kind (trace cells, parameters)
 

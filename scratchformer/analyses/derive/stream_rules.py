@@ -8,7 +8,7 @@ import math
 import numpy as np
 from torch import nn
 
-from ...trace import Step
+from ...recording.trace import Step
 from . import graph
 from .attention_rules import linear_unit
 from .reader import Reader
