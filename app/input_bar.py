@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from scratchformer import hf_cache
 from scratchformer.errors import UserError
+from scratchformer.loading import hf_cache
 from scratchformer.loading.bundle import examples_of, model_names
 from scratchformer.loading.device import available_devices
 from scratchformer.running.batching import read_text_file

@@ -153,7 +153,7 @@ def test_colormap_tables():
 
 def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
     """512 tokens through a small model with a long max length: labels abbreviate, full text on hover."""
-    from scratchformer import config as config_module
+    from scratchformer.transformer import config as config_module
 
     def long_blog():
         c = config_module.blog()

@@ -4,7 +4,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scratchformer import Transformer, TransformerConfig, masks
+from scratchformer import Transformer, TransformerConfig
+from scratchformer.transformer import masks
 from scratchformer.transformer.attention import attention, fast_attention
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from scratchformer import masks
+from scratchformer.transformer import masks
 
 T, F = True, False
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from scratchformer import TransformerConfig, UserError, memory
+from scratchformer import TransformerConfig, UserError
+from scratchformer.loading import memory
 from scratchformer.loading.memory import (
     MemoryEstimate,
     check_budget,

@@ -113,7 +113,7 @@ def test_a_replacement_skips_the_old_token_and_the_configs_and_the_tokenizers_sp
 def test_the_first_norm_reads_no_target(en_hi, monkeypatch):
     """The encoder's first norm never sees the target, so a typed one (even past the decoder's positions) changes
     nothing, and no translation is made for the batch."""
-    from scratchformer import model_bundle
+    from scratchformer.loading import model_bundle
 
     too_long = " ".join(["लड़की"] * (en_hi.config.max_len + 5))
     monkeypatch.setattr(model_bundle, "greedy", lambda *a, **k: pytest.fail("the norm experiment translated"))
