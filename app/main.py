@@ -7,10 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-from .icon import _render_svg as _render_svg  # the icon lives in app/icon.py; these names stay here too
-from .icon import application_icon
-from .icon import icon_path as icon_path
-from .icon import icon_pixmap as icon_pixmap
+from .startup.icon import _render_svg as _render_svg  # the icon lives in app/startup/icon.py; these names stay here too
+from .startup.icon import application_icon
+from .startup.icon import icon_path as icon_path
+from .startup.icon import icon_pixmap as icon_pixmap
 
 SCREENSHOT_SIZE = (1400, 900)
 RUN_TIMEOUT_S = 600
@@ -47,7 +47,7 @@ NO_GUI_THREADPOOL = ("QT_NO_GUI_THREADPOOL", "1")
 def _application():
     from PySide6.QtCore import qInstallMessageHandler
 
-    from .qt_application import application
+    from .startup.qt_application import application
 
     sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
     os.environ.setdefault(*NO_GUI_THREADPOOL)  # Qt reads it once, at its first large fill: set it before any
@@ -63,7 +63,7 @@ def _application():
 
 def create_window(args, persist: bool = True, settings=None):
     """A window with the command line's choices applied over the remembered ones (nothing run yet)."""
-    from .settings import AppSettings
+    from .startup.settings import AppSettings
     from .window import MainWindow
 
     window = MainWindow(settings or AppSettings(), persist=persist)
@@ -144,7 +144,7 @@ def _open_lesson(window, spec: str, page: int | None, wait: bool = True) -> bool
     from scratchformer.errors import UserError
     from scratchformer.lessons import find_lesson
 
-    from .lesson_panel import lesson_panel
+    from .lessons.lesson_panel import lesson_panel
 
     try:
         lesson = find_lesson(spec)
@@ -239,9 +239,9 @@ def run_gui(args) -> int:
         status = screenshot(window, shot, getattr(args, "step", None), getattr(args, "view", None),
                             getattr(args, "derive", None), getattr(args, "lesson", None), getattr(args, "page", None))
     else:
-        from .launch import open_main_window
+        from .startup.launch import open_main_window
 
-        # a window at once; PyTorch and the views load behind it (app/launch.py)
+        # a window at once; PyTorch and the views load behind it (app/startup/launch.py)
         window, failure = open_main_window(lambda: create_window(args))
         if window is None:
             if failure:

@@ -30,26 +30,27 @@ from scratchformer.recording.trace import Step, step_path
 from scratchformer.running.examples import Example
 from scratchformer.transformer.departures import departures
 
-from . import menus, teaching, view_groups
-from .diagram import ArchitectureDiagram
-from .explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, ExplanationFailed, explanation_html, tab_html
-from .gc_guard import freeze_startup_objects
-from .input_bar import InputBar
-from .inspector import Inspector
-from .interventions_panel import InterventionsPanel, add_head_actions
-from .jobs import JobRunner
-from .memory_status import MemoryStatus, ask_budget, budget_bytes
-from .model_diff import ModelComparison
-from .prebuild import Prebuild
-from .run_banner import RunBanner
-from .settings import AppSettings
-from .side_panel import SidePanel
-from .stepper import StepKeys, StepperBar
-from .view_tabs import ViewTabs
+from .compare.model_diff import ModelComparison
+from .panels import menus, teaching
+from .panels.diagram import ArchitectureDiagram
+from .panels.explain_panel import STEP_TITLE, TAB_TITLE, ExplainPanel, ExplanationFailed, explanation_html, tab_html
+from .panels.input_bar import InputBar
+from .panels.inspector import Inspector
+from .panels.interventions_panel import InterventionsPanel, add_head_actions
+from .panels.run_banner import RunBanner
+from .panels.side_panel import SidePanel
+from .panels.stepper import StepKeys, StepperBar
+from .panels.view_tabs import ViewTabs
+from .startup.settings import AppSettings
+from .views import view_groups
 from .views.base import View
-from .warmup import STATS_AHEAD, neighbour_work, run_all, stats_work, step_work
 from .widgets.draw_queue import draw_queue
-from .worker import RunResult, WorkerThread
+from .widgets.memory_status import MemoryStatus, ask_budget, budget_bytes
+from .work.gc_guard import freeze_startup_objects
+from .work.jobs import JobRunner
+from .work.prebuild import Prebuild
+from .work.warmup import STATS_AHEAD, neighbour_work, run_all, stats_work, step_work
+from .work.worker import RunResult, WorkerThread
 
 DIAGRAM_AFTER_MS = 20  # a new run's diagram comes this long after its first step (a zero timer shared its turn)
 
@@ -93,7 +94,7 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
         self.prebuild = Prebuild(self)  # the views' many plots, built ahead while the window waits
-        self.lesson_panel = None  # the lesson dock (app/lesson_panel.py), made when a lesson is first opened
+        self.lesson_panel = None  # the lesson dock (app/lessons/lesson_panel.py), made when a lesson is first opened
         self.worker = WorkerThread(self)
         self.worker.worker.finished.connect(self._on_finished)
         self.worker.worker.failed.connect(self._on_failed)
@@ -140,7 +141,7 @@ class MainWindow(QMainWindow):
     def _build_centre(self) -> None:
         self.diagram = ArchitectureDiagram()
         self.diagram.block_clicked.connect(self.go_to_block)
-        # The views, in their groups (app/view_groups.py); window.tabs indexes them as one flat list.
+        # The views, in their groups (app/views/view_groups.py); window.tabs indexes them as one flat list.
         self.tabs = ViewTabs()
         self.views: list[View] = []
         for title, classes in view_groups.GROUPS:
@@ -252,8 +253,9 @@ class MainWindow(QMainWindow):
         self.input_bar.set_device(device)
 
     def open_model_dialog(self) -> None:
-        """Open…: the cached Hugging Face models of families that open, a folder, or an id (app.open_model_dialog)."""
-        from .open_model_dialog import OpenModelDialog
+        """Open…: the cached Hugging Face models of families that open, a folder, or an id
+        (app.panels.open_model_dialog)."""
+        from .panels.open_model_dialog import OpenModelDialog
 
         dialog = OpenModelDialog(self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -331,7 +333,7 @@ class MainWindow(QMainWindow):
                      head: int | None = None, message: str = "", sides=None) -> None:  # fmt: skip
         """Run inputs made elsewhere (a patching sweep's corrupted input, app/views/patching_view.py) with these
         interventions, on the model, device and precision of the run `like` (a RunRequest); the Compare view then
-        shows the run without them beside the run with them, named by `sides` (app.worker.Sides; None: before and
+        shows the run without them beside the run with them, named by `sides` (app.work.worker.Sides; None: before and
         after). The input fields keep their text, so Run goes back to it. `step` and `head`: where to go once the
         run is in."""
         self.stop_play()
@@ -938,7 +940,7 @@ class MainWindow(QMainWindow):
         self.side.fit_window(self.width(), self.height())
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        from .training_close import window_may_close
+        from .training.training_close import window_may_close
 
         if not self._closing and not window_may_close(self):  # a training run asks first (training_close.py)
             event.ignore()

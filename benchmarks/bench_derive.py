@@ -7,7 +7,7 @@ interior is not in the cache) plus the rich text it shows (derivation_html). Tar
     en-hi, one sentence, any cell of any step                 ≤ 50 ms (printed: p50, p90, max)
     paper preset, 8 windows × 512 tokens, a recomputed step   ≤ 200 ms
 The window derives a cell of the map it shows, and it reruns a recomputed sublayer before it draws its map
-(app/warmup.py), so the clicked step is in the recompute cache and everything else is cold: that is "open". The
+(app/work/warmup.py), so the clicked step is in the recompute cache and everything else is cold: that is "open". The
 "cold" column also reruns the clicked sublayer. References, same run: en-hi's untraced forward pass; for the long
 run, rerunning the clicked sublayer alone (what drawing its map took).
 """

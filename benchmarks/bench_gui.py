@@ -71,14 +71,14 @@ def main() -> int:
     torch.set_num_threads(args.threads)
 
     from app.main import _application, drawn, wait_for_run
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
-    from app.worker import RunRequest, compute
+    from app.work.worker import RunRequest, compute
 
     app = _application()  # noqa: F841 (the QApplication must stay referenced)
     # Forward + trace (the worker's whole job: tokenize, forward with trace, per-step statistics).
     compute(RunRequest(0, "paper", "cpu", "warm up"), {})
-    from app import worker
+    from app.work import worker
 
     bundle = worker._SHARED[("paper", "cpu")] if ("paper", "cpu") in worker._SHARED else None
     cache: dict = {}

@@ -37,9 +37,9 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
-    from app.lesson_panel import lesson_panel
+    from app.lessons.lesson_panel import lesson_panel
     from app.main import drawn
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
     from scratchformer.lessons import bundled_lessons
 

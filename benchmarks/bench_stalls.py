@@ -220,14 +220,14 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from app.launch import warm_up
     from app.main import _application
-    from app.settings import AppSettings
+    from app.startup.launch import warm_up
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
     from scratchformer.running.batching import read_text_file
 
     app = _application()  # noqa: F841 (the QApplication must stay referenced)
-    warm_up()  # as the app's launch does while its launch window shows (app/launch.py)
+    warm_up()  # as the app's launch does while its launch window shows (app/startup/launch.py)
     window = MainWindow(AppSettings(), persist=False)
     window.resize(1400, 900)
     window.show()

@@ -138,7 +138,7 @@ def window(seq_len: int, batch: int) -> None:
     from PySide6.QtCore import QTimer
 
     from app.main import _application, drawn
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
     from scratchformer.exporting import ExportRun, plan_attention_maps
     from scratchformer.running.batching import read_text_file

@@ -1,7 +1,7 @@
 """scratchformer: the 2017 encoder-decoder Transformer written from scratch, with a named trace of every step.
 
 The names below are loaded on first use (PEP 562), so `import scratchformer.cli` — which opens the window — does
-not wait for PyTorch: the window shows itself first and loads the model library behind it (app/launch.py).
+not wait for PyTorch: the window shows itself first and loads the model library behind it (app/startup/launch.py).
 """
 
 from __future__ import annotations

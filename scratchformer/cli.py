@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def gui_parser() -> argparse.ArgumentParser:
     """A parser of the `gui` command alone: opening the window imports no other command (and so no PyTorch)
-    before the window shows (app/launch.py loads the model library behind it)."""
+    before the window shows (app/startup/launch.py loads the model library behind it)."""
     parser = argparse.ArgumentParser(prog="scratchformer")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     importlib.import_module(command_modules()["gui"]).add_parser(sub)

@@ -94,7 +94,7 @@ def _tell(window, text: str, error: bool = False) -> None:
 
 
 def _settings():
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
 
     return AppSettings().qs
 

@@ -1,7 +1,7 @@
 """File › Export › Interactive page…: the run shown as one self-contained HTML page (scratchformer.page), the
 same page `scratchformer export --format html` writes.
 
-The file is chosen first; then a job (app/jobs.py) on the window's page runner builds the page — explanations,
+The file is chosen first; then a job (app/work/jobs.py) on the window's page runner builds the page — explanations,
 maps, derivations made ahead, the lens, all model work — and writes it atomically, off the UI thread. The status
 line says what was written, or in one sentence why not.
 """

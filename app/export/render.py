@@ -48,7 +48,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtSvg import QSvgGenerator
 
-from app.qt_application import application
+from app.startup.qt_application import application
 from app.widgets.colormaps import MASKED_RGBA, SPECIAL_RGBA, heatmap_rgba, lookup_table
 from scratchformer.exporting.figure import Figure
 from scratchformer.plotdata import MASK, Heatmap, abbreviate, format_value
@@ -74,7 +74,7 @@ INK, MUTED = QColor(20, 20, 20), QColor(96, 96, 96)
 
 def ensure_gui_app():
     """The process's Qt application, made if there is none: always one that widgets can use too
-    (app/qt_application.py says why a plain QGuiApplication would abort a later dialog)."""
+    (app/startup/qt_application.py says why a plain QGuiApplication would abort a later dialog)."""
     return application("scratchformer-export")
 
 

@@ -1,7 +1,7 @@
 """The Training tab's Export…: the map chosen there (attention type, layer, head) over every snapshot and the
 final model, saved as an animation (GIF, APNG) or one grid of small multiples (PNG, SVG, PDF).
 
-The file is chosen first (the extension decides what is written); then a job (app/jobs.py) runs the input through
+The file is chosen first (the extension decides what is written); then a job (app/work/jobs.py) runs the input through
 every snapshot (scratchformer.exporting.snapshots, the same data as `scratchformer export --snapshots`). When it
 finishes, the frames or the grid are drawn and the one file is written atomically on the UI thread, and the
 window's status line says what was written (or, in one sentence, why not).
@@ -29,7 +29,7 @@ FILTERS = {
 
 
 class SnapshotExport:
-    """One export of the Training tab: `series` is the job's work (off the UI thread, app/jobs.py), `write` its
+    """One export of the Training tab: `series` is the job's work (off the UI thread, app/work/jobs.py), `write` its
     result's handler on the UI thread, `fail` its error's. Both end in the window's status line."""
 
     def __init__(self, window, path: Path, choice: dict) -> None:

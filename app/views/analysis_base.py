@@ -13,7 +13,7 @@ from scratchformer.errors import UserError
 from scratchformer.exporting.files import write_csv
 
 from ..export.actions import save_numbers
-from ..jobs import JobRunner
+from ..work.jobs import JobRunner
 from .base import View, placeholder
 
 
@@ -58,7 +58,7 @@ class AnalysisView(View):
 
     def compute(self, result, key: tuple, job):
         """The analysis (off the UI thread): it reads only `result` and `key`, never a widget. `job`
-        (app.jobs.Job) takes progress(…) for `progressed` and says when the answer is no longer wanted; a
+        (app.work.jobs.Job) takes progress(…) for `progressed` and says when the answer is no longer wanted; a
         cancelled computation may return None."""
         raise NotImplementedError
 

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
 from scratchformer.plotdata.neuron import AttentionPick, attention_sublayers
 
-from ..warmup import step_work
+from ..work.warmup import step_work
 
 STEPS = ("q", "k", "v", "scores", "scaled_scores", "position_bias", "mask", "masked_scores", "weights", "context")
 

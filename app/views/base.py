@@ -26,8 +26,8 @@ class View(QWidget):
         """Redraw from main.current_result(), current_step(), current_batch(), current_head()."""
 
     def preparation(self, trace, batch: int) -> list:
-        """What must be recomputed off the UI thread before refresh() can draw (app/warmup.py step_work jobs);
-        the window runs it in a recompute job (app/jobs.py) first. Nothing by default."""
+        """What must be recomputed off the UI thread before refresh() can draw (app/work/warmup.py step_work jobs);
+        the window runs it in a recompute job (app/work/jobs.py) first. Nothing by default."""
         return []
 
     def ahead_work(self, steps: list, batch: int, head: int) -> list:
@@ -38,7 +38,7 @@ class View(QWidget):
 
     def prebuild(self) -> list:
         """Widgets this view will want, each built by one function of nothing that does nothing when its widget
-        is already there; the window builds them one per event-loop turn while it waits (app/prebuild.py), so a
+        is already there; the window builds them one per event-loop turn while it waits (app/work/prebuild.py), so a
         first visit does not build many plots at once. By default: its heatmaps' colour bars."""
         pending = [w for w in self.findChildren(HeatmapWidget) if w.has_colorbar and w.colorbar is None]
         return [self.build_one_colorbar] * len(pending)
@@ -53,7 +53,7 @@ class View(QWidget):
         """Stop this view's own background work; the window calls it once, as it closes."""
 
     def is_busy(self) -> bool:
-        """Whether this view's own background work (its jobs, app/jobs.py) is still under way; a screenshot waits
+        """Whether this view's own background work (its jobs, app/work/jobs.py) is still under way; a screenshot waits
         for it. Nothing by default."""
         return False
 

@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from scratchformer.errors import UserError
 from scratchformer.plotdata import Comparison, Heatmap, compare_step
 
-from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget
+from ..work.warmup import step_work
 from .base import View, placeholder
 
 DECODER_INPUT = {

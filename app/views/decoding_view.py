@@ -6,7 +6,7 @@ typed target is fed in) or free-running generation (the model's own argmax is fe
 the steps are the new tokens of the run's continuation of the text (greedy or sampled, as the input bar asked),
 each with its self-attention row over everything read so far. The timeline is computed by
 scratchformer.running.decoding.timeline (or scratchformer.running.generation.continuation_timeline) in a job
-(app/jobs.py), never on the UI thread; a newer run or mode cancels the older job, whose timeline is then dropped.
+(app/work/jobs.py), never on the UI thread; a newer run or mode cancels the older job, whose timeline is then dropped.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from scratchformer.plotdata import Heatmap, abbreviate, guided_head, head_labels
 from scratchformer.running.decoding import Timeline, timeline
 from scratchformer.running.generation import continuation_timeline
 
-from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
+from ..work.jobs import JobRunner
 from .base import View, placeholder
 
 TEACHER, FREE = "teacher", "free"

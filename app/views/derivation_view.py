@@ -4,7 +4,7 @@ A click on a cell of the Step view's map (or a row of its token table) opens it 
 formula, the same formula with this run's numbers, the result recomputed from them, its largest terms, and the
 inputs it read. Each input is a link: it goes to that step with those cells outlined on the map, where a click
 derives them in turn; ◀ Back returns along the chain. The derivation runs off the UI thread (it may rerun a
-sublayer of a long, lazily traced run): a job (app/jobs.py) that keeps only the latest request.
+sublayer of a long, lazily traced run): a job (app/work/jobs.py) that keeps only the latest request.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QV
 
 from scratchformer.analyses.derive.result import Derivation, num
 
-from ..cell_links import show_cells
-from ..jobs import JobRunner
+from ..widgets.cell_links import show_cells
+from ..work.jobs import JobRunner
 from .base import View, placeholder
 
 HINT = ("Click a cell of any map in the Step view (or a row of the token table) to see how its number was made: "

@@ -2,7 +2,7 @@
 the causal mask, order and positional encoding, LayerNorm against BatchNorm, teacher forcing, temperature.
 
 Pick an experiment; its controls appear (a d_k slider, a switch, a temperature slider, a snapshot, a seed) and
-every change redraws. The experiment runs off the UI thread (a job, app/jobs.py), one at a time, keeping
+every change redraws. The experiment runs off the UI thread (a job, app/work/jobs.py), one at a time, keeping
 only the latest request; results are kept per run and controls, and a switch only redraws (both sides of a
 switch are in one result). Lessons open an experiment with `show_experiment(name, **controls)`.
 Computation: scratchformer.experiments; what is drawn: scratchformer.plotdata.experiments.
@@ -37,8 +37,8 @@ from scratchformer.exporting.files import atomic_write_bytes
 from scratchformer.plotdata.experiments import SWITCHES, Chart, charts, charts_csv, maps
 
 from ..export.actions import save_numbers
-from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
+from ..work.jobs import JobRunner
 from .base import View, fix_value_axis, placeholder
 
 MAX_DK_POWER = 11  # the d_k slider: 2^0 … 2^11

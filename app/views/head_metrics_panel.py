@@ -3,7 +3,7 @@ every head of one attention type, its attention entropy, its alignment with the 
 one) or its importance, as one curve per head against the training step. A dashed line marks the snapshot the
 tab's slider shows, and a click on the chart moves the slider to the nearest snapshot.
 
-Measuring loads and runs every checkpoint, so it is a job (app/jobs.py) with a progress bar and Cancel, started
+Measuring loads and runs every checkpoint, so it is a job (app/work/jobs.py) with a progress bar and Cancel, started
 by the Measure button; the results are kept per model and input. Numbers: scratchformer.analyses.head_metrics;
 curves: scratchformer.plotdata.head_metrics; CSV: scratchformer.plotdata.head_metrics too.
 """
@@ -29,7 +29,7 @@ from scratchformer.plotdata.head_metrics import (
 )
 from scratchformer.plotdata.masks import ATTENTION_TITLES
 
-from ..jobs import JobRunner
+from ..work.jobs import JobRunner
 from .base import fix_value_axis
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]

@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QSplitter, QVBoxLayout, QWidg
 from scratchformer.plotdata import Heatmap, heads_grid
 from scratchformer.plotdata.heatmap import kv_sharing_text
 
-from ..cell_links import derive_from_map
-from ..warmup import step_work
+from ..widgets.cell_links import derive_from_map
 from ..widgets.heatmap import HeatmapWidget
+from ..work.warmup import step_work
 from .base import View, placeholder
 
 
@@ -209,7 +209,7 @@ class HeadsView(View):
                              + (f"\n{shared}" if shared else ""))
 
     def _head_menu(self, menu, head: int) -> None:
-        """Right-click on a head: ablate it, keep it alone, or undo (app/interventions_panel.py)."""
+        """Right-click on a head: ablate it, keep it alone, or undo (app/panels/interventions_panel.py)."""
         step = self._step
         if step is not None and step.attention_type and self._maps:
             self.main.add_head_menu(menu, step.sublayer, min(head, len(self._maps) - 1))

@@ -2,7 +2,7 @@
 
 For the current input, the chosen tokens are the decoder input shifted by one (teacher forcing: typed, or the
 model's own greedy output). One layers × heads map per attention type, in points of probability. The work runs
-in a job (app/jobs.py) with a progress bar and a Cancel that stops it between two heads; a click on a cell goes
+in a job (app/work/jobs.py) with a progress bar and a Cancel that stops it between two heads; a click on a cell goes
 to that head.
 """
 
@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QProgressBar, QP
 from scratchformer.patching.head_importance import HeadImportance, head_importance
 from scratchformer.plotdata import Heatmap, importance_heatmaps, importance_step
 
-from ..jobs import Job, JobRunner
 from ..widgets.heatmap import HeatmapWidget
+from ..work.jobs import Job, JobRunner
 from .base import View
 
 

@@ -1,6 +1,6 @@
 """The Learn group's Lessons view: the bundled lessons in curriculum order with each one's progress; Start or
-Continue opens a lesson in the lesson dock (app/lesson_panel.py) at the page the learner left, Restart from page 1.
-Lesson files from elsewhere open with the button here or File › Open lesson…."""
+Continue opens a lesson in the lesson dock (app/lessons/lesson_panel.py) at the page the learner left, Restart from
+page 1. Lesson files from elsewhere open with the button here or File › Open lesson…."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class LessonsView(View):
         self.fill()
 
     def fill(self) -> None:
-        from ..lesson_progress import LessonProgress
+        from ..lessons.lesson_progress import LessonProgress
 
         progress = LessonProgress(self.main.settings, self.main.persist)
         row = max(0, self.list.currentRow())
@@ -84,7 +84,7 @@ class LessonsView(View):
             self.details.setText(html.escape(self.error))
             self.start_button.setEnabled(False)
             return
-        from ..lesson_progress import LessonProgress
+        from ..lessons.lesson_progress import LessonProgress
 
         self.start_button.setEnabled(True)
         seen = LessonProgress(self.main.settings, self.main.persist).seen(lesson.id)
@@ -98,7 +98,7 @@ class LessonsView(View):
 
     def start(self, lesson_id: str | None = None, page: int | None = None) -> bool:
         """Open the selected lesson (or the one with this id) where the learner left it, or at `page`."""
-        from ..lesson_panel import lesson_panel
+        from ..lessons.lesson_panel import lesson_panel
 
         lesson = next((x for x in self.lessons if x.id == lesson_id), None) if lesson_id else self.selected()
         if lesson is None:
@@ -108,7 +108,7 @@ class LessonsView(View):
         return True
 
     def restart(self) -> None:
-        from ..lesson_progress import LessonProgress
+        from ..lessons.lesson_progress import LessonProgress
 
         lesson = self.selected()
         if lesson is not None:
@@ -116,7 +116,7 @@ class LessonsView(View):
             self.start(lesson.id, 1)
 
     def _open_file(self) -> None:
-        from ..lesson_panel import open_lesson_dialog
+        from ..lessons.lesson_panel import open_lesson_dialog
 
         open_lesson_dialog(self.main)
 

@@ -16,8 +16,8 @@ from scratchformer.plotdata import (
 from scratchformer.plotdata.masks import softmax_steps
 from scratchformer.recording.trace import breadcrumb
 
-from ..warmup import step_work
 from ..widgets.heatmap import HeatmapWidget, masked_swatch_css
+from ..work.warmup import step_work
 from .base import View, placeholder
 from .heads_view import heads_step
 

@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout
 
 from scratchformer.plotdata import Heatmap, abbreviate, top_k_changes, top_k_table
 
-from ..warmup import ReadyFirst, step_work
 from ..widgets.rows_table import Cell, RowsTable
+from ..work.warmup import ReadyFirst, step_work
 from .base import View, placeholder
 from .compare_view import decoder_input_note
 

@@ -103,7 +103,8 @@ class OverviewView(View):
         return f"{mosaic.title.split(':')[0]}, layer {mosaic.extra['layers'][li] + 1}, head {head + 1}: click to open"
 
     def _head_menu(self, kind: str, menu, cell) -> None:
-        """Right-click on a thumbnail: that layer's head can be ablated from here (app/interventions_panel.py)."""
+        """Right-click on a thumbnail: that layer's head can be ablated from here
+        (app/panels/interventions_panel.py)."""
         mosaic = self._maps.get(kind)
         found = overview_cell(mosaic, *cell) if mosaic is not None and cell is not None else None
         if found is not None:

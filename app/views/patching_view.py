@@ -4,7 +4,7 @@ patching beside it, path patching), for the current run's model and sentence.
 A corrupted input (one word of the source changed, or a typed sentence of the same token length) gives a second
 run; each component's activation is copied from the clean run into the corrupted one and the metric at the last
 decoder position says how much of the clean answer comes back: effect = (m_patched − m_corrupt) / (m_clean −
-m_corrupt). The sweep runs in a job (app/jobs.py: progress, Cancel, the latest request only); numbers:
+m_corrupt). The sweep runs in a job (app/work/jobs.py: progress, Cancel, the latest request only); numbers:
 scratchformer.analyses.sweep, maps, CSV and the explanation: scratchformer.plotdata.sweep.
 
 A click on a cell runs that cell's patched run in the window — the corrupted input with the cell's activation
@@ -43,10 +43,10 @@ from scratchformer.plotdata import Heatmap
 from scratchformer.plotdata.sweep import explanation, head_maps, path_maps, point_maps, sweep_csv
 
 from ..export.actions import save_numbers
-from ..jobs import JobRunner
-from ..memory_status import budget_bytes
 from ..widgets.heatmap import HeatmapWidget
-from ..worker import Sides
+from ..widgets.memory_status import budget_bytes
+from ..work.jobs import JobRunner
+from ..work.worker import Sides
 from .base import View, placeholder
 from .patching_controls import PatchingControls
 from .patching_work import Made, Replay, make_sweep, path_cell_patch, replayed_metric

@@ -1,4 +1,4 @@
-"""The Patching view's work off the UI thread (each function is a job's work, app/jobs.py), and what a finished
+"""The Patching view's work off the UI thread (each function is a job's work, app/work/jobs.py), and what a finished
 sweep keeps: the two runs (scratchformer.patching.pair.Pair) that a cell's patched run is replayed from."""
 
 from __future__ import annotations

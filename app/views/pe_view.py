@@ -31,7 +31,7 @@ from scratchformer.plotdata import (
     positional_heatmap,
 )
 
-from ..cell_links import derive_from_map
+from ..widgets.cell_links import derive_from_map
 from ..widgets.draw_queue import draw_queue
 from ..widgets.heatmap import HeatmapWidget
 from .base import View, placeholder

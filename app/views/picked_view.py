@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout
 from scratchformer.errors import UserError
 from scratchformer.plotdata.neuron import AttentionPick
 
-from ..warmup import ReadyFirst
+from ..work.warmup import ReadyFirst
 from .attention_pick import PickBar, batch_of, default_pick, pick_steps, preparation, sublayer_title
 from .base import View, placeholder
 

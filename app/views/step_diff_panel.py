@@ -3,7 +3,7 @@ on one colour scale, and A − B on a diverging one, for the batch item and head
 shows A and B alone. The maps are made off the UI thread (a step of a lazy trace may rerun its sublayer) and kept
 per (step, batch item, head) of the comparison.
 
-Maps: scratchformer.plotdata.diff.diff_step_maps; the comparison itself: app/model_diff.py.
+Maps: scratchformer.plotdata.diff.diff_step_maps; the comparison itself: app/compare/model_diff.py.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from scratchformer.errors import UserError
 from scratchformer.plotdata import Heatmap, step_heatmap
 from scratchformer.plotdata.diff import diff_step_maps
 
-from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
+from ..work.jobs import JobRunner
 
 KEPT = 48
 

@@ -17,7 +17,7 @@ from scratchformer.plotdata.cells import map_cell
 from scratchformer.plotdata.heatmap import token_columns
 from scratchformer.plotdata.special import heatmap_classes
 
-from ..cell_links import derive_cell, derive_from_map
+from ..widgets.cell_links import derive_cell, derive_from_map
 from ..widgets.heatmap import HeatmapWidget, ImageCache, display_image
 from ..widgets.steady_label import SteadyLabel
 from ..widgets.token_table import TokenTable
@@ -100,7 +100,8 @@ class StepView(View):
         table_layout.addWidget(self.token_table, 1, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.table_host.setVisible(False)
         layout.addWidget(self.table_host, 1)
-        self.diff_panel = StepDiffPanel(self)  # A, B and A − B while two models are compared (app/model_diff.py)
+        # A, B and A − B while two models are compared (app/compare/model_diff.py)
+        self.diff_panel = StepDiffPanel(self)
         self.diff_panel.setVisible(False)
         layout.addWidget(self.diff_panel, 1)
         self.batch_spin.valueChanged.connect(lambda v: self.main.set_batch(v - 1))

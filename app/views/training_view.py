@@ -2,7 +2,7 @@
 play) over its snapshots, and for the chosen snapshot the attention map and decoded output of the current input,
 side by side with the final model (the window's current run).
 
-Each snapshot is loaded and run in a job (app/jobs.py, never on the UI thread); results are cached per
+Each snapshot is loaded and run in a job (app/work/jobs.py, never on the UI thread); results are cached per
 (model, snapshot step, source, target). "Inspect this snapshot" makes the whole window follow the snapshot.
 """
 
@@ -40,8 +40,8 @@ from scratchformer.plotdata import (
 )
 from scratchformer.plotdata.training import CROSS, attention_layers
 
-from ..jobs import JobRunner
 from ..widgets.heatmap import HeatmapWidget
+from ..work.jobs import JobRunner
 from .base import View, placeholder
 from .head_metrics_panel import HeadMetricsPanel
 

@@ -4,7 +4,7 @@ Drawing one 512 × 512 map (fitting the plot, reducing and colouring the image, 
 of the UI thread; a view that shows eight of them in one refresh (Heads, Masks, LayerNorm) held the window for a
 quarter of a second. HeatmapWidget.set_heatmap hands large maps to this queue instead. The queue first makes what
 the waiting maps need that is only numbers — their cells' classes and display images (reduced to the plot's pixels
-and coloured), 2–10 ms a map — in one job off the UI thread (app/jobs.py), then draws them in slices of at most
+and coloured), 2–10 ms a map — in one job off the UI thread (app/work/jobs.py), then draws them in slices of at most
 SLICE_S, maps on screen first, returning to the event loop between slices so the window keeps answering and paints
 what is ready. A widget offers that work by `draw_preparation()` (a function of nothing, or None when it needs
 none); one that offers none is drawn at its turn.
@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 from PySide6.QtCore import QObject, QTimer
 
-from ..jobs import JobRunner
+from ..work.jobs import JobRunner
 
 SLICE_S = 0.012  # drawing per turn of the event loop; one map may overrun it, never two (its paint follows)
 

@@ -57,12 +57,12 @@ from scratchformer.plotdata.special import (
     trouble_count,
 )
 
-from ..fonts import min_pixels, scaled
 from .bar_axis import use_bar_axis
 from .bar_ticks import bar_ticks
 from .cached_axis import CachedAxisItem
 from .colormaps import MASKED_RGBA, colormap, rgba_image, swatch_css
 from .draw_queue import draw_queue
+from .fonts import min_pixels, scaled
 from .steady_label import SteadyLabel
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, background="w", foreground="#333")

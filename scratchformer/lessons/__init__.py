@@ -7,8 +7,8 @@
 A lesson names its model and input; each page says where the window goes (a step, a view, a head, cells to
 outline, an experiment), what to read (text with placeholders such as {sqrt_d_k} or
 {value:decoder.1.cross_attn.weights[0,0,2,2]}, filled from the run, never evaluated as code), and optionally asks a
-question whose answer is computed from the run. Nothing here imports Qt: the window (app/lesson_panel.py) and the
-command line (`scratchformer lesson list|check`) both read it.
+question whose answer is computed from the run. Nothing here imports Qt: the window (app/lessons/lesson_panel.py) and
+the command line (`scratchformer lesson list|check`) both read it.
 """
 
 from .answers import Verdict, check_response

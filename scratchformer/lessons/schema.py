@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..errors import UserError
 from .values import parse_expression, placeholders
 
-# The window's views a page may open, by their tab titles (app/view_groups.py; a test keeps the two in step).
+# The window's views a page may open, by their tab titles (app/views/view_groups.py; a test keeps the two in step).
 VIEW_TITLES = (
     "Step", "Heads", "How this number was made", "Positional encoding", "Rotary positions", "Masks", "LayerNorm",
     "Overview",

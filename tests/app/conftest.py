@@ -84,7 +84,7 @@ def settings_file(tmp_path, monkeypatch):
 @pytest.fixture
 def make_window(qtbot, settings_file):
     """Factory: a shown MainWindow (blog model, CPU) that is closed cleanly at teardown."""
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
 
     windows = []

@@ -101,7 +101,7 @@ def test_a_model_against_itself_agrees_everywhere(qtbot, make_window):
 
 def test_a_new_run_is_compared_with_the_b_already_open(qtbot, make_window, monkeypatch):
     """B is opened once: a new run of the window while comparing reuses it; Stop comparing lets it go."""
-    import app.model_diff as window_diff
+    import app.compare.model_diff as window_diff
 
     opened = []
     real = window_diff._open
@@ -174,7 +174,7 @@ def test_the_parameters_that_differ_are_listed_and_saved(qtbot, make_window, tmp
 
     import torch
 
-    from app.parameter_diff_dialog import ParameterDiffDialog
+    from app.compare.parameter_diff_dialog import ParameterDiffDialog
     from scratchformer.loading.checkpoint import save_checkpoint
 
     changed_name = "decoder.1.cross_attn.out_proj.weight"
@@ -219,7 +219,7 @@ def test_parameter_rows_put_shape_changes_first_then_the_largest_difference():
 
 
 def test_the_dialog_offers_the_snapshots_first(qtbot, make_window):
-    from app.compare_dialog import CompareDialog, choices
+    from app.compare.compare_dialog import CompareDialog, choices
 
     offered = choices("en-hi", ["en-hi", "copy"])
     assert [spec for _, spec in offered] == [f"en-hi@step-{s:06d}" for s in (32, 64, 128, 256)] + ["copy"]

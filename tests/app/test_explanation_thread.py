@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from app import teaching
+from app.panels import teaching
 from tests.app.conftest import run_and_wait
 
 

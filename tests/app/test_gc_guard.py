@@ -4,7 +4,7 @@ while any worker runs, and the UI thread switches it back on afterwards."""
 import gc
 import threading
 
-from app.gc_guard import no_collection_in_this_thread
+from app.work.gc_guard import no_collection_in_this_thread
 
 
 def test_collection_is_paused_while_any_worker_runs_and_resumed_by_the_ui_thread(qtbot):

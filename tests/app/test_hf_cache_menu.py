@@ -30,8 +30,8 @@ def test_an_empty_cache_says_where_it_looked(qtbot, make_window, tmp_path, monke
 
 
 def _open_dialog(qtbot, w):
-    from app.input_bar import OPEN_ITEM
-    from app.open_model_dialog import OpenModelDialog
+    from app.panels.input_bar import OPEN_ITEM
+    from app.panels.open_model_dialog import OpenModelDialog
 
     w.input_bar.model_combo.activated.emit(w.input_bar.model_combo.findData(OPEN_ITEM))  # the list's Open… entry
     dialog = w.findChild(OpenModelDialog, "openModelDialog")

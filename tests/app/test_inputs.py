@@ -162,7 +162,7 @@ def test_inputs_and_model_are_remembered(qtbot, make_window, settings_file):
     w = make_window(source="remember this", target="and this", persist=True)
     w.set_detail("major")
     w.close()
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
 
     w3 = MainWindow(AppSettings(str(settings_file)), persist=False)

@@ -7,8 +7,8 @@ import threading
 
 import torch
 
-import app.warmup as warmup_module
-import app.worker as worker_module
+import app.work.warmup as warmup_module
+import app.work.worker as worker_module
 from app.main import drawn
 from scratchformer.plotdata import format_value
 from tests.app.conftest import run_and_wait

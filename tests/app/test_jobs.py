@@ -1,4 +1,4 @@
-"""The job runner (app/jobs.py): work runs off the UI thread inside the garbage-collector guard; its result,
+"""The job runner (app/work/jobs.py): work runs off the UI thread inside the garbage-collector guard; its result,
 progress and one-sentence errors arrive on the UI thread; a cancelled or superseded job's news is dropped; and
 shutdown() leaves no thread running."""
 
@@ -12,7 +12,7 @@ import threading
 import pytest
 from PySide6.QtCore import QThread
 
-from app.jobs import BACKGROUND_NICE, JobRunner
+from app.work.jobs import BACKGROUND_NICE, JobRunner
 from scratchformer.errors import UserError
 
 UI = threading.get_ident()

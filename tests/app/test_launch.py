@@ -1,4 +1,4 @@
-"""Launch: a window shows before PyTorch has loaded, and the main window takes its place (app/launch.py)."""
+"""Launch: a window shows before PyTorch has loaded, and the main window takes its place (app/startup/launch.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMainWindow
 
-from app.launch import LaunchWindow, open_main_window
-from app.settings import AppSettings
+from app.startup.launch import LaunchWindow, open_main_window
+from app.startup.settings import AppSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from app.lesson_panel import lesson_panel, open_lesson_file
+from app.lessons.lesson_panel import lesson_panel, open_lesson_file
 from scratchformer.lessons import bundled_lessons
 from scratchformer.plotdata.cells import map_cell
 
@@ -138,7 +138,7 @@ def test_a_bad_lesson_file_is_one_sentence_and_others_still_open(qtbot, make_win
 
 
 def test_the_views_a_lesson_may_name_are_the_windows():
-    from app.view_groups import GROUPS, MAX_GROUPS, flat_views
+    from app.views.view_groups import GROUPS, MAX_GROUPS, flat_views
     from scratchformer.lessons import VIEW_TITLES
 
     titles = [cls.title for cls in flat_views()]

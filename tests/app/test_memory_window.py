@@ -3,7 +3,7 @@ sentence and keeps what the user typed."""
 
 from __future__ import annotations
 
-from app.memory_status import SETTING, budget_bytes
+from app.widgets.memory_status import SETTING, budget_bytes
 from tests.app.conftest import run_and_wait
 
 LONG = "the model reads every token of this sentence " * 8
@@ -30,7 +30,7 @@ def test_a_run_over_the_budget_is_one_sentence_and_keeps_the_text(qtbot, make_wi
     message = w.message_text()
     assert "budget" in message and "raise the memory budget" in message and "\n" not in message
     assert w.source_edit.text() == "machine learning using PyTorch"
-    monkeypatch.setattr("app.memory_status.QInputDialog.getDouble", lambda *a, **k: (8.0, True))
+    monkeypatch.setattr("app.widgets.memory_status.QInputDialog.getDouble", lambda *a, **k: (8.0, True))
     w.ask_memory_budget()
     assert budget_bytes(w.settings) == 8 * 2**30 and "budget 8.0 GB" in w.memory_status.text()
     run_and_wait(qtbot, w)
@@ -40,7 +40,7 @@ def test_a_run_over_the_budget_is_one_sentence_and_keeps_the_text(qtbot, make_wi
 def test_comparing_counts_the_changed_runs_trace_against_the_budget():
     import pytest
 
-    from app.worker import RunRequest, compute
+    from app.work.worker import RunRequest, compute
     from scratchformer.errors import UserError
     from scratchformer.loading.bundle import load_model
     from scratchformer.patching.interventions import HeadChange

@@ -9,9 +9,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QGraphicsSimpleTextItem, QGraphicsTextItem, QGraphicsView, QToolButton, QWidget
 
-from app.explain_panel import STEP_TITLE, TAB_TITLE
-from app.fonts import MIN_POINT_SIZE, points
-from app.view_groups import GROUPS, MAX_GROUPS
+from app.panels.explain_panel import STEP_TITLE, TAB_TITLE
+from app.views.view_groups import GROUPS, MAX_GROUPS
+from app.widgets.fonts import MIN_POINT_SIZE, points
 from tests.app.conftest import run_and_wait
 
 
@@ -100,8 +100,8 @@ def test_every_view_is_in_the_view_menu_and_a_shortcut_away(qtbot, ran_window):
 
 
 def test_no_two_actions_share_a_shortcut_and_the_help_lists_the_view_keys(ran_window):
-    from app.menus import shortcut_rows
-    from app.stepper import STEP_KEYS
+    from app.panels.menus import shortcut_rows
+    from app.panels.stepper import STEP_KEYS
 
     w = ran_window
     keys = [k.toString() for a in w.findChildren(type(w.view_actions[0])) for k in a.shortcuts() if not k.isEmpty()]

@@ -16,7 +16,7 @@ from app.views.heads_view import HeadsView
 from app.views.masks_view import MasksView
 from app.views.norm_view import NormView
 from app.views.step_view import StepView
-from app.warmup import neighbour_work
+from app.work.warmup import neighbour_work
 from tests.app.conftest import run_and_wait
 
 LONG = "the model reads every token of this sentence " * 8

@@ -113,7 +113,7 @@ def test_hover_says_the_effect_and_a_click_opens_the_patched_run_in_compare(qtbo
     assert titles[0].startswith("Corrupted run: ") and titles[1].startswith("Patched run: ")
     assert titles[2].startswith("Patched run − corrupted run")
     # the explanation panel explains patching here, not an ablation, and names the patched component
-    from app.teaching import tab_explanation_for
+    from app.panels.teaching import tab_explanation_for
 
     assert compare.explains == "compare_patch"
     said = tab_explanation_for(result, compare.explains, 0, compare.explain_facts())

@@ -1,4 +1,4 @@
-"""Plots built ahead (app/prebuild.py) are built while the window waits, never in the middle of what the user
+"""Plots built ahead (app/work/prebuild.py) are built while the window waits, never in the middle of what the user
 does: each step, tab or lesson page postpones what is left by START_MS (a build takes 15–40 ms of the UI
 thread, and landed between two presses of a held Next or inside a page turn)."""
 
@@ -8,7 +8,7 @@ import time
 
 from PySide6.QtWidgets import QApplication
 
-import app.prebuild as prebuild_module
+import app.work.prebuild as prebuild_module
 from tests.app.conftest import run_and_wait
 
 

@@ -13,7 +13,7 @@ from tests.app.conftest import run_and_wait
 @pytest.fixture
 def first_window(qtbot, settings_file):
     """A window as a first launch makes it: empty settings, nothing set by the test."""
-    from app.settings import AppSettings
+    from app.startup.settings import AppSettings
     from app.window import MainWindow
 
     w = MainWindow(AppSettings(str(settings_file)), persist=False)
@@ -95,7 +95,7 @@ def test_other_tabs_explain_what_they_show_and_step_tabs_the_step(qtbot, make_wi
     w.tabs.setCurrentIndex(0)
     qtbot.waitUntil(lambda: not w.is_busy())
     assert "what this step does" in w.explain_panel.title.text()
-    from app.stepper import step_path
+    from app.panels.stepper import step_path
 
     assert w.explain_panel.plain_text().startswith(step_path(w.current_step()))  # back to the step's text
 
@@ -250,7 +250,7 @@ def test_a_decoder_only_model_reads_the_typed_text_and_shows_its_pre_ln_steps(qt
 
 def test_the_diagram_redraws_when_only_the_norm_placement_changes(qtbot):
     """BART and mBART have the same layer counts; mBART's pre-LN blocks must still be drawn."""
-    from app.diagram import ArchitectureDiagram
+    from app.panels.diagram import ArchitectureDiagram
     from scratchformer.transformer.config import TransformerConfig
 
     diagram = ArchitectureDiagram()

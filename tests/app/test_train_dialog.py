@@ -11,10 +11,10 @@ import signal
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.train_dialog import TrainDialog, open_train_dialog, training_view
-from app.train_form import SIZES
-from app.training_close import KEEP, STAY, STOP
-from app.training_runner import TrainingRunner, TrainRequest, check_output_folder
+from app.training.train_dialog import TrainDialog, open_train_dialog, training_view
+from app.training.train_form import SIZES
+from app.training.training_close import KEEP, STAY, STOP
+from app.training.training_runner import TrainingRunner, TrainRequest, check_output_folder
 from scratchformer.errors import UserError
 from scratchformer.loading.checkpoint import is_checkpoint, load_checkpoint, snapshot_dirs
 from scratchformer.training import TrainOptions, build_config, load_data

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from app.train_dialog import open_train_dialog
-from app.training_runner import TrainingRunner, TrainRequest
+from app.training.train_dialog import open_train_dialog
+from app.training.training_runner import TrainingRunner, TrainRequest
 
 END_MS = 60_000
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from app.view_tabs import ViewTabs
+from app.panels.view_tabs import ViewTabs
 
 
 class CountingLabel(QLabel):

@@ -161,7 +161,7 @@ def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
         return c
 
     monkeypatch.setitem(config_module.PRESETS, "blog", long_blog)
-    from app import worker
+    from app.work import worker
 
     worker._SHARED.clear()
     w = make_window(source=" ".join(["word"] * 512), target="")
@@ -182,7 +182,7 @@ def test_long_input_stays_usable(qtbot, make_window, monkeypatch):
 
 def test_the_view_menu_lists_every_view_in_its_group_and_opens_the_one_chosen(qtbot, ran_window):
     """The View menu replaces the old "All tabs" button: every group, then its views, the one shown ticked."""
-    from app.view_groups import GROUPS
+    from app.views.view_groups import GROUPS
 
     w = ran_window
     assert w.tabs.groups.cornerWidget(Qt.Corner.TopRightCorner) is None  # no "All tabs" button any more

@@ -131,7 +131,7 @@ def test_application_icon_and_about_box_show_the_svg(qapp):
     from PySide6.QtGui import QColor
 
     from app import main as app_main
-    from app.menus import ABOUT_ICON_SIZE, about_box
+    from app.panels.menus import ABOUT_ICON_SIZE, about_box
 
     assert app_main.icon_path() == idesk.bundled_icon()
     assert app_main.APP_ID == idesk.APP_ID  # the window class the entry's StartupWMClass names

@@ -3,7 +3,7 @@
 Every block shows the live shape of its output (its last step's tensor), the current block is highlighted,
 and a click on a block emits `block_clicked(key)`. Keys are scratchformer.plotdata.block_key() values.
 
-The text is drawn at its point size (app.fonts.MIN_POINT_SIZE at least), never scaled down: a panel too narrow
+The text is drawn at its point size (app.widgets.fonts.MIN_POINT_SIZE at least), never scaled down: a panel too narrow
 for the two stacks side by side gets them one above the other (the decoder below the encoder) and scrolls.
 """
 
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from scratchformer.plotdata import Block, architecture
 
-from .fonts import MIN_POINT_SIZE
+from ..widgets.fonts import MIN_POINT_SIZE
 from .teaching import count_text
 
 FILL = {

@@ -2,10 +2,10 @@
 by step (scratchformer.analyses.diff). While a comparison is on, the stepper walks A's steps as usual, the Step
 view shows A, B and A − B for each step both compute (app/views/step_diff_panel.py), the architecture diagram
 colours each block by how much its steps differ (plotdata.diff.block_shades) and the bar above the stepper
-(app/comparison_bar.py) gives the first step that differs and a strip of every step's difference. A new run of
+(app/compare/comparison_bar.py) gives the first step that differs and a strip of every step's difference. A new run of
 the window is compared again with the same B, kept open between runs; Stop comparing ends it and lets B go.
 
-Loading B and running both models is a job (app/jobs.py) with progress and Cancel.
+Loading B and running both models is a job (app/work/jobs.py) with progress and Cancel.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from PySide6.QtCore import QObject, Qt
 from scratchformer.errors import UserError
 from scratchformer.plotdata.diff import block_differences, block_shades
 
+from ..work.jobs import JobRunner
 from .comparison_bar import ComparisonBar
-from .jobs import JobRunner
 
 
 def _open(spec: str, device, precision: str):
@@ -205,7 +205,7 @@ class ModelComparison(QObject):
         return write_csv(path, self.csv_text())
 
     def _save_dialog(self) -> None:
-        from .export.actions import save_numbers
+        from ..export.actions import save_numbers
 
         if self.diff is not None:
             save_numbers(self.main, "Save the comparison", f"diff.{self.diff.model_b.replace('/', '_')}.csv",

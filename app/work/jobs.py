@@ -10,7 +10,7 @@ still busy and, when the owner closes, cancel them and wait for their threads: s
 `latest_only`, it runs one job at a time and only the latest request counts: a new one cancels the one running and
 replaces the one waiting, which starts when the running one ends.
 
-This module imports only Qt and light modules: the launch window loads PyTorch with it (app/launch.py).
+This module imports only Qt and light modules: the launch window loads PyTorch with it (app/startup/launch.py).
 """
 
 from __future__ import annotations

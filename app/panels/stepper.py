@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from scratchformer.recording.trace import Step, step_path
 
-from .widgets.steady_label import SteadyLabel
+from ..widgets.steady_label import SteadyLabel
 
 SPEEDS = (("Fast (0.25 s)", 250), ("Normal (0.8 s)", 800), ("Slow (2 s)", 2000))
 STEP_KEYS = (Qt.Key.Key_Right, Qt.Key.Key_Left, Qt.Key.Key_Home, Qt.Key.Key_End, Qt.Key.Key_Space)

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QProgressBar, QPushB
 
 from scratchformer.errors import UserError
 
-from .jobs import JobRunner
+from ..work.jobs import JobRunner
 from .train_form import TrainForm
 from .training_estimate import Estimate, estimate_job
 from .training_runner import TrainingRunner
@@ -198,7 +198,7 @@ class TrainDialog(QDialog):
 
 
 def training_view(window):
-    from .views.training_view import TrainingView
+    from ..views.training_view import TrainingView
 
     return next(v for v in window.views if isinstance(v, TrainingView))
 

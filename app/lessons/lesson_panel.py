@@ -34,8 +34,8 @@ from scratchformer.errors import UserError
 from scratchformer.lessons import Lesson, LessonError, RunValues, bundled_lessons, check_response, load_lesson
 from scratchformer.lessons.prepare import PreparedPage, prepare_pages
 
-from .cell_links import derive_cell, show_cells, view_of
-from .jobs import JobRunner
+from ..widgets.cell_links import derive_cell, show_cells, view_of
+from ..work.jobs import JobRunner
 from .lesson_progress import LessonProgress
 
 RIGHT, WRONG = "#1b7a2f", "#b00020"

@@ -1,4 +1,5 @@
-"""The centre of the window: one tab per group of views (app/view_groups.py), and inside each group one tab per view.
+"""The centre of the window: one tab per group of views (app/views/view_groups.py), and inside each group one tab
+per view.
 
 To the rest of the window it looks like one QTabWidget over the flat list of views (the groups read in order):
 currentIndex(), setCurrentIndex(i), currentWidget(), setCurrentWidget(w), count(), indexOf(w), widget(i), and
@@ -19,7 +20,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
-from .widgets.layout_barrier import LayoutBarrier
+from ..widgets.layout_barrier import LayoutBarrier
 
 
 class _TabWidget(QTabWidget):

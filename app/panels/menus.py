@@ -30,15 +30,15 @@ def add_action(window, menu, text: str, slot, shortcut=None) -> QAction:
 
 
 def open_train_dialog(window) -> None:
-    """File › Train…: the dialog that trains a model in a separate process (app/train_dialog.py)."""
-    from .train_dialog import open_train_dialog as show
+    """File › Train…: the dialog that trains a model in a separate process (app/training/train_dialog.py)."""
+    from ..training.train_dialog import open_train_dialog as show
 
     show(window)
 
 
 def open_lesson_dialog(window) -> None:
     """File › Open lesson…: a lesson file from anywhere, shown in the lesson dock (a bad one: one sentence)."""
-    from .lesson_panel import open_lesson_dialog as show
+    from ..lessons.lesson_panel import open_lesson_dialog as show
 
     show(window)
 
@@ -114,7 +114,7 @@ def build_menus(window) -> dict[str, QAction]:
     cached.setObjectName("hf_cache_menu")
     cached.aboutToShow.connect(lambda: fill_cache_menu(w, cached))
     add_action(w, file_menu, "&Train…", lambda: open_train_dialog(w), "Ctrl+Shift+T")
-    add_action(w, file_menu, "Open &lesson…", lambda: open_lesson_dialog(w))  # app/lesson_panel.py
+    add_action(w, file_menu, "Open &lesson…", lambda: open_lesson_dialog(w))  # app/lessons/lesson_panel.py
     export = file_menu.addMenu("&Export")
     export_actions: dict[str, QAction] = {}
     for text, kind, key in EXPORT_MENU:
@@ -131,7 +131,7 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, run_menu, "&Last step", w.last_step, "Alt+End")
     add_action(w, run_menu, "Play / &pause", w.toggle_play, "Ctrl+Space")
     run_menu.addSeparator()
-    add_action(w, run_menu, "&Compare with…", w.comparison.ask, "Ctrl+Shift+D")  # app/model_diff.py
+    add_action(w, run_menu, "&Compare with…", w.comparison.ask, "Ctrl+Shift+D")  # app/compare/model_diff.py
     add_action(w, run_menu, "S&top comparing", w.comparison.stop)
     run_menu.addSeparator()
     add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)
@@ -159,7 +159,7 @@ ABOUT_ICON_SIZE = 96
 
 def about_box(parent) -> QMessageBox:
     """Help › About: the application icon, what the app does and what it is made with (not shown yet)."""
-    from .icon import icon_pixmap
+    from ..startup.icon import icon_pixmap
 
     box = QMessageBox(parent)
     box.setWindowTitle("About scratchformer")

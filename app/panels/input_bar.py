@@ -36,8 +36,8 @@ from scratchformer.loading.bundle import examples_of, model_names
 from scratchformer.loading.device import available_devices
 from scratchformer.running.batching import read_text_file
 
+from ..widgets.marked_line_edit import MarkedLineEdit
 from .continuation_controls import ContinuationControls
-from .widgets.marked_line_edit import MarkedLineEdit
 
 OPEN_ITEM = "Open…"
 

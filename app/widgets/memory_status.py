@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QInputDialog, QWidget
 from scratchformer.loading.memory import default_budget, size_text
 from scratchformer.recording.trace import Trace
 
-from .widgets.steady_label import SteadyLabel
+from .steady_label import SteadyLabel
 
 WIDEST = "Memory: trace 888.8 MB · recomputed 888.8 MB · budget 88.8 GB"  # as wide as a read-out gets, near enough
 SETTING = "memory_budget_gb"  # 0 or absent: the default, half of this machine's memory

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from scratchformer.recording.trace import Step
 
-from .jobs import JobRunner
+from ..work.jobs import JobRunner
 from .stepper import step_path
 
 CSS = """

@@ -125,7 +125,7 @@ def time_run(estimate: Estimate, trainer: Trainer, is_stale=lambda: False) -> Es
 
 
 def estimate_job(opts: TrainOptions, job) -> Estimate | None:
-    """count_run then time_run, as the work of a job (app/jobs.py): the count goes out first as the job's
+    """count_run then time_run, as the work of a job (app/work/jobs.py): the count goes out first as the job's
     progress, so the dialog shows it while the steps are timed; None once newer choices cancelled the job."""
     estimate, trainer = count_run(opts)
     job.progress(estimate)

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 
 from scratchformer.plotdata.diff import diff_bars, shade
 
-from .diagram import difference_colour
+from ..panels.diagram import difference_colour
 from .parameter_diff_dialog import ParameterDiffDialog, parameter_summary
 
 STRIP_H = 54

@@ -2,7 +2,7 @@
 
 The list lives in a dock ("Interventions"): one row per change with a checkbox to switch it off, and Clear all.
 Any change to the list emits `changed`; the window then re-runs the current input with the enabled changes
-(app/worker.py applies them). Heads are counted from 1 here, as everywhere in the window; the specs under each
+(app/work/worker.py applies them). Heads are counted from 1 here, as everywhere in the window; the specs under each
 row (decoder.1.cross_attn.head0) count from 0, as the command line does.
 """
 

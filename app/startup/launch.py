@@ -14,8 +14,8 @@ import importlib
 from PySide6.QtCore import QEventLoop, Qt, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWidget
 
+from ..work.jobs import JobRunner  # Qt and light modules only: PyTorch is what this job loads
 from .icon import icon_pixmap
-from .jobs import JobRunner  # Qt and light modules only: PyTorch is what this job loads
 from .settings import AppSettings
 
 TITLE = "scratchformer — step through the Transformer"

@@ -8,29 +8,29 @@ The flat list of views (VIEWS, and window.views / window.tabs indices) is the gr
 
 from __future__ import annotations
 
-from .views.attribution_view import AttributionView
-from .views.base import View
-from .views.compare_view import CompareView
-from .views.decoding_view import DecodingView
-from .views.derivation_view import DerivationView
-from .views.experiments_view import ExperimentsView
-from .views.heads_view import HeadsView
-from .views.importance_view import ImportanceView
-from .views.lens_view import LensView
-from .views.lessons_view import LessonsView
-from .views.masks_view import MasksView
-from .views.neuron_view import NeuronView
-from .views.norm_view import NormView
-from .views.output_view import OutputView
-from .views.overview_view import OverviewView
-from .views.patching_view import PatchingView
-from .views.pe_view import PositionalView
-from .views.rollout_view import RolloutView
-from .views.rotary_view import RotaryView
-from .views.step_view import StepView
-from .views.training_view import TrainingView
-from .views.trajectory_view import TrajectoryView
-from .views.weighted_sum_view import WeightedSumView
+from .attribution_view import AttributionView
+from .base import View
+from .compare_view import CompareView
+from .decoding_view import DecodingView
+from .derivation_view import DerivationView
+from .experiments_view import ExperimentsView
+from .heads_view import HeadsView
+from .importance_view import ImportanceView
+from .lens_view import LensView
+from .lessons_view import LessonsView
+from .masks_view import MasksView
+from .neuron_view import NeuronView
+from .norm_view import NormView
+from .output_view import OutputView
+from .overview_view import OverviewView
+from .patching_view import PatchingView
+from .pe_view import PositionalView
+from .rollout_view import RolloutView
+from .rotary_view import RotaryView
+from .step_view import StepView
+from .training_view import TrainingView
+from .trajectory_view import TrajectoryView
+from .weighted_sum_view import WeightedSumView
 
 # (group title, its views in tab order). One line per group; a new view is one more class in a list.
 GROUPS: list[tuple[str, list[type[View]]]] = [
@@ -40,7 +40,7 @@ GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Output", [OutputView, DecodingView, LensView, TrajectoryView, AttributionView]),
     ("What if", [CompareView, ImportanceView, PatchingView, ExperimentsView]),
     ("Training", [TrainingView]),
-    ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lesson_panel.py)
+    ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lessons/lesson_panel.py)
 ]
 
 MAX_GROUPS = 7  # Ctrl+1 … Ctrl+7, and what fits a 1024 px tab bar

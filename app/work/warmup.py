@@ -1,5 +1,5 @@
 """Recomputing off the UI thread: before the window shows a step whose sublayer a lazy trace did not keep, a
-recompute job (app/jobs.py) reruns that sublayer (scratchformer.recording.trace: `step.item(b)` fills the trace's
+recompute job (app/work/jobs.py) reruns that sublayer (scratchformer.recording.trace: `step.item(b)` fills the trace's
 recompute cache), and the window draws once it is done. A view that reads many sublayers at once (the Overview)
 gives its own preparation, which runs in the same job. The UI thread then only reads what is ready; it never runs
 the model.
@@ -67,7 +67,7 @@ def neighbour_work(steps: list[Step], at: int, batch: int, ahead: int = 12, behi
 
 
 def run_all(work: list[Callable[[], object]], cancelled: Callable[[], bool] = lambda: False) -> None:
-    """Run these functions of nothing in order (the work of one recompute job, app/jobs.py), stopping between two
+    """Run these functions of nothing in order (the work of one recompute job, app/work/jobs.py), stopping between two
     of them once `cancelled()`: a sublayer's rerun cannot be interrupted, but a closing window need not wait for
     the next one."""
     for job in work:

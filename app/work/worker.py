@@ -200,7 +200,7 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def run(self, request: RunRequest) -> None:
-        yield_to_the_ui_thread()  # the window stays answerable while a run uses every core (app/jobs.py)
+        yield_to_the_ui_thread()  # the window stays answerable while a run uses every core (app/work/jobs.py)
         with no_collection_in_this_thread():  # see gc_guard: never collect UI-thread objects on this thread
             if request.generation != self.latest:
                 return  # superseded while queued
