@@ -18,7 +18,6 @@ from .data import (
     Example,
     TrainData,
     collate,
-    load_data,
     pair_data,
     task_splits,
     text_data,
@@ -34,6 +33,7 @@ from .formulas import (
 from .options import (
     TrainOptions,
     build_config,
+    load_data,
 )
 from .snapshots import snapshot_steps
 from .trainer import (

@@ -5,16 +5,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..loading.tokenizers import GPT2_EOT, TextTokenizer, gpt2_tokenizer, word_level_tokenizer
 from ..running.batching import Batch as Batch  # Example, Batch and collate live with the batching; re-exported
 from ..running.batching import Example, read_text_file, sliding_windows
 from ..running.batching import collate as collate
-
-if TYPE_CHECKING:
-    from .options import TrainOptions
 
 
 @dataclass
@@ -117,23 +113,3 @@ def token_batches(examples: list[Example], batch_tokens: int, rng: random.Random
         batches.append(current)
     rng.shuffle(batches)
     return batches
-
-
-def load_data(opts: TrainOptions) -> TrainData:
-    given = [x for x in (opts.data, opts.text) if x]
-    if len(given) > 1:
-        raise UserError("Give either --data or --text, not both.")
-    if opts.text:
-        return text_data(opts.text, opts.seq_len)
-    if opts.data:
-        return pair_data(tsv_splits(opts.data, opts.seed), f"pairs from {opts.data}")
-    if not opts.task:
-        raise UserError("Choose what to train on: --task, --data FILE.tsv or --text FILE.txt.")
-    return pair_data(task_splits(opts.task, opts.seed), f"task {opts.task} (seed {opts.seed})")
-
-
-def _retokenize(opts: TrainOptions, src_tok: TextTokenizer, tgt_tok: TextTokenizer) -> TrainData:
-    splits = tsv_splits(opts.data, opts.seed) if opts.data else task_splits(opts.task, opts.seed)
-    return TrainData(_pair_examples(splits["train"], src_tok, tgt_tok), _pair_examples(splits["valid"], src_tok,
-                     tgt_tok), src_tok, tgt_tok, test=_pair_examples(splits.get("test", []), src_tok, tgt_tok),
-                     pairs=splits)

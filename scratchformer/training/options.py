@@ -6,8 +6,10 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UserError
+from ..loading.tokenizers import TextTokenizer
 from ..transformer.config import GPT2_VOCAB_SIZE, TransformerConfig
-from .data import TrainData
+from .data import TrainData, _pair_examples, pair_data, task_splits, text_data, tsv_splits
 
 
 @dataclass
@@ -91,3 +93,24 @@ def build_config(opts: TrainOptions, data: TrainData) -> TransformerConfig:
                **({"guided_alignment": {"layer": opts.align_layer % opts.layers, "head": opts.align_head,
                                         "weight": opts.align_weight}} if opts.align_weight > 0 else {})},
     )  # fmt: skip
+
+
+# What a run's options ask to be read (data.py knows nothing of the options: no import circle).
+def load_data(opts: TrainOptions) -> TrainData:
+    given = [x for x in (opts.data, opts.text) if x]
+    if len(given) > 1:
+        raise UserError("Give either --data or --text, not both.")
+    if opts.text:
+        return text_data(opts.text, opts.seq_len)
+    if opts.data:
+        return pair_data(tsv_splits(opts.data, opts.seed), f"pairs from {opts.data}")
+    if not opts.task:
+        raise UserError("Choose what to train on: --task, --data FILE.tsv or --text FILE.txt.")
+    return pair_data(task_splits(opts.task, opts.seed), f"task {opts.task} (seed {opts.seed})")
+
+
+def _retokenize(opts: TrainOptions, src_tok: TextTokenizer, tgt_tok: TextTokenizer) -> TrainData:
+    splits = tsv_splits(opts.data, opts.seed) if opts.data else task_splits(opts.task, opts.seed)
+    return TrainData(_pair_examples(splits["train"], src_tok, tgt_tok), _pair_examples(splits["valid"], src_tok,
+                     tgt_tok), src_tok, tgt_tok, test=_pair_examples(splits.get("test", []), src_tok, tgt_tok),
+                     pairs=splits)

@@ -33,10 +33,10 @@ from ..loading.checkpoint import SNAPSHOTS, is_checkpoint, load_checkpoint, save
 from ..running.decoding import greedy_batch
 from ..transformer.model import Transformer
 from . import snapshots as schedule
-from .data import Batch, Example, TrainData, _retokenize, collate, load_data, token_batches
+from .data import Batch, Example, TrainData, collate, token_batches
 from .distributed import Distributed
 from .formulas import IGNORE, label_smoothed_loss, noam_lr
-from .options import TrainOptions, build_config
+from .options import TrainOptions, _retokenize, build_config, load_data
 
 RESUME_DIR = "resume"
 STATE_FILE, OPTIMIZER_FILE = "trainer_state.json", "optimizer.safetensors"
