@@ -233,7 +233,7 @@ def compare_sweeps(label: str, spec: str, ref: Side, dev: Side, source: str) -> 
 def training_data(task: str, sizes: dict):
     """(TrainOptions, TrainData) of `scratchformer train --task TASK` with dropout off (so both devices compute the
     same function), one step; the data are made once and shared by both devices."""
-    from scratchformer.training.data import load_data
+    from scratchformer.training import load_data
     from scratchformer.training.options import TrainOptions
 
     opts = TrainOptions(task=task, epochs=1, max_steps=1, dropout=0.0, **sizes)  # nothing is written
