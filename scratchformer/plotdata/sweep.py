@@ -17,16 +17,13 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..patching.attribution import DISAGREE
 from ..patching.components import Component, component_label
+from ..patching.result import Grid, Sweep
 from .heatmap import DIVERGING, Heatmap
-
-if TYPE_CHECKING:  # the result's types only: the analyses' command lines sit above plotdata
-    from ..analyses.sweep import Grid, Sweep
 
 ATTENTION_TYPES = {"encoder.self_attn": "encoder self-attention", "decoder.self_attn": "decoder self-attention",
                    "decoder.cross_attn": "cross-attention"}  # fmt: skip
