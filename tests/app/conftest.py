@@ -119,3 +119,12 @@ def ran_window(qtbot, make_window):
     run_and_wait(qtbot, w)
     assert w.current_trace() is not None, w.message_text()
     return w
+
+
+@pytest.fixture
+def en_hi(qtbot, make_window):
+    """A shown window that has run the bundled en-hi model on "the girl eats an apple" (translated, no target)."""
+    w = make_window(source="the girl eats an apple", target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    assert w.current_trace() is not None, w.message_text()
+    return w

@@ -9,7 +9,6 @@ import io
 import math
 import threading
 
-import pytest
 import torch
 from PySide6.QtCore import Qt
 
@@ -22,14 +21,6 @@ from app.views.rollout_view import RolloutView
 from scratchformer.analyses import lens as lens_module
 from tests.app.conftest import run_and_wait
 from tests.app.test_views import show
-
-
-@pytest.fixture
-def en_hi(qtbot, make_window):
-    w = make_window(source="the girl eats an apple", target="", model="en-hi")
-    run_and_wait(qtbot, w)
-    assert w.current_trace() is not None, w.message_text()
-    return w
 
 
 def exports(w, view, tmp_path) -> list[dict]:

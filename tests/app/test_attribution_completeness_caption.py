@@ -7,20 +7,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from app.views.attribution_view import AttributionView
 from scratchformer.analyses import attribute
-from tests.app.conftest import run_and_wait
 from tests.scratchformer.test_attribution_completeness_figure import percent_from_complete, shown_as
-
-
-@pytest.fixture
-def en_hi(qtbot, make_window):
-    w = make_window(source="the girl eats an apple", target="", model="en-hi")
-    run_and_wait(qtbot, w)
-    assert w.current_trace() is not None, w.message_text()
-    return w
 
 
 def test_the_captions_give_the_missed_share_in_percent(qtbot, en_hi):

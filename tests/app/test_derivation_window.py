@@ -11,19 +11,10 @@ from PySide6.QtCore import QPointF, Qt
 from app.views.derivation_view import DerivationView
 from app.views.step_view import StepView
 from scratchformer.analyses import derive
-from tests.app.conftest import run_and_wait
 
 
 def view_of(w, cls):
     return next(v for v in w.views if isinstance(v, cls))
-
-
-@pytest.fixture
-def en_hi(qtbot, make_window):
-    w = make_window(source="the girl eats an apple", target="", model="en-hi")
-    run_and_wait(qtbot, w)
-    assert w.current_trace() is not None, w.message_text()
-    return w
 
 
 def click_cell(qtbot, heatmap, row, col):

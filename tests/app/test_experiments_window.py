@@ -18,14 +18,6 @@ from tests.app.test_derivation_window import view_of
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 
-@pytest.fixture
-def en_hi(qtbot, make_window):
-    w = make_window(source="the girl eats an apple", target="", model="en-hi")
-    run_and_wait(qtbot, w)
-    assert w.current_trace() is not None, w.message_text()
-    return w
-
-
 def settle(qtbot, view):
     qtbot.waitUntil(lambda: not view.is_busy() and view.result is not None, timeout=30_000)
 

@@ -13,16 +13,7 @@ from app.views.derivation_view import DerivationView
 from app.views.neuron_view import NeuronView
 from app.views.step_view import StepView
 from app.views.weighted_sum_view import WeightedSumView
-from tests.app.conftest import run_and_wait
 from tests.app.test_derivation_window import click_cell, view_of, wait_derived
-
-
-@pytest.fixture
-def en_hi(qtbot, make_window):
-    w = make_window(source="the girl eats an apple", target="", model="en-hi")
-    run_and_wait(qtbot, w)
-    assert w.current_trace() is not None, w.message_text()
-    return w
 
 
 def settle(qtbot, w, view):
