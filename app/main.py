@@ -48,11 +48,13 @@ def _application():
     from PySide6.QtCore import qInstallMessageHandler
 
     from .startup.qt_application import application
+    from .work.gc_guard import collect_at_safe_points
 
     sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
     os.environ.setdefault(*NO_GUI_THREADPOOL)  # Qt reads it once, at its first large fill: set it before any
     qInstallMessageHandler(_qt_message)
     app = application(sys.argv[0] if sys.argv else APP_ID, offscreen_without_display=False)
+    collect_at_safe_points()  # the launch window too: the collector runs between events only (app/work/gc_guard.py)
     app.setApplicationName(APP_ID)
     app.setOrganizationName("scratchformer")
     app.setApplicationDisplayName("scratchformer")

@@ -46,7 +46,7 @@ from .views import view_groups
 from .views.base import View
 from .widgets.draw_queue import draw_queue
 from .widgets.memory_status import MemoryStatus, ask_budget, budget_bytes
-from .work.gc_guard import freeze_startup_objects
+from .work.gc_guard import collect_at_safe_points, freeze_startup_objects
 from .work.jobs import JobRunner
 from .work.prebuild import Prebuild
 from .work.warmup import STATS_AHEAD, neighbour_work, run_all, stats_work, step_work
@@ -61,6 +61,7 @@ def short_shape(step: Step) -> str:
 
 class MainWindow(QMainWindow):
     def __init__(self, settings: AppSettings | None = None, persist: bool = True) -> None:
+        collect_at_safe_points()  # before any widget exists: the collector never runs inside a Qt call (gc_guard)
         super().__init__()
         self.settings = settings or AppSettings()
         self.persist = persist  # False for --screenshot: leave the user's settings alone

@@ -1,6 +1,7 @@
 """Test-wide settings: headless Qt, deterministic torch, few threads on the 2-core CI machine."""
 
 import os
+import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,27 +50,31 @@ NATIVE_DUMP_DIR = os.environ.get("SCRATCHFORMER_HANG_DIR", "/tmp/scratchformer-h
 def _dump_native_stacks(test_id: str) -> None:
     import shutil
     import subprocess
-    import sys
+    import tempfile
     import time
 
     gdb = shutil.which("gdb")
     if gdb is None:
         sys.__stderr__.write(f"\n{test_id} seems to hang; install gdb to have its native stacks written.\n")
         return
-    try:
-        done = subprocess.run([gdb, "-p", str(os.getpid()), "-batch", "-iex", "set debuginfod enabled off",
-                               "-ex", "thread apply all bt"],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        sys.__stderr__.write(f"\n{test_id} seems to hang; gdb could not read its stacks: {exc}\n")
-        return
-    text = f"{test_id} seems to hang; the native stacks of its threads:\n{done.stdout}\n{done.stderr}"
+    # gdb writes into a file, never a pipe: while it holds this process stopped, nothing here could read a pipe,
+    # and gdb would wait on a full one for ever (seen: the hang it was to report, held a second time by gdb)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
+        try:
+            subprocess.run([gdb, "-p", str(os.getpid()), "-batch", "-iex", "set debuginfod enabled off",
+                            "-ex", "thread apply all bt"], stdout=out, stderr=subprocess.STDOUT,
+                           timeout=180)  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as exc:
+            sys.__stderr__.write(f"\n{test_id} seems to hang; gdb could not read its stacks: {exc}\n")
+            return
+        out.seek(0)
+        text = f"{test_id} seems to hang; the native stacks of its threads:\n{out.read()}\n"
     sys.__stderr__.write("\n" + text)
     try:
         os.makedirs(NATIVE_DUMP_DIR, exist_ok=True)
         path = os.path.join(NATIVE_DUMP_DIR, f"{os.getpid()}-{time.time_ns()}.txt")
-        with open(path + ".part", "w", encoding="utf-8") as out:
-            out.write(text)
+        with open(path + ".part", "w", encoding="utf-8") as f:
+            f.write(text)
         os.replace(path + ".part", path)  # whole or not at all
     except OSError:
         pass
@@ -86,3 +91,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         watch.cancel()
+    # Between tests is a safe point for the collector: once a window was built in this process, automatic collection
+    # is off (app/work/gc_guard.py) and only a running event loop collects; tests that spin none collect here.
+    guard = sys.modules.get("app.work.gc_guard")
+    if guard is not None and guard.collecting_at_safe_points():
+        guard.collect_due()

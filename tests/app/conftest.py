@@ -9,6 +9,8 @@ import pytest
 from PySide6.QtCore import QEvent, QObject, QThread, QTimer
 from PySide6.QtWidgets import QWidget
 
+from app.work.gc_guard import SAFE_POINT_TIMER
+
 
 def _live(kind):
     out = []
@@ -65,7 +67,7 @@ def no_threads_or_timers_left(qapp):
     active = []
     for t in _live(QTimer):
         try:
-            if t.isActive():
+            if t.isActive() and t.objectName() != SAFE_POINT_TIMER:  # that one runs as long as the process
                 active.append(t.objectName() or repr(t))
         except RuntimeError:
             continue
@@ -128,3 +130,15 @@ def en_hi(qtbot, make_window):
     run_and_wait(qtbot, w)
     assert w.current_trace() is not None, w.message_text()
     return w
+
+
+@pytest.fixture
+def automatic():
+    """Automatic garbage collection for this test, whether or not a window was built before in this process (a
+    window turns it off for good: app/work/gc_guard.py); the tests of the worker guard start from it."""
+    from app.work import gc_guard
+
+    was = gc_guard.collecting_at_safe_points()
+    gc_guard.collect_at_safe_points(False)
+    yield
+    gc_guard.collect_at_safe_points(was)

@@ -38,7 +38,7 @@ def test_the_work_runs_off_the_ui_thread_and_its_result_arrives_on_it(qtbot):
     assert seen["name"] == "scratchformer-test"
 
 
-def test_the_garbage_collector_is_off_during_the_work_and_back_on_afterwards(qtbot):
+def test_the_garbage_collector_is_off_during_the_work_and_back_on_afterwards(qtbot, automatic):
     assert gc.isenabled()
     runner = JobRunner("scratchformer-test")
     results = []
