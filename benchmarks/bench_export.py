@@ -51,9 +51,10 @@ def main() -> int:
     forward = time.perf_counter() - t0
     renderer = None
     if any(f in IMAGE_FORMATS for f in formats):
-        from app.export.render import ensure_gui_app, renderer as qt_renderer  # noqa: I001
+        from app.export.render import renderer as qt_renderer
+        from app.startup.qt_application import application
 
-        ensure_gui_app()
+        application()
         renderer = qt_renderer(args.scale)
 
     print(f"paper preset, {args.tokens} tokens, {len(trace.attention_steps())} attention steps; "

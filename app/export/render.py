@@ -72,12 +72,6 @@ LABEL_CHARS = 8  # axis labels are abbreviated like the screen's (plotdata.abbre
 INK, MUTED = QColor(20, 20, 20), QColor(96, 96, 96)
 
 
-def ensure_gui_app():
-    """The process's Qt application, made if there is none: always one that widgets can use too
-    (app/startup/qt_application.py says why a plain QGuiApplication would abort a later dialog)."""
-    return application("scratchformer-export")
-
-
 def _font(pixel_size: float, bold: bool = False, italic: bool = False) -> QFont:
     f = QFont()
     f.setFamilies(FONT_FAMILIES)
@@ -468,7 +462,7 @@ Paint = Callable[[QPainter, bool], None]  # paints a picture in points onto a pa
 def raster_image(size: QSizeF, paint: Paint, scale: float = 2.0) -> QImage:
     """A picture `size` points large as an image, `scale` pixels per point (2 = 144 dpi, sharp on high-DPI screens
     and print), on white; its resolution recorded (dots per metre) for the PNG's pHYs."""
-    ensure_gui_app()
+    application()  # the process's Qt application, one that widgets can use too
     img = QImage(QSize(math.ceil(size.width() * scale), math.ceil(size.height() * scale)), QImage.Format_RGB32)
     dpm = round(72.0 * scale / 0.0254)
     img.setDotsPerMeterX(dpm)
@@ -570,7 +564,7 @@ def encode(size: QSizeF, paint: Paint, fmt: str, scale: float = 2.0, title: str 
     fmt = fmt.lower().lstrip(".")
     if fmt not in ("png", "svg", "pdf"):
         raise ValueError(f"not an image format: {fmt!r}")
-    ensure_gui_app()
+    application()  # the process's Qt application, one that widgets can use too
     if fmt == "png":
         return encode_png(raster_image(size, paint, scale))
     if fmt == "svg":
@@ -591,7 +585,7 @@ def renderer(scale: float = 2.0):
 def render_frames(figs: list[Figure], scale: float = 1.5) -> list[np.ndarray]:
     """Animation frames: each figure painted at its natural size on a white canvas as large as the largest
     (top-left aligned, so captions and maps stay put from frame to frame); (H, W, 3) uint8 RGB arrays."""
-    ensure_gui_app()
+    application()  # the process's Qt application, one that widgets can use too
     sizes = [figure_size(f) for f in figs]
     w = math.ceil(max((s.width() for s in sizes), default=1.0) * scale)
     h = math.ceil(max((s.height() for s in sizes), default=1.0) * scale)
@@ -612,11 +606,11 @@ def frames_renderer(scale: float = 1.5):
 def headless_renderer(scale: float = 2.0):
     """renderer(scale) with a Qt application made first: the core's `scratchformer export` asks for it through
     the "scratchformer.frontend" entry point (scratchformer/frontends.py), not by importing this module."""
-    ensure_gui_app()
+    application()  # the process's Qt application, one that widgets can use too
     return renderer(scale)
 
 
 def headless_frames_renderer(scale: float = 1.5):
     """frames_renderer(scale) with a Qt application made first (the entry point for animations)."""
-    ensure_gui_app()
+    application()  # the process's Qt application, one that widgets can use too
     return frames_renderer(scale)

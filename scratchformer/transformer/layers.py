@@ -235,10 +235,16 @@ class DecoderLayer(nn.Module):
         return out
 
     def _parallel_formula(self) -> str:
-        """'x + Attention(LN₁(x)) + FFN(LN₂(x))', with MoE for a mixture of experts and PostNorm₁(…), PostNorm₂(…)
-        around the two terms of a sandwich layer."""
-        name = NORM_NAMES[self.add_norm3.norm_kind]
-        attn, ffn = f"Attention({name}₁(x))", f"{'FFN' if self.ffn is not None else 'MoE'}({name}₂(x))"
-        if self.add_norm3.post_norm is not None:
-            attn, ffn = f"PostNorm₁({attn})", f"PostNorm₂({ffn})"
+        """'x + Attention(LN₁(x)) + FFN(LN₂(x))' in this model's norm and parts (parallel_terms)."""
+        attn, ffn = parallel_terms(NORM_NAMES[self.add_norm3.norm_kind], self.ffn is None,
+                                   self.add_norm3.post_norm is not None)  # fmt: skip
         return f"x + {attn} + {ffn}"
+
+
+def parallel_terms(norm: str, experts: bool, sandwich: bool) -> tuple[str, str]:
+    """The two terms a parallel layer adds to x, with `norm` the norm's name: ('Attention(LN₁(x))', 'FFN(LN₂(x))'),
+    MoE for a mixture of experts, each inside PostNorm₁(…), PostNorm₂(…) in a sandwich layer."""
+    attn, ffn = f"Attention({norm}₁(x))", f"{'MoE' if experts else 'FFN'}({norm}₂(x))"
+    if sandwich:
+        attn, ffn = f"PostNorm₁({attn})", f"PostNorm₂({ffn})"
+    return attn, ffn

@@ -9,6 +9,7 @@ import numpy as np
 from torch import nn
 
 from ...recording.trace import Step
+from ...transformer.layers import parallel_terms
 from . import graph
 from .attention_rules import linear_unit
 from .reader import Reader
@@ -45,10 +46,7 @@ def _parallel_residual(r: Reader, step: Step, index: tuple[int, ...]) -> dict:
     x_step = graph.stream_before(r.trace, r.trace[f"{layer}.add_norm1.norm"].index, "tgt", True)
     x, a, f = r.cell(x_step.name, index), r.cell(attn, index), r.cell(ffn, index)
     out = x + a + f
-    sub = "MoE" if r.trace.find(f"{layer}.moe.out") is not None else "FFN"
-    a_text, f_text = "Attention(LN₁(x))", f"{sub}(LN₂(x))"
-    if attn.endswith(".post_norm"):  # a sandwich layer: each sublayer's output normalised before the add
-        a_text, f_text = f"PostNorm₁({a_text})", f"PostNorm₂({f_text})"
+    a_text, f_text = parallel_terms("LN", r.trace.find(f"{layer}.moe.out") is not None, attn.endswith(".post_norm"))
     return dict(recomputed=out, formula=f"x + {a_text} + {f_text}",
                 expression=f"{paren(x)} + {paren(a)} + {paren(f)} = {num(out)}",
                 terms=[Term(f"x ({x_step.name})", x), Term(f"{a_text} ({attn})", a), Term(f"{f_text} ({ffn})", f)],
