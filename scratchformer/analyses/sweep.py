@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..datasets.corruption import replace_word
 from ..errors import UserError
 from ..loading.memory import default_budget
 from ..patching import attribution, components
@@ -45,16 +46,7 @@ def corrupted_text(source: str, corrupt_source: str | None, corrupt_word: str | 
         raise UserError("Give the corrupted input: either --corrupt-source TEXT or --corrupt-word I=WORD.")
     if corrupt_source is not None:
         return corrupt_source
-    index, eq, word = corrupt_word.partition("=")
-    words = source.split()
-    if not eq or not index.strip().isdigit() or not word.strip():
-        raise UserError(f"--corrupt-word {corrupt_word!r}: write I=WORD, the word's number from 0 and its "
-                        "replacement, e.g. 1=dog.")  # fmt: skip
-    i = int(index)
-    if i >= len(words):
-        raise UserError(f"--corrupt-word {corrupt_word!r}: the source has words 0 to {len(words) - 1}.")
-    words[i] = word.strip()
-    return " ".join(words)
+    return replace_word(source, corrupt_word)
 
 
 def grids(model, pair: Pair, per_position: bool) -> tuple[Grid, Grid, Grid]:
@@ -157,6 +149,10 @@ def add_parser(sub) -> None:
     p.add_argument("--path", nargs=2, metavar=("SENDER", "RECEIVER"),
                    help="path patching: SENDER a head (decoder.0.self_attn.head1), RECEIVER a head's input "
                    "(decoder.1.self_attn.head0.q, .k or .v) or logits")
+    p.add_argument("--pairs", metavar="FILE", help="sweep every pair of a JSONL or CSV pairs file (fields source, "
+                   "corrupt or corrupt_word, and optional target, answer, wrong) and report each effect as the mean "
+                   "over pairs with its std; under torchrun the ranks share the pairs")  # fmt: skip
+    p.add_argument("--per-pair", action="store_true", help="with --pairs: add each pair's effects to the JSON")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -165,6 +161,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.check_top < 0:
         raise UserError(f"--check-top must be 0 or more, not {args.check_top}.")
+    if args.pairs:
+        from . import sweep_pairs
+
+        return sweep_pairs.run(args, text_report)
+    if args.per_pair:
+        raise UserError("--per-pair adds each pair's effects to a sweep over a pairs file: add --pairs FILE.")
     if args.text_file or args.seq_len or args.batch:
         raise UserError("sweep compares two sentences: give --source, not --text-file.")
     bundle = open_model(args)
