@@ -76,8 +76,9 @@ class PairsSweep:
             metric["answer"] = "each pair's own (see per_pair with --per-pair)"
             if metric["kind"] == "logit-diff":
                 metric["wrong"] = metric["answer"]
-            metric["description"] = ("logit of each pair's answer minus logit of its wrong token" if
-                                     metric["kind"] == "logit-diff" else "log-probability of each pair's answer")  # fmt: skip
+            diff = metric["kind"] == "logit-diff"
+            tail = " minus logit of its wrong token" if diff else ""
+            metric["description"] = f"{'logit' if diff else 'log-probability'} of each pair's answer{tail}"
         out["tokens"]["of"] = "the first pair (the positions of every pair)"
         out["notes"] = self.notes
         if per_pair:
@@ -155,8 +156,9 @@ def sweep_pairs(bundle, specs: list[PairSpec], metric: str = "logit-diff", metho
     inputs = prepare(bundle, specs, start_only)
     n_src = inputs[0][0].src.shape[-1] if bundle.config.has_encoder else 0
     n_tgt = inputs[0][0].tgt.shape[-1]
-    families = [components.head_components(model, n_tgt, n_src, per_position),
-                components.residual_components(model, n_tgt, n_src), components.mlp_components(model, n_tgt, n_src)]  # fmt: skip
+    heads = components.head_components(model, n_tgt, n_src, per_position)
+    points = components.residual_components(model, n_tgt, n_src)
+    families = [heads, points, components.mlp_components(model, n_tgt, n_src)]
     every = [c for f in families for c in f]
     notes: list[str] = []
 

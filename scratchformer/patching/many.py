@@ -98,7 +98,8 @@ def pairs_per_chunk(model, n_pairs: int, largest_group: int, per_item: int, per_
     fits = max(1, room // max(per_pair, 1))
     if fits < want:
         if notes is not None:
-            notes.append(f"Patched {fits} pairs at a time instead of {want}, to keep their recorded runs (about "
+            said = f"{fits} pair{'s' if fits > 1 else ''}"
+            notes.append(f"Patched {said} at a time instead of {want}, to keep their recorded runs (about "
                          f"{size_text(per_pair)} a pair) within the {size_text(budget)} memory budget.")  # fmt: skip
         return int(fits)
     return want
