@@ -200,6 +200,8 @@ def patchable_steps(model) -> dict[str, torch.nn.Module]:
         elif isinstance(module, RerunSublayer) and ".experts." not in n:  # a feed-forward or a mixture of experts
             steps[f"{n}.out"] = module  # (not the experts inside one: the mixture runs their interiors)
         elif isinstance(module, AddNorm):
+            if module.norm_first and module.norm is not None:  # the norm a pre-LN sublayer reads (a transcoder's input)
+                steps[f"{n}.norm"] = module
             steps[f"{n}.residual" if module.norm_first else f"{n}.out"] = module
     for stack in ("encoder", "decoder"):
         norm = getattr(model, f"{stack}_norm", None)
@@ -219,7 +221,8 @@ class Interventions:
         self._touched = set()
         for item in self.items:
             for step in item.steps():
-                self.notes.setdefault(step, []).append(item.note())
+                if item.note():  # an edit that only reads a step (a dictionary remembering it) changes no title
+                    self.notes.setdefault(step, []).append(item.note())
             if isinstance(item, Patch | StepEdit):
                 att, _, part = item.step.rpartition(".")
                 if part in (*ATTENTION_PARTS, *TURNED_PARTS, "out"):  # the fused kernel's path has no point to patch

@@ -38,6 +38,9 @@ KINDS = (
     "router",
     # Gemma 2's soft-capping c·tanh(x / c), of the attention scores before the mask and of the final logits
     "softcap",
+    # a sparse dictionary attached to a run (scratchformer.features): its pre-activations and features (batch × pos ×
+    # feature), and its reconstruction and what it misses (the error), in the width of the step it reads
+    "features", "reconstruction",
 )  # fmt: skip
 
 ATTENTION_TYPES = ("self_attn", "cross_attn")
@@ -307,6 +310,10 @@ class Tracer:
             data = data.clone()  # a small view of a large interior (one head of Q) must not keep it all alive
         self.steps.append(Step(len(self.steps), name, kind, title, formula, data, tuple(dims), sublayer, major,
                                tuple(tensor.shape), None, None if keep else [source], (0,), nonfinite))  # fmt: skip
+        follow = _FOLLOWERS.get()
+        if follow is not None and name in follow:
+            with self.stored():  # what follows a step (a dictionary's features) is kept whole, never recomputed
+                follow[name](self, tensor)
 
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("scratchformer_tracer", default=None)
@@ -314,6 +321,21 @@ _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("scratch
 
 def active_tracer() -> Tracer | None:
     return _ACTIVE.get()
+
+
+# Step name → what to record right after that step: (tracer, the step's tensor) → None. A dictionary attached to a
+# run (scratchformer.features.attach) adds its steps this way, so they sit in the trace beside the step they read.
+_FOLLOWERS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("scratchformer_followers", default=None)
+
+
+@contextmanager
+def following(followers: dict[str, Callable[[Tracer, torch.Tensor], None]] | None) -> Iterator[None]:
+    """Record, inside this block, followers[name](tracer, tensor) right after each step `name` is recorded."""
+    token = _FOLLOWERS.set(followers or None)
+    try:
+        yield
+    finally:
+        _FOLLOWERS.reset(token)
 
 
 def add_dropout(tracer: Tracer, dropout, name: str, tensor: torch.Tensor, dims: tuple[str, ...]) -> None:

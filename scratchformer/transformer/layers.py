@@ -88,7 +88,7 @@ class AddNorm(nn.Module):
 
     def normed(self, x: torch.Tensor) -> torch.Tensor:
         """The pre-norm's output, traced as its own diagram block `<name>.norm`."""
-        normed = self.norm(x)  # (B, T, d_model)
+        normed = patched(f"{self.trace_name}.norm", self.norm(x))  # (B, T, d_model)
         tracer = active_tracer()
         if tracer is not None:
             tracer.add(f"{self.trace_name}.norm", "layer_norm", normed, ("batch", self.pos_dim, "d_model"),

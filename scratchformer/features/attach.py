@@ -1,0 +1,196 @@
+"""A dictionary attached to a run: its steps in the trace, right after the step it reads, and clamping a feature.
+
+For a dictionary reading step S (and predicting step T; T = S for an SAE) the trace gains
+
+    S.dict.pre       (batch, pos, feature)   pre = (x − b_dec) W_enc + b_enc
+    S.dict.features  (batch, pos, feature)   f = σ(pre), kind `features`
+    S.dict.recon     (batch, pos, d_model)   x̂ = f W_dec + b_dec
+    S.dict.error     (batch, pos, d_model)   y − x̂: what the dictionary misses of T's value
+
+recorded right after S (an SAE) or after T (a transcoder, whose error needs T). The forward pass is unchanged.
+
+A `Clamp` sets one feature to a value (at every position, or one) — steering, or ablation with 0. T then carries on
+as y + (f′ − f) W_dec: the reconstruction of the changed features plus the unchanged error, so clamping a feature to
+its own value changes nothing. It is one more intervention (a StepEdit at T), shown in titles and in Compare.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import UserError
+from ..patching.interventions import StepEdit, intervene
+from ..recording.trace import following
+from .dictionary import Dictionary
+from .folder import hook_step, load
+from .points import position_dim, readable_steps
+
+_PER_HEAD = re.compile(r".*\.(q|k|v|weights|context|q_rotated|k_rotated|q_normed|k_normed)$")
+
+
+@dataclass(frozen=True)
+class Clamp:
+    """Feature `feature` (from 0) of the dictionary reading `step` set to `value`, at `position` (None: all)."""
+
+    step: str
+    feature: int
+    value: float
+    position: int | None = None
+
+    def spec(self) -> str:
+        at = f"@{self.position}" if self.position is not None else ""
+        return f"{self.step}:{self.feature}={self.value:g}{at}"
+
+    def note(self) -> str:
+        where = f" at position {self.position + 1}" if self.position is not None else ""
+        return f"feature {self.feature} clamped to {self.value:g}{where}"
+
+
+_CLAMP = re.compile(r"(?P<step>[\w.]+):(?P<feature>\d+)=(?P<value>[-+0-9.eE]+)(?:@(?P<pos>\d+))?")
+
+
+def parse_clamp(text: str) -> Clamp:
+    """'decoder.1.add_norm3.out:12=0' or '…:12=5.5@3' → Clamp; UserError for anything else."""
+    m = _CLAMP.fullmatch(text.strip())
+    if m is None:
+        raise UserError(f"--clamp {text!r}: write STEP:FEATURE=VALUE[@POSITION], e.g. decoder.1.add_norm3.out:12=0 "
+                        "(features and positions counted from 0).")  # fmt: skip
+    try:
+        value = float(m["value"])
+    except ValueError:
+        raise UserError(f"--clamp {text!r}: {m['value']!r} is not a number.") from None
+    return Clamp(m["step"], int(m["feature"]), value, int(m["pos"]) if m["pos"] else None)
+
+
+class Attached:
+    """Dictionaries checked against a model: each one's step read (`at`) and predicted (`to`) in this model's
+    names, and what a traced run records for them."""
+
+    def __init__(self, model, dictionaries: list[Dictionary], clamps: list[Clamp] = ()) -> None:
+        readable = readable_steps(model)
+        self.model, self.by_step = model, {}
+        for d in dictionaries:
+            at = hook_step(model, d.info.at, readable)
+            to = hook_step(model, d.info.to, readable) if d.transcoder else at
+            for s in {at, to}:
+                if _PER_HEAD.fullmatch(s):
+                    raise UserError(f"The dictionary reads {s}, which holds one vector per head; scratchformer "
+                                    "attaches dictionaries to steps with one vector per token.")  # fmt: skip
+            width = model.config.d_model
+            if d.d_in != width or d.d_out != width:
+                raise UserError(f"The dictionary reads vectors of {d.d_in} numbers, but {at} holds {width} per "
+                                "token in this model: it was trained on another model.")  # fmt: skip
+            if at in self.by_step:
+                raise UserError(f"Two dictionaries read {at}; attach one per step.")
+            d.eval()
+            self.by_step[at] = (d, at, to)
+        for c in clamps:
+            if c.step not in self.by_step:
+                raise UserError(f"--clamp {c.spec()}: no attached dictionary reads {c.step} (attached: "
+                                f"{', '.join(self.by_step) or 'none'}).")  # fmt: skip
+            d = self.by_step[c.step][0]
+            if not 0 <= c.feature < d.d_sae:
+                raise UserError(f"--clamp {c.spec()}: the dictionary has features 0 to {d.d_sae - 1}.")
+        self.clamps = list(clamps)
+        self._seen: dict[str, torch.Tensor] = {}  # a pass's unchanged value at each dictionary's `at`
+
+    def features_of(self, step: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pre, f′): the pre-activations of x at the dictionary reading `step`, and its features with this run's
+        clamps applied."""
+        d = self.by_step[step][0]
+        with torch.no_grad():
+            pre = d.pre(x.float())
+            f = d.activate(pre)
+        for c in self.clamps:
+            if c.step == step:
+                f = f.clone()
+                pos = slice(None) if c.position is None else c.position
+                if c.position is not None and c.position >= f.shape[1]:
+                    raise UserError(f"--clamp {c.spec()}: this run has positions 0 to {f.shape[1] - 1}.")
+                f[:, pos, c.feature] = c.value
+        return pre, f
+
+    def edits(self) -> list[StepEdit]:
+        """Where a feature is clamped, `to` carries on as y + (f′ − f) W_dec (f read from `at`'s unchanged value, which
+        a transcoder's clamp remembers as the pass goes by); nothing else changes the pass."""
+        out = []
+        for step, (d, at, to) in self.by_step.items():
+            mine = [c for c in self.clamps if c.step == step]
+            if not mine:
+                continue
+            if at != to:
+                out.append(StepEdit(at, lambda t, at=at: self._remember(at, t), ""))  # no change: no note
+
+            def clamp(t: torch.Tensor, step=step, d=d, at=at, to=to) -> torch.Tensor:
+                x = t if at == to else self._seen[at]
+                if at == to:
+                    self._seen[at] = t
+                with torch.no_grad():
+                    f = d.activate(d.pre(x.float()))
+                _, f2 = self.features_of(step, x)
+                return t + ((f2 - f) @ d.W_dec).to(t.dtype)
+
+            out.append(StepEdit(to, clamp, "; ".join(c.note() for c in mine)))
+        return out
+
+    def _remember(self, at: str, t: torch.Tensor) -> torch.Tensor:
+        self._seen[at] = t
+        return t
+
+    def followers(self) -> dict:
+        """Step → recorder: an SAE's four steps after `at`; a transcoder's after `to`, with `at`'s value kept as
+        the pass goes by. error = y − x̂ is then the same whether or not a feature was clamped: y carries the clamp's
+        change, x̂ the clamped features."""
+        out = {}
+        for step, (d, at, to) in self.by_step.items():
+            if at != to:
+                out[at] = lambda tracer, x, at=at: self._remember(at, x)
+
+            def record(tracer, y: torch.Tensor, step=step, d=d, at=at) -> None:
+                x = self._seen.pop(at, y)  # an SAE's clamp kept the unchanged x; else x is y itself
+                pre, f = self.features_of(step, x)
+                with torch.no_grad():
+                    recon = d.decode(f)
+                error = y.float() - recon
+                pos, kind, arch = position_dim(at), "transcoder" if d.transcoder else "SAE", d.describe().split(" ")[0]
+                tracer.add(f"{step}.dict.pre", "features", pre, ("batch", pos, "feature"), f"{kind} pre-activations",
+                           "pre = (x − b_dec) W_enc + b_enc" if d.centres_input else "pre = x W_enc + b_enc",
+                           f"{step}.dict")  # fmt: skip
+                tracer.add(f"{step}.dict.features", "features", f, ("batch", pos, "feature"),
+                           f"{kind} features ({d.d_sae}, {arch})", _activation_formula(d), f"{step}.dict",
+                           major=True)  # fmt: skip
+                tracer.add(f"{step}.dict.recon", "reconstruction", recon, ("batch", pos, "d_model"),
+                           f"{kind} reconstruction", "x̂ = f W_dec + b_dec", f"{step}.dict")  # fmt: skip
+                tracer.add(f"{step}.dict.error", "reconstruction", error, ("batch", pos, "d_model"),
+                           f"{kind} error (what the features miss)", "error = y − x̂", f"{step}.dict")  # fmt: skip
+
+            out[to] = record
+        return out
+
+
+def _activation_formula(d: Dictionary) -> str:
+    if d.architecture == "topk" or (d.architecture == "batchtopk" and not bool(d.threshold.any())):
+        return f"f = ReLU(TopK_{d.k}(pre)): the {d.k} largest of each token kept"
+    if d.architecture in ("jumprelu", "batchtopk"):
+        return "f = pre · [pre > θ] (JumpReLU, θ per feature)"
+    return "f = ReLU(pre)"
+
+
+def open_dictionaries(folders: list[str]) -> list[Dictionary]:
+    return [load(f) for f in folders]
+
+
+@contextmanager
+def attached(model, dictionaries: list[Dictionary], clamps: list[Clamp] = (), others: list = ()) -> Iterator[Attached]:
+    """Run traced passes inside with the dictionaries' steps recorded and their clamps applied; `others`: further
+    interventions of the same passes (an --ablate), applied together."""
+    att = Attached(model, dictionaries, clamps)
+    with ExitStack() as stack:
+        stack.enter_context(intervene(model, [*others, *att.edits()]))
+        stack.enter_context(following(att.followers()))
+        yield att
