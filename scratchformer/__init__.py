@@ -18,7 +18,7 @@ _EXPORTS = {
     "causal_mask": "transformer.masks", "cross_mask": "transformer.masks", "decoder_self_mask": "transformer.masks",
     "encoder_self_mask": "transformer.masks",
     "Transformer": "transformer.model",
-    "Run": "api", "run": "api",
+    "Run": "api", "run": "api", "sweep_pairs": "api",
     "KINDS": "recording.trace", "Step": "recording.trace", "Trace": "recording.trace", "tracing": "recording.trace",
 }  # fmt: skip
 

@@ -89,6 +89,21 @@ def run(model: str | None = None, source: str | None = None, target: str | None 
                precision=precision)  # fmt: skip
 
 
+def sweep_pairs(model: str | None, pairs, metric: str = "logit-diff", method: str = "exact",
+                per_position: bool = False, start_only: bool = False, per_pair: bool = False,
+                device: str | None = None) -> dict:  # fmt: skip
+    """Activation patching over every pair of a pairs file (`scratchformer sweep --pairs FILE --json`): `pairs` is
+    the file's path (JSONL or CSV: source, corrupt or corrupt_word, optional target, answer, wrong); each effect is
+    the mean over pairs with its "std"; `per_pair` adds each pair's effects."""
+    from .analyses.sweep_pairs import sweep_pairs as sweep_all
+    from .datasets.pairs import read_pairs
+
+    specs = read_pairs(pairs)
+    bundle = load_model(model or default_model_name(), device or "cpu")
+    result = sweep_all(bundle, specs, metric, method, per_position, start_only, default_budget())
+    return result.to_dict(per_pair)
+
+
 def _quiet_progress_bars() -> None:
     """Import tqdm.auto before transformers and huggingface_hub do, with its one warning ignored. In a Jupyter
     kernel without ipywidgets, tqdm.auto warns "IProgress not found. Please update jupyter and ipywidgets" on

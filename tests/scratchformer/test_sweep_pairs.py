@@ -134,3 +134,12 @@ def test_each_bad_input_is_one_sentence(tmp_path, capsys):
 def _text(path, text: str):
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_sf_sweep_pairs_returns_what_the_command_prints(tmp_path, capsys):
+    import scratchformer as sf
+
+    f = write(tmp_path / "p.jsonl", PAIRS[:2])
+    got = sf.sweep_pairs("en-hi", f, start_only=True, per_pair=True)
+    assert main(["sweep", "--model", "en-hi", "--pairs", f, "--start-only", "--per-pair", "--json"]) == 0
+    assert got == json.loads(capsys.readouterr().out)
