@@ -214,5 +214,5 @@ def _not_rotary(config) -> str:
              else ""))
     return (f"{config.name or 'This model'} does not use rotary positions: it {how}.\n\nModels such as Llama, "
             "Mistral, Qwen, Gemma, Phi-3 and Pythia instead turn every query and key inside each attention by an "
-            "angle that grows with its position (RoPE). Open one of them, or the llama-tiny preset, to see the "
+            "angle that grows with its position (RoPE). Open one of them, or the bundled llama-tiny, to see the "
             "rotation and why a score then depends only on the distance between two tokens.")

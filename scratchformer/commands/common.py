@@ -15,7 +15,7 @@ from ..running.generation import Continuation
 
 def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     parser.add_argument("--model", default=default,
-                        help="preset (paper, blog, llama-tiny), bundled model, or model folder; NAME@step-NNNNNN picks "
+                        help="preset (paper, blog, llama-tiny-random), bundled model, or model folder; NAME@step-NNNNNN picks "
                         "one of a trained model's snapshots (train --snapshots N)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--precision", choices=("float32", "stored"), default="float32",
@@ -36,6 +36,32 @@ def add_input_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-budget", type=float, metavar="GB",
                         help="refuse a run that would need more memory than this, in GiB (default: half of this "
                         "machine's memory)")
+
+
+def add_dictionary_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dictionary", action="append", default=[], metavar="DIR",
+                        help="attach a sparse dictionary (an SAE or transcoder folder, SAELens's layout): the trace "
+                        "gains <step>.dict.pre, .features, .recon and .error after the step it reads (repeatable)")
+    parser.add_argument("--clamp", action="append", default=[], metavar="STEP:F=V[@P]",
+                        help="set feature F of the dictionary reading STEP to V (at position P, from 0; all "
+                        "positions without it): steering, or ablation with 0 (repeatable)")
+
+
+def run_traced(bundle: ModelBundle, inputs: Inputs, args: argparse.Namespace, others: list = (), **options):
+    """bundle.run(inputs, **options) under `others` (interventions) and, when the command line attached any, its
+    dictionaries and clamps: (output, trace)."""
+    folders, clamp_specs = getattr(args, "dictionary", None) or [], getattr(args, "clamp", None) or []
+    if clamp_specs and not folders:
+        raise UserError("--clamp sets a dictionary's feature: attach the dictionary with --dictionary DIR.")
+    if not folders:
+        from ..patching.interventions import intervene
+
+        with intervene(bundle.model, list(others)):
+            return bundle.run(inputs, **options)
+    from ..features.attach import open_dictionaries, parse_clamp, traced
+
+    return traced(bundle, inputs, open_dictionaries(folders), [parse_clamp(c) for c in clamp_specs], list(others),
+                  **options)  # fmt: skip
 
 
 def memory_budget(args: argparse.Namespace) -> int:
@@ -80,7 +106,7 @@ def traced_run(args: argparse.Namespace):
     inputs = read_inputs(bundle, args)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
+    _, trace = run_traced(bundle, inputs, args, keep_output=False, budget=memory_budget(args))
     n_items = len(trace.source_tokens or trace.target_tokens) or 1
     if not 1 <= args.item <= n_items:
         raise UserError(f"--item {args.item} is out of range; this run has {n_items} batch item(s).")

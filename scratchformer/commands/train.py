@@ -43,6 +43,10 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-tokens", type=int,
                    help=f"padded tokens per batch (default {DEFAULTS.batch_tokens}); under torchrun the whole "
                    "batch, which the processes share")
+    p.add_argument("--preset", metavar="NAME",
+                   help="build the model as this preset (architecture and sizes, with the data's vocabulary) "
+                   "instead of from --d-model, --heads, --layers and --d-ff; a decoder-only one (llama-tiny-random) "
+                   "reads each pair as one sequence: source <sep> target")
     p.add_argument("--d-model", type=int, help=f"default {DEFAULTS.d_model}")
     p.add_argument("--heads", type=int, help=f"default {DEFAULTS.heads}")
     p.add_argument("--layers", type=int, help=f"layers in each stack (default {DEFAULTS.layers})")
@@ -91,7 +95,7 @@ def add_parser(sub) -> None:
 _FIELDS = ("task", "data", "text", "out", "epochs", "batch_tokens", "d_model", "heads", "layers", "d_ff",
            "dropout", "warmup", "lr_scale", "label_smoothing", "seq_len", "seed", "device", "threads", "precision",
            "max_minutes", "max_steps", "name", "align_weight", "align_layer", "align_head", "snapshots",
-           "snapshots_until", "snapshot_dtype", "weights_dtype")
+           "snapshots_until", "snapshot_dtype", "weights_dtype", "preset")
 
 
 def options_from_args(args: argparse.Namespace) -> TrainOptions:
@@ -105,13 +109,17 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
     if args.resume:
         if any(given[k] is not None for k in ("task", "data", "text")):
             raise UserError("--resume continues the saved run's data; leave out --task, --data and --text.")
-        changed = [k for k in ("d_model", "heads", "layers", "d_ff", "seq_len") if given[k] is not None]
+        changed = [k for k in ("d_model", "heads", "layers", "d_ff", "seq_len", "preset") if given[k] is not None]
         if changed:
             raise UserError(f"--resume keeps the saved model's shape; leave out --{changed[0].replace('_', '-')}.")
         opts = resumed_options(args.resume, given)
         if args.out is None:
             opts.out = args.resume
         return opts
+    shaped = [k for k in ("d_model", "heads", "layers", "d_ff") if given[k] is not None]
+    if given["preset"] is not None and shaped:
+        flag = shaped[0].replace("_", "-")
+        raise UserError(f"--preset {given['preset']} gives the model's shape; leave out --{flag}.")
     if given["data"] or given["text"]:
         given["task"] = None
     elif given["task"] is None:

@@ -82,7 +82,8 @@ def collate(examples: list[Example], device: torch.device, pad_id: int = 0) -> B
     for i, e in enumerate(examples):
         tgt_in[i, : len(e.tgt_in)] = torch.tensor(e.tgt_in)
         labels[i, : len(e.labels)] = torch.tensor(e.labels)
-    tgt_pad = labels == IGNORE  # (B, T)
+    lengths = torch.tensor([len(e.tgt_in) for e in examples])  # (B,)
+    tgt_pad = torch.arange(t)[None, :] >= lengths[:, None]  # (B, T): True past each decoder input's end
     src = src_pad = None
     if examples[0].src:
         s = max(len(e.src) for e in examples)
@@ -92,7 +93,7 @@ def collate(examples: list[Example], device: torch.device, pad_id: int = 0) -> B
             src[i, : len(e.src)] = torch.tensor(e.src)
             src_pad[i, : len(e.src)] = False
         src, src_pad = src.to(device), (src_pad.to(device) if bool(src_pad.any()) else None)
-    n_tokens = int((~tgt_pad).sum())
+    n_tokens = int((labels != IGNORE).sum())  # a prompt without labels (training.sequences) is not counted
     alignment = None
     if any(e.alignment for e in examples):
         alignment = torch.full((b, t), IGNORE, dtype=torch.long)

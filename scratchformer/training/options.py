@@ -8,8 +8,9 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..loading.tokenizers import TextTokenizer
-from ..transformer.config import GPT2_VOCAB_SIZE, TransformerConfig
+from ..transformer.config import GPT2_VOCAB_SIZE, PRESETS, TransformerConfig, preset
 from .data import TrainData, _pair_examples, pair_data, task_splits, text_data, tsv_splits
+from .sequences import sequence_data
 
 
 @dataclass
@@ -46,6 +47,11 @@ class TrainOptions:
     align_layer: int = -1
     align_head: int = 0
     name: str | None = None
+    # A preset whose architecture and sizes the model takes (norms, positions, heads and key/value heads, the
+    # feed-forward, d_model, layers), with the data's vocabulary; d_model, heads, layers and d_ff above are not
+    # used. A decoder-only preset (llama-tiny-random) reads each pair as one sequence: source <sep> target
+    # (sequences.py).
+    preset: str | None = None
     # Snapshots (see snapshots.py): keep the model at this many steps spread over the run, denser early, in
     # <out>/snapshots/step-NNNNNN/ — over the first `snapshots_until` steps when given; their weights as float32,
     # float16 (half the size) or int8 rows (a quarter, quantize.py), all loaded back as float32.
@@ -72,8 +78,47 @@ def _examples(data: TrainData, n: int = 3) -> list[str]:
     return [t for t in texts if t]
 
 
+def preset_decoder_only(opts: TrainOptions) -> bool:
+    """Whether --preset names a decoder-only architecture (UserError for a name that is no preset)."""
+    if opts.preset is None:
+        return False
+    if opts.preset not in PRESETS:
+        raise UserError(f"Unknown preset {opts.preset!r} for --preset; choose one of: {', '.join(PRESETS)}.")
+    config = preset(opts.preset)
+    return not config.has_encoder and config.has_decoder
+
+
+def _preset_config(opts: TrainOptions, data: TrainData, longest: int) -> TransformerConfig:
+    """The preset's architecture with the data's vocabulary and special tokens, named and described as trained."""
+    base = preset(opts.preset)
+    if not base.has_encoder and not data.decoder_only:
+        raise UserError(f"--preset {opts.preset} is decoder-only; train it on --task, --data or --text.")
+    if base.has_encoder and data.decoder_only:
+        raise UserError(f"--preset {opts.preset} has an encoder, and --text trains a decoder-only model; choose a "
+                        "decoder-only preset or train on --task or --data.")
+    changes = {"name": opts.name or opts.task or Path(opts.data or opts.text or "").stem,
+               "src_vocab_size": data.src_tokenizer.vocab_size, "tgt_vocab_size": data.tgt_tokenizer.vocab_size,
+               "max_len": max(base.max_len, longest), "extra": {}}  # fmt: skip
+    if data.src_tokenizer.kind == "gpt2-bpe":  # --text: GPT-2's tokens, as the preset has them
+        changes["extra"] = {"task": "next-token", "tokenizer": "gpt2", "examples": _examples(data)}
+    else:
+        tok = data.tgt_tokenizer
+        changes.update(pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
+        changes["extra"] = {"task": opts.task if not opts.data else "pairs", "seed": opts.seed, "preset": opts.preset,
+                            "tokenizer": "word-level (Hugging Face WordLevel), built on the training split",
+                            "examples": _examples(data)}  # fmt: skip
+        if data.decoder_only:
+            changes["extra"]["sequence"] = "source <sep> target"  # sequences.py: one text per pair
+            changes["extra"]["examples"] = [p.source + " <sep>" for p in data.pairs.get("valid", [])[:3]]
+        else:
+            changes["extra"]["src_suffix"] = ["</s>"]
+    return dataclasses.replace(base, **changes)
+
+
 def build_config(opts: TrainOptions, data: TrainData) -> TransformerConfig:
     longest = max(max(len(e.src), len(e.tgt_in)) for e in data.train + data.valid + data.test)
+    if opts.preset is not None:
+        return _preset_config(opts, data, longest)
     if data.decoder_only:
         return TransformerConfig(
             d_model=opts.d_model, n_heads=opts.heads, d_ff=opts.d_ff, n_encoder_layers=0,
@@ -102,15 +147,18 @@ def load_data(opts: TrainOptions) -> TrainData:
         raise UserError("Give either --data or --text, not both.")
     if opts.text:
         return text_data(opts.text, opts.seq_len)
+    read = sequence_data if preset_decoder_only(opts) else pair_data  # one sequence per pair, or source → target
     if opts.data:
-        return pair_data(tsv_splits(opts.data, opts.seed), f"pairs from {opts.data}")
+        return read(tsv_splits(opts.data, opts.seed), f"pairs from {opts.data}")
     if not opts.task:
         raise UserError("Choose what to train on: --task, --data FILE.tsv or --text FILE.txt.")
-    return pair_data(task_splits(opts.task, opts.seed), f"task {opts.task} (seed {opts.seed})")
+    return read(task_splits(opts.task, opts.seed), f"task {opts.task} (seed {opts.seed})")
 
 
 def _retokenize(opts: TrainOptions, src_tok: TextTokenizer, tgt_tok: TextTokenizer) -> TrainData:
     splits = tsv_splits(opts.data, opts.seed) if opts.data else task_splits(opts.task, opts.seed)
+    if preset_decoder_only(opts):
+        return sequence_data(splits, "", tgt_tok)
     return TrainData(_pair_examples(splits["train"], src_tok, tgt_tok), _pair_examples(splits["valid"], src_tok,
                      tgt_tok), src_tok, tgt_tok, test=_pair_examples(splits.get("test", []), src_tok, tgt_tok),
                      pairs=splits)

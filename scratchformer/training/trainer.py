@@ -36,7 +36,8 @@ from . import snapshots as schedule
 from .data import Batch, Example, TrainData, collate, token_batches
 from .distributed import Distributed
 from .formulas import IGNORE, label_smoothed_loss, noam_lr
-from .options import TrainOptions, _retokenize, build_config, load_data
+from .options import TrainOptions, _retokenize, build_config, load_data, preset_decoder_only
+from .sequences import completion_hits, prompt_length
 
 RESUME_DIR = "resume"
 STATE_FILE, OPTIMIZER_FILE = "trainer_state.json", "optimizer.safetensors"
@@ -237,10 +238,13 @@ class Trainer:
         return total / max(count, 1), correct / max(count, 1)
 
     def exact_match(self, examples: list[Example]) -> float | None:
-        if self.data.decoder_only or not examples:
+        """Greedy exact match: the decoder's translation, or a decoder-only model's continuation of each prompt
+        (sequences.py); None for plain next-token windows, which have no answer to check."""
+        if not examples or (self.data.decoder_only and not prompt_length(examples[0])):
             return None
         mine = self.dist.shard(examples)
-        hits, n = self.dist.sum([_exact_hits(self.model, mine, self.device) if mine else 0, len(mine)])
+        count = completion_hits if self.data.decoder_only else functools.partial(_exact_hits, device=self.device)
+        hits, n = self.dist.sum([count(self.model, mine) if mine else 0, len(mine)])
         return hits / n
 
     def out_of_time(self, start_time: float) -> bool:
@@ -457,7 +461,7 @@ def prepare(opts: TrainOptions, resume: str | Path | None = None, dist: Distribu
         state_dir = resume_dir(resume)
         model, src_tok, tgt_tok = load_checkpoint(state_dir, device)
         data = load_data(opts)
-        if data.decoder_only:
+        if data.decoder_only and not data.pairs:  # --text: GPT-2's tokens
             src_tok = tgt_tok = data.src_tokenizer
         else:  # the saved vocabularies, so ids mean what they meant
             data = _retokenize(opts, src_tok, tgt_tok)
@@ -482,6 +486,8 @@ def _check_numbers(opts: TrainOptions) -> None:
         raise UserError(f"--lr-scale must be more than 0, not {opts.lr_scale:g}.")
     if opts.align_weight < 0:
         raise UserError(f"--align-weight must be 0 (off) or more, not {opts.align_weight:g}.")
+    if opts.align_weight > 0 and preset_decoder_only(opts):
+        raise UserError(f"--align-weight guides a cross-attention head, and --preset {opts.preset} has none.")
     if opts.align_weight > 0 and not -opts.layers <= opts.align_layer < opts.layers:
         raise UserError(f"--align-layer {opts.align_layer} does not exist; this model has decoder layers 0 to "
                         f"{opts.layers - 1} (or -1 for the last).")
@@ -605,7 +611,7 @@ def _write_final(trainer: Trainer, out: Path, opts: TrainOptions, stop: str, sum
         if opts.resume_state:
             trainer.save_state(out / RESUME_DIR)
     result = summary(stop)
-    if not trainer.data.decoder_only and trainer.data.pairs.get("valid"):
+    if trainer.data.pairs.get("valid"):  # pairs: an encoder-decoder, or a decoder-only model's sequences
         result["final_valid"] = _finish(out, trainer.data.pairs["valid"], trainer.device)
     _write_json(out / TRAINING_FILE, result)
     return result

@@ -406,11 +406,12 @@ def blog() -> TransformerConfig:
 
 def llama_tiny() -> TransformerConfig:
     """A Llama-shaped decoder small enough to read, with random weights: rotary positions, four query heads that
-    share two key/value heads, RMSNorm before each sublayer, a SwiGLU feed-forward and no biases. The lessons on
-    rotary positions and shared keys and values run on it: what they show (a score depends on the distance of
-    query and key only; two query heads read one key/value head) holds for any weights."""
+    share two key/value heads, RMSNorm before each sublayer, a SwiGLU feed-forward and no biases, over GPT-2's
+    tokens. The bundled model `llama-tiny` (resources/models/llama-tiny) is this architecture trained on the
+    reverse task (`scratchformer train --preset llama-tiny-random`); the lessons on rotary positions and shared keys
+    and values run on that one."""
     return TransformerConfig(
-        name="llama-tiny", d_model=64, n_heads=4, n_kv_heads=2, d_ff=128, n_encoder_layers=0, n_decoder_layers=2,
+        name="llama-tiny-random", d_model=64, n_heads=4, n_kv_heads=2, d_ff=128, n_encoder_layers=0, n_decoder_layers=2,
         dropout=0.0, max_len=256, share_embeddings=False, tie_output=True, bos_id=GPT2_VOCAB_SIZE - 1,
         eos_id=GPT2_VOCAB_SIZE - 1, activation="silu", positional="rotary", scale_embedding=False,
         final_layer_norm=True, norm_first=True, norm="rmsnorm", layer_norm_eps=1e-6, linear_bias=False,
@@ -418,8 +419,8 @@ def llama_tiny() -> TransformerConfig:
     )  # fmt: skip
 
 
-PRESETS = {"paper": paper, "blog": blog, "llama-tiny": llama_tiny}
-PAPER_PRESETS = ("paper", "blog")  # the presets built as the 2017 paper's model; llama-tiny departs from it
+PRESETS = {"paper": paper, "blog": blog, "llama-tiny-random": llama_tiny}
+PAPER_PRESETS = ("paper", "blog")  # the presets built as the 2017 paper's model; llama-tiny-random departs from it
 
 
 def preset(name: str) -> TransformerConfig:

@@ -12,7 +12,7 @@ from tests.app.test_views import show
 
 @pytest.fixture
 def llama_window(qtbot, make_window):
-    w = make_window(source="the cat sat on the mat", target="", model="llama-tiny")
+    w = make_window(source="3 1 4 1 5 9 2 6 <sep>", target="", model="llama-tiny")  # it continues: the reversal
     run_and_wait(qtbot, w)
     assert w.current_trace() is not None, w.message_text()
     return w

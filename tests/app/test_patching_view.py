@@ -293,8 +293,10 @@ def test_the_maps_export_as_png_svg_and_csv(qtbot, en_hi, tmp_path, monkeypatch)
 
 
 def test_a_decoder_only_models_cell_replays_as_its_patched_run(qtbot, make_window):
-    """llama-tiny (random weights) reads the text itself: the corrupted text is the patched run's input."""
-    w = make_window(source="When Mary and John went to the store, John gave a drink to", target="", model="llama-tiny")
+    """llama-tiny-random (GPT-2's tokens, random weights) reads the text itself: the corrupted text is the patched
+    run's input."""
+    w = make_window(source="When Mary and John went to the store, John gave a drink to", target="",
+                    model="llama-tiny-random")
     run_and_wait(qtbot, w)
     view = show(w, PatchingView)
     view.controls.set_word(8, "Mary")  # the second "John"

@@ -240,7 +240,7 @@ def test_a_decoder_only_models_page_says_the_decoder_read_its_continuation():
     from scratchformer.running.generation import Continuation
 
     bundle = load_model("llama-tiny", "cpu")
-    inputs = bundle.prepare_run("the girl eats", "", continuation=Continuation())
+    inputs = bundle.prepare_run("3 1 4 <sep>", "", continuation=Continuation())
     assert inputs.decoder_input == "generated"
     _, trace = bundle.run(inputs, keep_output=False)
     said = page_data(bundle, trace, inputs)["index"]["input"]["decoder_input"]

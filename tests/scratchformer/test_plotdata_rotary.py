@@ -23,7 +23,8 @@ from scratchformer.transformer.rotary import rotate
 @pytest.fixture(scope="module")
 def run():
     bundle = load_model("llama-tiny")
-    _, trace = bundle.run(bundle.prepare_run("the cat sat on the mat", "the cat sat on the mat"))
+    text = "3 1 4 1 5 9 <sep> 9 5 1 4 1 3"  # the bundled llama-tiny reverses digits read as one sequence
+    _, trace = bundle.run(bundle.prepare_run(text, text))
     return bundle, trace
 
 
@@ -75,7 +76,7 @@ def test_the_order_experiment_on_a_rotary_decoder_only_model():
 
     bundle = load_model("llama-tiny")
     assert order.applies(bundle) is None
-    out = order.run(bundle, "the cat sat on the mat")
+    out = order.run(bundle, "3 1 4 1 5 9 <sep> 9 5 1 4 1 3")
     assert out["stack"] == "decoder" and out["positions"] == "rotary positions"
     assert out["without_pe"]["max_diff_after_unpermuting"] < 1e-4
     assert out["with_pe"]["max_diff_after_unpermuting"] > 1e-2
