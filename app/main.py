@@ -80,6 +80,7 @@ def create_window(args, persist: bool = True, settings=None):
         window.target_edit.setText(args.target)
     if getattr(args, "step", None) is not None:
         window._pending_step = str(args.step)
+    window.dictionaries = [str(d) for d in getattr(args, "dictionary", None) or []]  # attached to the first run
     return window
 
 

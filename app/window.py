@@ -95,6 +95,9 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._history: list[str] = self.settings.get("history")  # "source\ttarget", most recent first
         self.prebuild = Prebuild(self)  # the views' many plots, built ahead while the window waits
+        self.dictionaries: list[str] = []  # folders of sparse dictionaries attached to every run (Run › Attach …)
+        self.clamps: list = []  # scratchformer.features.attach.Clamp: features set to a value (the Features view)
+        self._attach_trial: tuple[int, str] | None = None  # (generation, folder) of a run that tries a new one
         self.lesson_panel = None  # the lesson dock (app/lessons/lesson_panel.py), made when a lesson is first opened
         self.worker = WorkerThread(self)
         self.worker.worker.finished.connect(self._on_finished)
@@ -312,6 +315,7 @@ class MainWindow(QMainWindow):
         self.stop_play()
         if self._result is not None and model != self._result.request.model:
             self.interventions_panel.clear(quietly=True)  # another model: the heads changed were the old one's
+            self.dictionaries, self.clamps = [], []  # and the dictionaries read the old model's steps
         self._pending_generation = self.worker.submit(
             model=model,
             device=self.device_combo.currentText(),
@@ -324,6 +328,8 @@ class MainWindow(QMainWindow):
             interventions=tuple(self.interventions_panel.enabled()),
             continuation=self.input_bar.continuation(),
             precision=self.precision,
+            dictionaries=tuple(self.dictionaries),
+            clamps=tuple(self.clamps),
         )
         self._remember(source, self.target_edit.text())
         self._queue_prebuild()  # while the run is in flight
@@ -343,9 +349,52 @@ class MainWindow(QMainWindow):
             self._head = max(0, head)
         self._pending_generation = self.worker.submit(
             model=like.model, device=like.device, source=source, memory_budget=budget_bytes(self.settings),
-            interventions=tuple(interventions), precision=like.precision, prepared=inputs, sides=sides)  # fmt: skip
+            interventions=tuple(interventions), precision=like.precision, prepared=inputs, sides=sides,
+            dictionaries=tuple(self.dictionaries), clamps=tuple(self.clamps))  # fmt: skip
         self.busy.setVisible(True)
         self.show_message(message or f"Running {like.model} on a prepared input…")
+
+    def attach_dictionary_dialog(self) -> None:
+        """Run › Attach dictionary…: a folder in SAELens's layout (cfg.json + sae_weights.safetensors)."""
+        folder = QFileDialog.getExistingDirectory(self, "Attach a dictionary (a folder holding cfg.json and "
+                                                  "sae_weights.safetensors)")  # fmt: skip
+        if folder:
+            self.attach_dictionary(folder)
+
+    def attach_dictionary(self, folder: str) -> None:
+        """Attach the dictionary in `folder` and run again with it (off the UI thread, as every run); a folder
+        that is not a dictionary, or one of another model, is refused in one sentence and left out."""
+        if folder in self.dictionaries:
+            self.show_message(f"{folder} is attached already.")
+            return
+        self.dictionaries.append(folder)
+        if self._result is None and not self.source_edit.text().strip():
+            return  # attached to the first run
+        self.run()
+        if self.busy.isVisible():
+            self._attach_trial = (self._pending_generation, folder)
+            self.show_message(f"Running again with the dictionary in {folder} attached…")
+        else:
+            self.dictionaries.remove(folder)
+
+    def detach_dictionaries(self) -> None:
+        """Run › Detach dictionaries: run again without them (and without their clamps)."""
+        if not self.dictionaries:
+            self.show_message("No dictionary is attached.")
+            return
+        self.dictionaries, self.clamps = [], []
+        if self._result is not None:
+            self.run()
+
+    def set_clamps(self, clamps: list) -> None:
+        """Clamp features (scratchformer.features.attach.Clamp; [] for none) and run again: the Compare tab shows
+        the run without the clamps beside the run with them."""
+        self.clamps = list(clamps)
+        if self._result is not None:
+            self.run()
+            if self.clamps:
+                self.show_message(f"Running again with {'; '.join(c.note() for c in self.clamps)}; the Compare tab "
+                                  "shows before and after.")  # fmt: skip
 
     def add_head_menu(self, menu, attention: str, head: int) -> None:
         """A view's right-click on a head (attention 'decoder.1.cross_attn', head from 0): the what-if actions."""
@@ -410,12 +459,17 @@ class MainWindow(QMainWindow):
         if self._closing or not self.worker.is_current(generation):
             return  # an older run finished after a newer one was asked for
         self.busy.setVisible(False)
+        self._attach_trial = None
         self.set_result(result)
 
     def _on_failed(self, generation: int, message: str) -> None:
         if self._closing or not self.worker.is_current(generation):
             return
         self.busy.setVisible(False)
+        trial, self._attach_trial = self._attach_trial, None
+        if trial is not None and trial[0] == generation and trial[1] in self.dictionaries:
+            self.dictionaries.remove(trial[1])  # the folder that made the run fail is left out again
+            message = f"The dictionary was not attached: {message}"
         self.show_error(message)
 
     def ask_memory_budget(self) -> None:

@@ -134,6 +134,9 @@ def build_menus(window) -> dict[str, QAction]:
     add_action(w, run_menu, "&Compare with…", w.comparison.ask, "Ctrl+Shift+D")  # app/compare/model_diff.py
     add_action(w, run_menu, "S&top comparing", w.comparison.stop)
     run_menu.addSeparator()
+    add_action(w, run_menu, "&Attach dictionary…", w.attach_dictionary_dialog)  # a sparse dictionary's folder
+    add_action(w, run_menu, "&Detach dictionaries", w.detach_dictionaries)
+    run_menu.addSeparator()
     add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)
     stored = QAction("Open model folders in their &stored precision", w)
     stored.setCheckable(True)

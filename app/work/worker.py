@@ -41,6 +41,8 @@ class RunRequest:
     precision: str = "float32"  # a Hugging Face folder's weights: float32, or "stored" (bfloat16 stays bfloat16)
     prepared: Inputs | None = None  # run these inputs as they are (a patching sweep's corrupted run), not `source`
     sides: Sides | None = None  # what Compare calls the runs without and with the interventions (None: before, after)
+    dictionaries: tuple = ()  # folders of sparse dictionaries attached to the run (scratchformer.features.attach)
+    clamps: tuple = ()  # scratchformer.features.attach.Clamp items: features set to a value, one more intervention
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     if is_stale():
         return None
     changes = list(request.interventions)
-    with intervene(bundle.model, changes):  # a generated decoder input is the changed model's own output
+    dictionaries = open_dictionaries(request.dictionaries)
+    with changed(bundle, dictionaries, request.clamps, changes):  # a generated decoder input is the changed model's
         if request.prepared is not None:
             inputs = request.prepared
         elif request.windows:
@@ -151,8 +154,8 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     result = RunResult(request, bundle, inputs, trace, seconds=0.0, parameters=parameter_counts(bundle.model),
                        forward_end=forward_end)
     result.nonfinite = find_nonfinite(bundle.model, trace)
-    if changes:
-        _compare(result, changes)
+    if changes or request.clamps:
+        _compare(result, changes, dictionaries)
         if is_stale():
             return None
     for step in trace:  # vocab-wide steps are slow to reduce to their top columns: do it here, not on redraw
@@ -163,7 +166,26 @@ def compute(request: RunRequest, cache: dict | None = None, is_stale=lambda: Fal
     return result
 
 
-def _compare(result: RunResult, changes: list) -> None:
+def changed(bundle: ModelBundle, dictionaries: list, clamps: tuple = (), changes: list = ()):
+    """The context a run of the request's model runs in: its interventions, and its dictionaries attached with
+    their clamps (one more intervention) when it has any."""
+    if not dictionaries:
+        return intervene(bundle.model, list(changes))
+    from scratchformer.features.attach import attached
+
+    return attached(bundle.model, dictionaries, list(clamps), others=list(changes))
+
+
+def open_dictionaries(folders: tuple) -> list:
+    """The dictionaries of `folders`, loaded afresh (a folder retrained since the last run is read again)."""
+    if not folders:
+        return []
+    from scratchformer.features.folder import load
+
+    return [load(f) for f in folders]
+
+
+def _compare(result: RunResult, changes: list, dictionaries: list = ()) -> None:
     """The run without the interventions, for the Compare tab: the same inputs, so both runs read the same decoder
     input (for a generated one, the changed model's own output). And each model's own greedy output for one
     sentence, so the Output tab can say what the change does to the translation."""
@@ -172,7 +194,8 @@ def _compare(result: RunResult, changes: list) -> None:
     if budget is not None:  # the changed run's trace stays in memory beside this one
         budget = max(budget - result.trace.stored_bytes(), 0)
     try:
-        _, result.before = bundle.run(inputs, keep_output=False, budget=budget)
+        with changed(bundle, list(dictionaries)):  # the dictionaries' steps on both sides, no clamp
+            _, result.before = bundle.run(inputs, keep_output=False, budget=budget)
     except UserError as exc:
         raise UserError(f"Comparing needs a second run without the interventions, which does not fit: {exc}") from None
     c = bundle.config
@@ -183,7 +206,7 @@ def _compare(result: RunResult, changes: list) -> None:
         if inputs.decoder_input == "generated":
             result.after_output = inputs.translation
         else:
-            with intervene(bundle.model, changes):
+            with changed(bundle, list(dictionaries), request.clamps, changes):
                 result.after_output = bundle.prepare_run(request.source, "", truncate=True).translation
 
 

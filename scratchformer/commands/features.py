@@ -3,6 +3,7 @@
     scratchformer features train --model en-hi --at decoder.1.add_norm3.out --corpus task:en-hi --out DIR
     scratchformer features train --model en-hi --kind transcoder --every-layer --corpus task:en-hi --out DIR
     scratchformer features info DIR
+    scratchformer features card --model en-hi --dictionary DIR --corpus task:en-hi --feature 12 --out card.svg
 
 Under torchrun (`torchrun --nproc-per-node N -m scratchformer features train …`) each rank reads its share of the
 corpus and rank 0 writes the folder and prints.
@@ -50,6 +51,13 @@ def add_parser(sub) -> None:
     t.add_argument("--json", action="store_true", help='print {"fvu", "l0", "dead", "ce_recovered", "tokens", '
                    '"seconds"} as JSON')
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    c = what.add_parser("card", help="draw one feature's card (top contexts, histogram, pushed tokens) as PNG/SVG/PDF")
+    add_model_args(c)
+    c.add_argument("--dictionary", required=True, metavar="DIR", help="the dictionary's folder")
+    c.add_argument("--corpus", required=True, metavar="C", help="the inputs the card reads (as for train)")
+    c.add_argument("--feature", required=True, type=int, metavar="N", help="the feature, counted from 0")
+    c.add_argument("--out", required=True, metavar="FILE", help="card.png, card.svg or card.pdf")
+    c.add_argument("--inputs", type=int, default=1000, help="inputs of the corpus read at most (default 1000)")
     i = what.add_parser("info", help="describe a dictionary folder")
     i.add_argument("folder", metavar="DIR")
     i.add_argument("--json", action="store_true")
@@ -58,6 +66,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.features_command == "info":
         return _info(args)
+    if args.features_command == "card":
+        return _card(args)
     if args.features_command != "train":
         raise UserError("Say what to do: scratchformer features train … or scratchformer features info DIR.")
     return _train(args)
@@ -76,6 +86,35 @@ def _info(args) -> int:
         print(d.describe())
         for key, value in d.info.trained.items():
             print(f"  {key}: {value}")
+    return 0
+
+
+def _card(args) -> int:
+    """Every feature's card over the corpus (cached beside the dictionary), then feature N's drawn to --out."""
+    from pathlib import Path
+
+    from .. import frontends
+    from ..features.cards import cards_for
+    from ..features.folder import hook_step, load
+    from ..features.points import readable_steps
+    from ..plotdata.feature_cards import card_plot
+    from .common import open_model
+
+    if Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UserError(f"--out {args.out}: name a .png, .svg or .pdf file.")
+    if args.inputs < 1:
+        raise UserError(f"--inputs must be 1 or more, not {args.inputs}.")
+    d = load(args.dictionary)
+    bundle = open_model(args)
+    step = hook_step(bundle.model, d.info.at, readable_steps(bundle.model))
+    if not 0 <= args.feature < d.d_sae:
+        raise UserError(f"--feature {args.feature}: the dictionary has features 0 to {d.d_sae - 1}.")
+    if d.d_in != bundle.config.d_model:
+        raise UserError(f"The dictionary reads vectors of {d.d_in} numbers, but {step} holds {bundle.config.d_model} "
+                        "per token in this model: it was trained on another model.")  # fmt: skip
+    cards = cards_for(bundle, d, step, args.corpus, args.dictionary, args.inputs)
+    write = frontends.load("card", "Drawing a feature card")(2.0)  # Qt draws it (app/export/card_render.py)
+    print(f"wrote {write(card_plot(cards, args.feature), args.out)}")
     return 0
 
 

@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
                    "was made (one 0-based index per axis, e.g. 0,2,3,1)")
     p.add_argument("--lesson", metavar="ID|FILE", help="open a lesson (`scratchformer lesson list`) or a lesson file")
     p.add_argument("--page", type=int, default=None, help="with --lesson: the page to open (from 1)")
+    p.add_argument("--dictionary", action="append", metavar="DIR", help="attach a sparse dictionary (a folder in "
+                   "SAELens's layout) to the run: its features become steps, and the Features view reads them; "
+                   "repeatable")
     p.add_argument("--screenshot", metavar="FILE", help="render the window at --step to a PNG and exit")
 
 
