@@ -117,7 +117,8 @@ def test_cards_are_cached_and_made_again_when_the_weights_change(bundle, tmp_pat
     assert len(calls) == 1 and list(folder.glob("cards-*.json"))
     again = cards_for(bundle, load(folder), STEP, CORPUS, folder, max_inputs=8)
     assert len(calls) == 1  # read back: no pass over the corpus
-    assert again.card(3).fired == first.card(3).fired and again.card(3).contexts[0].acts == first.card(3).contexts[0].acts
+    assert again.card(3).fired == first.card(3).fired
+    assert again.card(3).contexts[0].acts == first.card(3).contexts[0].acts
     save(random_dictionary(seed=4), folder)  # retrained: other weights in the same folder
     changed = cards_for(bundle, load(folder), STEP, CORPUS, folder, max_inputs=8)
     assert len(calls) == 2 and changed.weights != first.weights
