@@ -1,5 +1,6 @@
 """Experiments: each claim of the lessons measured on the model and sentence of the current run — why ÷√d_k,
-the causal mask, order and positional encoding, LayerNorm against BatchNorm, teacher forcing, temperature.
+the causal mask, order and positional encoding, LayerNorm against BatchNorm, teacher forcing, temperature — and
+superposition, in a toy model trained here and in one neuron of the trained en-hi model.
 
 Pick an experiment; its controls appear (a d_k slider, a switch, a temperature slider, a snapshot, a seed) and
 every change redraws. The experiment runs off the UI thread (a job, app/work/jobs.py), one at a time, keeping
@@ -21,6 +22,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -157,12 +159,21 @@ class ExperimentsView(View):
         self.snapshot.addItem("an early snapshot", None)
         self.snapshot.setToolTip("Which training snapshot to decode")
         self.snapshot.activated.connect(lambda _i: self._changed())
+        self.sparsity_label = QLabel("sparsity")
+        self.sparsity = QDoubleSpinBox()
+        self.sparsity.setRange(0.0, 0.99)
+        self.sparsity.setSingleStep(0.05)
+        self.sparsity.setDecimals(2)
+        self.sparsity.setValue(0.9)
+        self.sparsity.setToolTip("The sparse setting's S: each feature is 0 with probability S (the dense one has 0)")
+        self.sparsity.valueChanged.connect(lambda _v: self._changed())
         self.seed_label = QLabel("seed")
         self.seed = QSpinBox()
         self.seed.setRange(0, 9999)
         self.seed.setToolTip("Seed of the random draws: q and k, the replaced tokens, the shuffle, sampling")
         self.seed.valueChanged.connect(lambda _v: self._changed())
-        for w in (self.dk_label, self.dk, self.t_label, self.temperature, self.snapshot, self.seed_label, self.seed):
+        for w in (self.dk_label, self.dk, self.t_label, self.temperature, self.snapshot, self.sparsity_label,
+                  self.sparsity, self.seed_label, self.seed):
             row.addWidget(w)
         self.dk.setMinimumWidth(80)
         self.temperature.setMinimumWidth(80)
@@ -184,7 +195,7 @@ class ExperimentsView(View):
 
     def _choose(self, name: str, controls: dict) -> None:
         """Set the picker and the controls without asking for a run (each setter's signal is held)."""
-        widgets = (self.picker, self.switch, self.dk, self.temperature, self.seed, self.snapshot)
+        widgets = (self.picker, self.switch, self.dk, self.temperature, self.seed, self.snapshot, self.sparsity)
         for w in widgets:
             w.blockSignals(True)
         try:
@@ -198,6 +209,8 @@ class ExperimentsView(View):
                 self.temperature.setValue(tick_of(controls["temperature"]))
             if "seed" in controls:
                 self.seed.setValue(int(controls["seed"]))
+            if "sparsity" in controls:
+                self.sparsity.setValue(float(controls["sparsity"]))
             if "snapshot" in controls:
                 self._set_snapshot(controls["snapshot"])
         finally:
@@ -219,7 +232,8 @@ class ExperimentsView(View):
         """What the controls ask the experiment for (the switch is not among them: it only picks what is drawn)."""
         name = self.name()
         wanted = {"d_k": 2 ** self.dk.value(), "temperature": temperature_of(self.temperature.value()),
-                  "seed": self.seed.value(), "snapshot": self.snapshot.currentData()}  # fmt: skip
+                  "seed": self.seed.value(), "snapshot": self.snapshot.currentData(),
+                  "sparsity": round(self.sparsity.value(), 2)}  # fmt: skip
         return {k: v for k, v in wanted.items() if k in EXPERIMENTS[name].controls}
 
     def switch_value(self) -> bool | None:
@@ -232,13 +246,16 @@ class ExperimentsView(View):
         switch = SWITCHES.get(name)
         self.switch.setVisible(switch is not None)
         if switch is not None:
-            self.switch.setText({"mask": "causal mask", "order": "positional encoding", "norm": "BatchNorm"}[name])
+            self.switch.setText({"mask": "causal mask", "order": "positional encoding", "norm": "BatchNorm",
+                                 "superposition": "sparse"}[name])  # fmt: skip
             self.switch.setToolTip(f"On: {switch[1]}; off: {switch[2]}")
         for w in (self.dk_label, self.dk):
             w.setVisible("d_k" in keys)
         for w in (self.t_label, self.temperature):
             w.setVisible("temperature" in keys)
         self.snapshot.setVisible("snapshot" in keys)
+        self.sparsity_label.setVisible("sparsity" in keys)
+        self.sparsity.setVisible("sparsity" in keys)
         self.seed_label.setVisible("seed" in keys)
         self.seed.setVisible("seed" in keys)
         self.dk_label.setText(f"d_k = {2 ** self.dk.value()}")
@@ -417,6 +434,7 @@ def draw_chart(plot: pg.PlotWidget, chart: Chart) -> None:
     if legend is None:
         legend = plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
     item.setLogMode(x=chart.log_x, y=False)
+    item.setAspectLocked(chart.square)
     item.setTitle(chart.title, size="9pt")
     item.setLabel("bottom", chart.x_label)
     item.setLabel("left", chart.y_label)

@@ -2,7 +2,8 @@
 
     run_experiment("mask", bundle, "the girl eats an apple") → {"with_mask": {...}, "without_mask": {...}, ...}
 
-One small module per experiment (scaling, mask, order, norm, teacher_forcing, temperature), each with TITLE,
+One small module per experiment (scaling, mask, order, norm, teacher_forcing, temperature, superposition,
+polysemantic), each with TITLE,
 CLAIM, CONTROLS (name → default), `applies(bundle)` (None, or one sentence saying why it does not apply to this
 model) and `run(bundle, source, target, **controls) -> dict`. EXPERIMENTS is the registry the command line
 (`scratchformer experiment NAME`), the window's Experiments view and the lessons read; names are fixed: lessons
@@ -52,7 +53,8 @@ class Experiment:
 EXPERIMENTS: dict[str, Experiment] = {
     name: Experiment(name, f"scratchformer.experiments.{name}", aliases)
     for name, aliases in (("scaling", ()), ("mask", ()), ("order", ()), ("norm", ()),
-                          ("teacher_forcing", ("teacher-forcing",)), ("temperature", ()))
+                          ("teacher_forcing", ("teacher-forcing",)), ("temperature", ()), ("superposition", ()),
+                          ("polysemantic", ("polysemantic-neuron", "polysemantic_neuron")))
 }
 
 

@@ -24,6 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--temperature", type=float, help="temperature: T of the output softmax (default 1)")
     p.add_argument("--position", type=int, help="temperature: the decoder position whose next token is shown")
     p.add_argument("--snapshot", type=int, help="teacher_forcing: the training step of the snapshot to decode")
+    p.add_argument("--sparsity", type=float, help="superposition: the sparse setting's S, the chance that a feature "
+                                                  "is 0 (default 0.9; the dense setting has 0)")  # fmt: skip
     p.add_argument("--seed", type=int, help="seed of the random draws (q and k, replaced tokens, the shuffle, "
                                             "sampling); default 0")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     bundle = open_model(args)
     source = args.source if args.source is not None else bundle.examples()[0].source  # every model has one
     given = {"d_k": args.d_k, "temperature": args.temperature, "position": args.position,
-             "snapshot": args.snapshot, "seed": args.seed}
+             "snapshot": args.snapshot, "seed": args.seed, "sparsity": args.sparsity}
     controls = {k: v for k, v in given.items() if v is not None}
     unused = sorted(set(controls) - set(exp.controls))
     if unused:
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     return print_result(args.json, result, lambda: text_report(result))
 
 
-SWITCHES = ("masked", "positional", "batchnorm")  # the window's switches: which half of a result it draws
+SWITCHES = ("masked", "positional", "batchnorm", "sparse")  # the window's switches: which half of a result it draws
 
 
 def _row(label: str, *cells) -> str:
@@ -113,6 +115,21 @@ def text_report(r: dict) -> str:
         lines.append("top tokens: " + ", ".join(f"{t['token']} {t['p']:.3f}" for t in n["top"]))
         lines.append(f"greedy:  {r['greedy']['text']}")
         lines.append(f"sampled: {r['sampled']['text']}  (seed {r['sampled']['seed']})")
+    elif name == "superposition":
+        lines.append(f"{r['features']} features into {r['dims']} dimensions, importance "
+                     + ", ".join(f"{i:.2f}" for i in r["importance"]) + f"; stored: ‖W_i‖ > {r['threshold']}")
+        lines.append(_row("feature", *[str(i + 1) for i in range(r["features"])]))
+        for key in ("dense", "sparse"):
+            side = r[key]
+            lines.append(f"sparsity {side['sparsity']:g}: {side['stored']} stored, loss {_num(side['loss'])}")
+            lines.append(_row("  ‖W_i‖", *[_num(v) for v in side["norms"]]))
+            lines.append(_row("  interference", *[_num(v) for v in side["interference"]]))
+            lines.append(_row("  b_i", *[_num(v) for v in side["b"]]))
+    elif name == "polysemantic":
+        n = r["neuron"]
+        lines.append(f"{n['step']}, neuron {n['index']}: over {r['sentences']} sentences ({r['tokens']} tokens)")
+        lines.append(_row("word", "class", "activation"))
+        lines += [_row(t["token"], t["class"], _num(t["activation"])) for t in n["top"]]
     for note in r.get("notes", []):
         lines.append(f"note: {note}")
     lines.append(r["summary"])

@@ -6,10 +6,10 @@ reads the same run at once; then a page turn only shows what is ready.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .schema import TOKEN_CHOICES, Lesson, LessonError, Page, Question
-from .values import RunValues, Value, evaluate, fill, parse_expression
+from .values import RESULT_FUNCTION, RunValues, Value, evaluate, fill, parse_expression, placeholders
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,38 @@ def prepare_page(lesson: Lesson, n: int, run: RunValues) -> PreparedPage:
     page = lesson.pages[n - 1]
     try:
         check_targets(page, run)
+        run = with_experiment(lesson, page, run)
         text = fill(page.text, run)
         question = prepare_question(page.question, page, run) if page.question is not None else None
     except ValueError as exc:
         raise LessonError(lesson.file or lesson.id, n, str(exc), page.title) from None
     return PreparedPage(page, n, text, question)
+
+
+def reads_result(page: Page) -> bool:
+    """Whether a text of the page reads its experiment's result ({result:…} or answer = "result:…")."""
+    q = page.question
+    texts = [page.text] + ([q.prompt, q.answer, q.feedback, *([] if isinstance(q.choices, str) else q.choices)]
+                           if q is not None else [])  # fmt: skip
+    return any(e.strip().startswith(f"{RESULT_FUNCTION}:") for t in texts for e in [*placeholders(t), t])
+
+
+def with_experiment(lesson: Lesson, page: Page, run: RunValues) -> RunValues:
+    """The run's values with the page's experiment measured (its controls, the page's input), when a text of the
+    page reads it: kept in the run's cache, so pages that show the same setting measure it once."""
+    if not page.experiment or not reads_result(page) or run.bundle is None:
+        return run
+    from ..errors import UserError
+    from ..experiments import run_experiment
+
+    _, source, target, _ = lesson.inputs(page)
+    key = ("experiment", page.experiment, source, target, tuple(sorted(page.controls.items())))
+    if key not in run.cache:
+        try:
+            run.cache[key] = run_experiment(page.experiment, run.bundle, source, target or None, **page.controls)
+        except UserError as exc:
+            raise ValueError(f"its experiment: {exc}") from None
+    return replace(run, experiment=run.cache[key])
 
 
 def check_targets(page: Page, run: RunValues) -> None:

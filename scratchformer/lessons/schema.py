@@ -20,7 +20,8 @@ VIEW_TITLES = (
     "Training",
 )
 # The live experiments a page may open (scratchformer.experiments; the window's Experiments view).
-EXPERIMENT_NAMES = ("scaling", "mask", "order", "norm", "teacher_forcing", "temperature")
+EXPERIMENT_NAMES = ("scaling", "mask", "order", "norm", "teacher_forcing", "temperature", "superposition",
+                    "polysemantic")
 QUESTION_KINDS = ("choice", "number", "click")
 TOKEN_CHOICES = ("src_tokens", "tgt_tokens")  # choices = "src_tokens": one choice per source token
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")

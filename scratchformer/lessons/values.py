@@ -7,8 +7,10 @@ An expression is a NAME of the run (NAMES below), `src:N` / `tgt:N` (a token of 
 with one entry per axis of the step's tensor (in the order of its dims), each a whole number (negative counts
 from the end) or `:` for the whole axis. `value` reads one cell (or `value:NAME`); `argmax` / `argmin` take one
 `:` axis and give the position there (as its token when the axis is a token axis); `max`, `min`, `sum`, `mean`,
-`count_neginf`, `count_zero` reduce over every `:` axis. A placeholder may end in `|N`: N decimals. Nothing is
-evaluated as Python: the grammar is this parser, and a mistake is one sentence (ValueError).
+`count_neginf`, `count_zero` reduce over every `:` axis. `result:KEY.KEY…` reads the result of the page's live
+experiment (a page with `experiment`): {result:sparse.stored}, {result:neuron.top.0.token} (a list entry by its
+number). A placeholder may end in `|N`: N decimals. Nothing is evaluated as Python: the grammar is this parser,
+and a mistake is one sentence (ValueError).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from ..explain.format import sig3
 
 STEP_FUNCTIONS = ("value", "argmax", "argmin", "max", "min", "sum", "mean", "count_neginf", "count_zero")
 TOKEN_FUNCTIONS = ("src", "tgt")
+RESULT_FUNCTION = "result"  # result:KEY.KEY… — the page's experiment's result
+_RESULT_PATH = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
 NAMES = {
     "model": "the model's name",
     "d_model": "the width of every token's vector",
@@ -120,13 +124,18 @@ def parse_expression(text: str) -> Expr:
             raise ValueError(f"unknown name {function!r}; the names are {', '.join(NAMES)}, or FUNCTION:STEP[…]")
         return Expr("", function, decimals=decimals)
     arg = arg.strip()
+    if function == RESULT_FUNCTION:
+        if not _RESULT_PATH.match(arg):
+            raise ValueError(f"{raw!r}: result: takes the keys of the experiment's result joined by dots, e.g. "
+                             "result:sparse.stored")
+        return Expr(RESULT_FUNCTION, arg, decimals=decimals)
     if function in TOKEN_FUNCTIONS:
         if not re.fullmatch(r"-?\d+", arg):
             raise ValueError(f"{raw!r}: {function}: takes a position, e.g. {function}:2")
         return Expr(function, position=int(arg), decimals=decimals)
     if function not in STEP_FUNCTIONS:
         raise ValueError(f"unknown function {function!r} in {raw!r}; the functions are "
-                         f"{', '.join(STEP_FUNCTIONS + TOKEN_FUNCTIONS)}")  # fmt: skip
+                         f"{', '.join(STEP_FUNCTIONS + TOKEN_FUNCTIONS + (RESULT_FUNCTION,))}")  # fmt: skip
     if function == "value" and arg in NAMES:
         return Expr("", arg, decimals=decimals)
     call = _STEP_CALL.match(arg)
@@ -160,10 +169,33 @@ class RunValues:
     translation: str = ""
     vocab_labels: object = None  # ids → token strings (the target vocabulary)
     cache: dict = field(default_factory=dict)
+    bundle: object = None  # the model, for a page's experiment
+    experiment: dict | None = None  # the result of the page's experiment, which {result:…} reads
 
     @classmethod
     def of(cls, bundle, trace, translation: str = "") -> RunValues:
-        return cls(trace, bundle.config, bundle.name, translation, bundle.tgt_tokenizer.token_strings)
+        return cls(trace, bundle.config, bundle.name, translation, bundle.tgt_tokenizer.token_strings, bundle=bundle)
+
+    def result(self, path: str) -> Value:
+        """One entry of the page's experiment's result: a number, a text, or a list joined by commas."""
+        if self.experiment is None:
+            raise ValueError(f"{{result:{path}}} reads the page's experiment: give the page an 'experiment'")
+        value = self.experiment
+        for key in path.split("."):
+            if isinstance(value, dict) and key in value:
+                value = value[key]
+            elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+                value = value[int(key)]
+            else:
+                raise ValueError(f"the {self.experiment.get('experiment', '')} experiment's result has no "
+                                 f"{path!r} ({key!r} is not in it)")  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, list)):
+            raise ValueError(f"result:{path} is not a number or a text")
+        if isinstance(value, list):
+            return Value(text=", ".join(number_text(v) if isinstance(v, (int, float)) else str(v) for v in value))
+        if isinstance(value, str):
+            return Value(text=value)
+        return Value(number=float(value))
 
     def named(self, name: str) -> Value:
         c, tr = self.config, self.trace
@@ -213,6 +245,8 @@ def evaluate(expr: Expr | str, run: RunValues) -> Value:
         expr = parse_expression(expr)
     if expr.function == "":
         return run.named(expr.name)
+    if expr.function == RESULT_FUNCTION:
+        return run.result(expr.name)
     if expr.function in TOKEN_FUNCTIONS:
         return run.token(expr.function, expr.position)
     step = run.trace.find(expr.name)

@@ -20,6 +20,7 @@ SWITCHES: dict[str, tuple[str, str, str]] = {
     "mask": ("masked", "with the causal mask", "without the causal mask"),
     "order": ("positional", "with positional encoding", "without positional encoding"),
     "norm": ("batchnorm", "BatchNorm", "LayerNorm"),
+    "superposition": ("sparse", "sparse features", "dense features (sparsity 0)"),
 }
 
 
@@ -42,9 +43,11 @@ class Chart:
     log_x: bool = False
     marker_x: float | None = None  # a vertical line at the control's value (d_k, T)
     x_ticks: list[tuple[float, str]] = field(default_factory=list)  # labelled ticks (x in data units)
+    square: bool = False  # one unit is as long on both axes (vectors in a plane)
 
 
 BLUE, RED, GREY = "#1f5fa8", "#c2452d", "#777777"
+FEATURE_COLOURS = ("#1f5fa8", "#c2452d", "#2a8a3e", "#8e44ad", "#d68910", "#17a2b8", "#7f8c8d", "#e84393")
 
 
 def _heatmap(values, rows, cols, row_dim, col_dim, title, subtitle, formula="", levels=None, cmap=SEQUENTIAL):
@@ -123,6 +126,16 @@ def charts(result: dict, switch: bool | None = None) -> list[Chart]:
                       [Series("teacher forcing", x, [s["teacher_forced"] for s in snaps], BLUE),
                        Series("free-running", x, [s["free_running"] for s in snaps], RED)],
                       marker_x=float(chosen) if chosen is not None else None, x_ticks=ticks)]  # fmt: skip
+    if name == "superposition":
+        return superposition_charts(result, switch_on(result, switch))
+    if name == "polysemantic":
+        n = result["neuron"]
+        classes = list(n["per_class"])
+        x = [float(i) for i in range(len(classes))]
+        return [Chart(f"Neuron {n['index']} of encoder layer {n['layer']}: its strongest activation per word class",
+                      "word class", "largest ReLU(x W_1 + b_1)",
+                      [Series("largest activation", x, [n["per_class"][k] for k in classes], BLUE)],
+                      x_ticks=[(float(i), k) for i, k in enumerate(classes)])]  # fmt: skip
     if name == "temperature":
         curve = result["curve"]
         x = [c["temperature"] for c in curve]
@@ -174,12 +187,54 @@ def maps(result: dict, switch: bool | None = None) -> list[Heatmap]:
                          f"Right (1) or wrong (0) at each position: {result['snapshot']['spec']}",
                          "teacher forcing reads the reference; free-running reads its own output",
                          levels=(0.0, 1.0))]  # fmt: skip
+    if name == "superposition":
+        side = result["sparse" if on else "dense"]
+        n = result["features"]
+        labels = [f"feature {i + 1}" for i in range(n)]
+        top = _shared_top(result["dense"]["WtW"], result["sparse"]["WtW"])[1]
+        return [_heatmap(side["WtW"], labels, labels, "feature", "feature",
+                         f"WᵀW at sparsity {side['sparsity']:g}: which features share directions",
+                         f"toy model, {n} features in {result['dims']} dimensions · diagonal ‖W_i‖², off it W_i · W_j",
+                         levels=(-top, top), cmap=DIVERGING)]  # fmt: skip
+    if name == "polysemantic":
+        n = result["neuron"]
+        return [_heatmap([[t["activation"] for t in n["top"]]], [f"neuron {n['index']}"],
+                         [f"{t['token']} ({t['class']})" for t in n["top"]], "", "word",
+                         f"The words that fire neuron {n['index']} of encoder layer {n['layer']} most",
+                         f"{result['model']} · {n['step']} · the largest activation of each word over "
+                         f"{result['sentences']} of the task's sentences")]  # fmt: skip
     if name == "temperature":
         top = result["next_token"]["top"]
         return [_heatmap([[t["p"] for t in top]], [f"T = {result['temperature']:g}"], [t["token"] for t in top],
                          "", "next token", f"Most likely next tokens after “{result['context_tokens'][-1]}”",
                          "softmax(logits / T)", levels=(0.0, 1.0))]  # fmt: skip
     return []
+
+
+def superposition_charts(result: dict, sparse: bool) -> list[Chart]:
+    """The toy model: the columns W_i of the setting shown as arrows from the origin of its plane, then each
+    feature's norm ‖W_i‖ and interference Σ_{j≠i} (Ŵ_i · W_j)², dense against sparse."""
+    side = result["sparse" if sparse else "dense"]
+    w = np.asarray(side["W"])  # (m, n)
+    n = w.shape[1]
+    arrows = [Series(f"feature {i + 1}", [0.0, float(w[0, i])], [0.0, float(w[1, i]) if w.shape[0] > 1 else 0.0],
+                     FEATURE_COLOURS[i % len(FEATURE_COLOURS)]) for i in range(n)]  # fmt: skip
+    x = [float(i + 1) for i in range(n)]
+    ticks = [(float(i + 1), str(i + 1)) for i in range(n)]
+    dense, sparse_, cut = result["dense"], result["sparse"], result["threshold"]
+
+    def stored_only(s: dict, key: str) -> list[float]:  # a dropped feature's direction is noise: drawn as 0
+        return [v if key == "norms" or norm > cut else 0.0 for v, norm in zip(s[key], s["norms"])]
+
+    def both(key: str) -> list[Series]:
+        return [Series("dense (S = 0)", x, stored_only(dense, key), RED),
+                Series(f"sparse (S = {sparse_['sparsity']:g})", x, stored_only(sparse_, key), BLUE)]  # fmt: skip
+    return [Chart(f"W_i at S = {side['sparsity']:g}: {side['stored']} of {n} stored",
+                  "dimension 1", "dimension 2", arrows, square=True),
+            Chart(f"‖W_i‖ (stored > {cut:g})", "feature (most important first)", "‖W_i‖",
+                  both("norms"), x_ticks=ticks),
+            Chart("Interference Σ_{j≠i} (Ŵ_i · W_j)²", "feature", "interference",
+                  both("interference"), x_ticks=ticks)]  # fmt: skip
 
 
 def charts_csv(drawn: list[Chart]) -> str:

@@ -44,7 +44,8 @@ def expected_max_weight(std: float, seed: int = 7, rows: int = 200_000, keys: in
 
 
 def test_names_are_the_lessons_names_and_the_alias_is_accepted():
-    assert list(EXPERIMENTS) == ["scaling", "mask", "order", "norm", "teacher_forcing", "temperature"]
+    assert list(EXPERIMENTS) == ["scaling", "mask", "order", "norm", "teacher_forcing", "temperature",
+                                 "superposition", "polysemantic"]
     assert experiment_named("teacher-forcing").name == "teacher_forcing"
     with pytest.raises(UserError, match="experiments are scaling, mask"):
         experiment_named("dropout")

@@ -19,7 +19,7 @@ from scratchformer.lessons.values import evaluate, fill, parse_expression
 
 CURRICULUM = ["why-attention", "self-attention", "scaling", "heads", "positions", "masks", "cross-attention",
               "add-norm", "feed-forward", "output-softmax", "teacher-forcing", "one-token-at-a-time", "walkthrough",
-              "rotary", "shared-kv"]
+              "rotary", "shared-kv", "superposition"]
 SOURCE = "the girl eats an apple"
 
 
