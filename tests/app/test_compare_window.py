@@ -118,7 +118,7 @@ def test_a_new_run_is_compared_with_the_b_already_open(qtbot, make_window, monke
 
 
 @pytest.mark.parametrize("spec, words", [
-    ("llama-tiny", "no step can be compared"),  # nothing in common: another tokenizer, another architecture
+    ("llama-tiny-random", "no step can be compared"),  # nothing in common: another tokenizer, another architecture
     ("en-hi@step-000999", "step"),  # a snapshot that is not there
 ])
 def test_bad_second_model_is_one_sentence(qtbot, make_window, spec, words):
