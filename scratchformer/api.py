@@ -70,12 +70,15 @@ class StepTable(list):
 
 
 def run(model: str | None = None, source: str | None = None, target: str | None = None, device: str | None = None,
-        *, start_only: bool = False, precision: str = "float32") -> Run:  # fmt: skip
+        *, start_only: bool = False, precision: str = "float32", dictionaries: list | None = None,
+        clamps: list[str] | None = None) -> Run:  # fmt: skip
     """Open `model` (a preset, a bundled model such as "en-hi", a folder, a Hugging Face id in the local cache, or
     any of these with "@step-N" for a training snapshot; None: the default model), read `source`, and trace one
     forward pass. `target`: a typed decoder input (teacher forcing); `start_only`: the decoder reads its start
     token alone; neither: the model's own greedy output. `device`: "cpu", "cuda", "cuda:1" (None: CPU).
-    `precision`: "float32", or "stored" to keep a folder's stored dtype. Bad input raises UserError with the
+    `precision`: "float32", or "stored" to keep a folder's stored dtype. `dictionaries`: sparse dictionary folders
+    (or scratchformer.features Dictionary objects) to attach: the trace gains each one's `<step>.dict.…` steps;
+    `clamps`: "STEP:FEATURE=VALUE[@POSITION]" texts, as --clamp takes them. Bad input raises UserError with the
     sentence the command line prints."""
     if source is None or not str(source).strip():
         raise UserError("Give a sentence to run, e.g. sf.run(\"en-hi\", \"the girl eats an apple\").")
@@ -84,7 +87,17 @@ def run(model: str | None = None, source: str | None = None, target: str | None 
     _quiet_progress_bars()
     bundle = load_model(model or default_model_name(), device or "cpu", precision=precision)
     inputs = bundle.prepare_run(source, target or "", start_only, continuation=Continuation())
-    _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
+    if clamps and not dictionaries:
+        raise UserError("clamps set a dictionary's feature: attach the dictionary with dictionaries=[folder].")
+    if dictionaries:
+        from .features.attach import parse_clamp, traced
+        from .features.folder import load
+
+        dicts = [load(d) if isinstance(d, str | bytes) or hasattr(d, "__fspath__") else d for d in dictionaries]
+        _, trace = traced(bundle, inputs, dicts, [parse_clamp(c) for c in clamps or []], keep_output=False,
+                          budget=default_budget())  # fmt: skip
+    else:
+        _, trace = bundle.run(inputs, keep_output=False, budget=default_budget())
     return Run(bundle, inputs, trace, source, target, start_only, spec=model or default_model_name(),
                precision=precision)  # fmt: skip
 

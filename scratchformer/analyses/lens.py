@@ -142,6 +142,9 @@ def add_parser(sub) -> None:
                        "encoder-only model with a masked-LM head, every point of the encoder's stream through that "
                        "head.")  # fmt: skip
     add_run_args(p)
+    from ..commands.common import add_dictionary_args
+
+    add_dictionary_args(p)  # a clamped feature steers the stream the lens reads
     p.add_argument("--top", type=int, default=TOP_K, help=f"tokens listed per point and position (default {TOP_K})")
 
 

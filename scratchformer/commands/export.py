@@ -25,7 +25,7 @@ from ..exporting.job import FORMATS, IMAGE_FORMATS, ExportRun, parse_formats, pl
 from ..exporting.snapshots import ATTENTION_NAMES
 from ..loading.bundle import default_model_name
 from ..running.batching import read_text_file
-from .common import add_input_args, add_model_args, traced_run
+from .common import add_dictionary_args, add_input_args, add_model_args, traced_run
 
 
 def add_parser(sub) -> None:
@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
     )
     add_model_args(p)
     add_input_args(p)
+    add_dictionary_args(p)
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
     p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); or html alone: one "
                    f"self-contained interactive page of every step ({PAGE_NAME}); with --snapshots from "

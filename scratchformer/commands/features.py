@@ -47,6 +47,8 @@ def add_parser(sub) -> None:
     t.add_argument("--steps", type=int, help="training steps (default: from --epochs)")
     t.add_argument("--lr", type=float, help="Adam's learning rate (default 2e-4·√(16384/width))")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, help="CPU threads (default: half the cores, at least 1: on a busy "
+                   "two-core machine a second thread slows the small matrix products down)")
     t.add_argument("--memory-budget", type=float, metavar="GB", help="memory the model's batches may take")
     t.add_argument("--json", action="store_true", help='print {"fvu", "l0", "dead", "ce_recovered", "tokens", '
                    '"seconds"} as JSON')
@@ -156,6 +158,13 @@ def _train(args) -> int:
     if args.tokens is not None and args.tokens < 1:
         raise UserError(f"--tokens must be 1 or more, not {args.tokens}.")
     budget = memory_budget(args)
+    import os
+
+    import torch
+
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be 1 or more, not {args.threads}.")
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 2) // 2))
     with session(args.device) as dist:
         bundle = open_model(args)
         texts = corpus_texts(args.corpus)

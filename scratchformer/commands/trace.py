@@ -11,7 +11,7 @@ from ..recording.nonfinite import find_nonfinite
 from ..recording.trace import Trace
 from ..running.generation import Continuation
 from ..transformer.departures import departures
-from .common import add_input_args, add_model_args, memory_budget, open_model, read_inputs
+from .common import add_dictionary_args, add_input_args, add_model_args, memory_budget, open_model, read_inputs, run_traced
 from .intervening import ablations, add_intervention_args, patches
 
 
@@ -19,6 +19,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("trace", help="print every step of the forward pass (table or JSON)")
     add_model_args(p)
     add_input_args(p)
+    add_dictionary_args(p)
     add_intervention_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--values", action="store_true", help="with --json: include every tensor's values")
@@ -101,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
     changes = ablate + patches(bundle, args, inputs)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    with intervene(bundle.model, changes):
-        _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
+    _, trace = run_traced(bundle, inputs, args, changes, keep_output=False, budget=memory_budget(args))
     found = find_nonfinite(bundle.model, trace)  # NaN or ±∞ in the weights or the steps: said, never hidden
     if found is not None:
         print(f"warning: {found.sentence()}", file=sys.stderr)

@@ -113,8 +113,9 @@ def items_per_batch(bundle, texts: list[Text], budget: int) -> int:
     untraced pass), at most MAX_ITEMS."""
     c = bundle.config
     longest = max(len(t.source.split()) + len((t.target or "").split()) for t in texts[:512]) + 4
-    one = estimate_run(c, 1, longest, longest, 0, cache_bytes=0).total
-    return int(max(1, min(MAX_ITEMS, budget // max(one, 1))))
+    one = estimate_run(c, 1, longest, longest, 0, cache_bytes=0)
+    per_item = one.held + one.working  # what grows with the batch (the runtime itself does not)
+    return int(max(1, min(MAX_ITEMS, budget // max(per_item, 1))))
 
 
 def forward(bundle, batch: Batch) -> torch.Tensor | None:

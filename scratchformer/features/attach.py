@@ -87,7 +87,7 @@ class Attached:
                                 "token in this model: it was trained on another model.")  # fmt: skip
             if at in self.by_step:
                 raise UserError(f"Two dictionaries read {at}; attach one per step.")
-            d.eval()
+            d.eval().requires_grad_(False)
             self.by_step[at] = (d, at, to)
         for c in clamps:
             if c.step not in self.by_step:
@@ -158,16 +158,17 @@ class Attached:
                     recon = d.decode(f)
                 error = y.float() - recon
                 pos, kind, arch = position_dim(at), "transcoder" if d.transcoder else "SAE", d.describe().split(" ")[0]
+                block = f"{tracer.steps[-1].sublayer}.dict"  # "Decoder 2 › Add & Norm 3 › Dictionary"
                 tracer.add(f"{step}.dict.pre", "features", pre, ("batch", pos, "feature"), f"{kind} pre-activations",
                            "pre = (x − b_dec) W_enc + b_enc" if d.centres_input else "pre = x W_enc + b_enc",
-                           f"{step}.dict")  # fmt: skip
+                           block)  # fmt: skip
                 tracer.add(f"{step}.dict.features", "features", f, ("batch", pos, "feature"),
-                           f"{kind} features ({d.d_sae}, {arch})", _activation_formula(d), f"{step}.dict",
+                           f"{kind} features ({d.d_sae}, {arch})", _activation_formula(d), block,
                            major=True)  # fmt: skip
                 tracer.add(f"{step}.dict.recon", "reconstruction", recon, ("batch", pos, "d_model"),
-                           f"{kind} reconstruction", "x̂ = f W_dec + b_dec", f"{step}.dict")  # fmt: skip
+                           f"{kind} reconstruction", "x̂ = f W_dec + b_dec", block)  # fmt: skip
                 tracer.add(f"{step}.dict.error", "reconstruction", error, ("batch", pos, "d_model"),
-                           f"{kind} error (what the features miss)", "error = y − x̂", f"{step}.dict")  # fmt: skip
+                           f"{kind} error (what the features miss)", "error = y − x̂", block)  # fmt: skip
 
             out[to] = record
         return out
@@ -194,3 +195,12 @@ def attached(model, dictionaries: list[Dictionary], clamps: list[Clamp] = (), ot
         stack.enter_context(intervene(model, [*others, *att.edits()]))
         stack.enter_context(following(att.followers()))
         yield att
+
+
+def traced(bundle, inputs, dictionaries: list[Dictionary], clamps: list[Clamp] = (), others: list = (), **options):
+    """bundle.run(inputs, **options) with the dictionaries attached (and `others`, further interventions): (output,
+    trace), the trace knowing its dictionaries (`trace.dictionaries`, what derive recomputes features from)."""
+    with attached(bundle.model, dictionaries, clamps, others) as att:
+        out, trace = bundle.run(inputs, **options)
+    trace.dictionaries = dict(att.by_step)
+    return out, trace

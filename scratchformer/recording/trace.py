@@ -170,6 +170,9 @@ class Trace:
     output_summary: OutputSummary | LazyOutputSummary | None = None
     # what the run changed on purpose (scratchformer.patching.interventions)
     interventions: list = field(default_factory=list)
+    # the dictionaries attached to the run, by the step each reads (scratchformer.features.attach): what derive
+    # recomputes a feature from
+    dictionaries: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._by_name = {s.name: s for s in self.steps}
@@ -392,6 +395,7 @@ BLOCK_NAMES = {
     "generator": "Output",
     "final_norm": "Final LayerNorm",
     "norm": "LayerNorm",  # a pre-LN model's norm before its sublayer: "Add & Norm 1 › LayerNorm"
+    "dict": "Dictionary",  # a sparse dictionary attached after a step (scratchformer.features.attach)
 }
 
 

@@ -16,6 +16,7 @@ from ...errors import UserError
 from ...recording.trace import Trace, step_path
 from . import attention_rules as attn
 from . import embedding_rules as embed
+from . import feature_rules as feature
 from . import moe_rules as moe
 from . import stream_rules as stream
 from .reader import Reader, check_index, split_batch
@@ -53,6 +54,8 @@ RULES = {
     "dropout": stream.dropout,
     "logits": stream.logits,
     "probabilities": stream.probabilities,
+    "features": lambda r, s, *a: (feature.pre if s.name.endswith(".dict.pre") else feature.features)(r, s, *a),
+    "reconstruction": feature.reconstruction,
 }
 
 
@@ -101,11 +104,12 @@ def explain_index(trace: Trace, step_name: str, index: tuple[int, ...]) -> str:
 
 
 def add_parser(sub) -> None:
-    from ...commands.common import add_input_args, add_model_args
+    from ...commands.common import add_dictionary_args, add_input_args, add_model_args
 
     p = sub.add_parser("derive", help="show how one cell of one step was computed from its inputs")
     add_model_args(p)
     add_input_args(p)
+    add_dictionary_args(p)
     p.add_argument("step", help="the step's name, e.g. decoder.1.cross_attn.weights (see `scratchformer trace`)")
     p.add_argument("index", nargs="+", type=int, help="one 0-based index per axis of the step, in the order of "
                                                       "its dims (batch first)")  # fmt: skip
@@ -113,13 +117,13 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...commands.common import memory_budget, open_model, print_result, read_inputs
+    from ...commands.common import memory_budget, open_model, print_result, read_inputs, run_traced
 
     bundle = open_model(args)
     inputs = read_inputs(bundle, args)
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
-    _, trace = bundle.run(inputs, keep_output=False, budget=memory_budget(args))
+    _, trace = run_traced(bundle, inputs, args, keep_output=False, budget=memory_budget(args))
     derivation = compute(bundle, trace, args.step, args.index)
     return print_result(args.json, derivation.to_dict(), lambda: text_report(trace, derivation))
 
