@@ -15,8 +15,8 @@ from ..running.generation import Continuation
 
 def add_model_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     parser.add_argument("--model", default=default,
-                        help="preset (paper, blog, llama-tiny-random), bundled model, or model folder; NAME@step-NNNNNN picks "
-                        "one of a trained model's snapshots (train --snapshots N)")
+                        help="preset (paper, blog, llama-tiny-random), bundled model, or model folder; "
+                        "NAME@step-NNNNNN picks one of a trained model's snapshots (train --snapshots N)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--precision", choices=("float32", "stored"), default="float32",
                         help="a Hugging Face folder's weights in float32 (default) or in the precision they are "

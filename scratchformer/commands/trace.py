@@ -11,7 +11,15 @@ from ..recording.nonfinite import find_nonfinite
 from ..recording.trace import Trace
 from ..running.generation import Continuation
 from ..transformer.departures import departures
-from .common import add_dictionary_args, add_input_args, add_model_args, memory_budget, open_model, read_inputs, run_traced
+from .common import (
+    add_dictionary_args,
+    add_input_args,
+    add_model_args,
+    memory_budget,
+    open_model,
+    read_inputs,
+    run_traced,
+)
 from .intervening import ablations, add_intervention_args, patches
 
 
