@@ -137,6 +137,13 @@ def from_parts(cfg: dict, tensors: dict[str, torch.Tensor], where: str) -> Dicti
         d.b_dec.copy_(tensors["b_dec"].float().reshape(d_out))
         if "threshold" in tensors:
             d.threshold.copy_(tensors["threshold"].float().reshape(d_sae))
+        if arch == "topk" and cfg.get("rescale_acts_by_decoder_norm"):
+            # SAELens's TopK then ranks pre · ‖W_dec,i‖ and decodes f / ‖W_dec,i‖ (its training default, kept in the
+            # folders its trainer writes): folding the norms into the weights gives the same features and output
+            n = d.W_dec.norm(dim=1).clamp_min(1e-8)  # (d_sae,)
+            d.W_enc.mul_(n)
+            d.b_enc.mul_(n)
+            d.W_dec.div_(n[:, None])
     d.eval()
     return d
 
