@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# SAELens in an environment of its own, for the tests that set our dictionaries beside its (about 2 minutes the
+# first time, kept after); if it cannot be made, those tests fail saying so and the rest still run.
+bash scripts/saelens-env.sh || echo "test: .venv-saelens could not be made; the SAELens tests will fail saying so."
 PY=.venv/bin/python
 "$PY" -m ruff check .
 .venv/bin/lint-imports  # import-linter: the contracts in pyproject.toml (layers, no Qt in the core, no cycles)
