@@ -130,7 +130,7 @@ def train(d: Dictionary, x: torch.Tensor, y: torch.Tensor | None, settings: Trai
         elif settings.architecture == "standard":
             loss = loss + settings.l1 * (f * d.W_dec.norm(dim=1)).sum(-1).mean() / d.d_out
         if settings.architecture == "batchtopk" and bool((f > 0).any()):
-            kept_min.append(float(f[f > 0].min()))
+            kept_min.append(float(f.detach()[f > 0].min()))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         _average_grads(d, dist)
