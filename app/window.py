@@ -361,6 +361,19 @@ class MainWindow(QMainWindow):
         if folder:
             self.attach_dictionary(folder)
 
+    def attach_bundled_dictionary(self) -> None:
+        """Run › Attach the bundled dictionary: the SAE a bundled model ships with (en-hi's reads its last decoder
+        layer's stream), so the Features view works offline on first launch."""
+        from scratchformer.features.bundled import bundled_saes
+
+        model = self.model_spec()
+        found = bundled_saes(model)
+        if not found:
+            self.show_message(f"{model} ships no dictionary; train one with `scratchformer features train` and "
+                              "attach its folder (Run › Attach dictionary…).")  # fmt: skip
+            return
+        self.attach_dictionary(str(found[0]))
+
     def attach_dictionary(self, folder: str) -> None:
         """Attach the dictionary in `folder` and run again with it (off the UI thread, as every run); a folder
         that is not a dictionary, or one of another model, is refused in one sentence and left out."""

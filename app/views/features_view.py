@@ -65,9 +65,10 @@ class FeaturesView(View):
         self._table_jobs = JobRunner("scratchformer-features-table", latest_only=True)
         self._card_jobs = JobRunner("scratchformer-feature-cards", latest_only=True)
         layout = QVBoxLayout(self)
-        self.empty = placeholder("No dictionary is attached. Run › Attach dictionary… opens a folder of a sparse "
-                                 "dictionary (SAELens's layout, e.g. one made by `scratchformer features train`): "
-                                 "its features then show here, token by token.")  # fmt: skip
+        self.empty = placeholder("No dictionary is attached. Run › Attach the bundled dictionary reads en-hi's last "
+                                 "decoder layer through the SAE it ships with; Run › Attach dictionary… opens any "
+                                 "folder of a sparse dictionary (SAELens's layout, e.g. one made by `scratchformer "
+                                 "features train`). Its features then show here, token by token.")  # fmt: skip
         layout.addWidget(self.empty)
         self.body = QWidget()
         layout.addWidget(self.body, 1)

@@ -102,3 +102,15 @@ def test_a_bad_folder_is_one_sentence(qtbot, en_hi, tmp_path, kind):
     assert en_hi.dictionaries == []  # left out: the next run is the plain one
     view = show(en_hi, FeaturesView)
     assert view.empty.isVisible()
+
+
+def test_the_bundled_dictionary_attaches_from_the_run_menu(qtbot, en_hi):
+    """en-hi ships an SAE of its last decoder layer: Run › Attach the bundled dictionary needs no folder."""
+    from scratchformer.features.bundled import bundled_saes
+
+    action = next(a for a in en_hi.menuBar().actions() if a.text() == "&Run")
+    entry = next(a for a in action.menu().actions() if a.text() == "Attach the &bundled dictionary")
+    entry.trigger()
+    qtbot.waitUntil(lambda: not en_hi.is_busy(), timeout=WAIT_MS)
+    assert en_hi.dictionaries == [str(bundled_saes("en-hi")[0])]
+    assert en_hi.current_trace().find(f"{STEP}.dict.features") is not None, en_hi.message_text()
