@@ -65,9 +65,10 @@ def corpus_texts(spec: str, limit: int | None = None) -> list[Text]:
     return [Text(s) for s in read_corpus(spec, limit)]
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _pad(rows: list[list[int]], pad_id: int | None) -> tuple[torch.Tensor, torch.Tensor | None]:
     n = max(len(r) for r in rows)
-    ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
+    # a model without a padding token (GPT-2) gets 0 there: the mask hides those positions and their rows are dropped
+    ids = torch.full((len(rows), n), 0 if pad_id is None else pad_id, dtype=torch.long)
     pad = torch.ones(len(rows), n, dtype=torch.bool)
     for i, r in enumerate(rows):
         ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
