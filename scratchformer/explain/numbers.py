@@ -662,6 +662,51 @@ def probabilities(c: Ctx) -> Facts:
     return Facts("probabilities", values, [(c.sibling("capped") or c.sibling("logits"), "logits")])
 
 
+def _dictionary_values(c: Ctx) -> dict:
+    read = c.step.name.rsplit(".dict.", 1)[0]
+    found = c.trace.dictionaries.get(read)
+    d, to = (found[0], found[2]) if found is not None else (None, read)
+    arch = ""
+    if d is not None:
+        arch = (f"ReLU(pre) where pre is among the token's {d.k} largest" if d.architecture == "topk"
+                else "pre where pre is above the feature's own threshold" if d.architecture in ("jumprelu", "batchtopk")
+                else "ReLU(pre)")  # fmt: skip
+    kind = "transcoder" if d is not None and d.transcoder else "SAE"
+    last = c.step.shape[1] - 1
+    pos = c.step.dims[1]
+    return {"kind": kind, "read": read, "target": to, "formula_words": arch or "a sparse code of the token",
+            "width": Count(c.step.shape[-1]), "tok": c.label(pos, last), "last": last, "dict": d,
+            "pre_formula": "(x − b_dec) W_enc + b_enc" if d is None or d.centres_input else "x W_enc + b_enc"}
+
+
+def dictionary(c: Ctx) -> Facts:
+    """An attached dictionary's steps (scratchformer.features.attach): pre-activations, features, reconstruction,
+    error."""
+    v = _dictionary_values(c)
+    x = c.item()  # (P, width)
+    row = x[v.pop("last")]
+    v.pop("dict")
+    if c.suffix == "pre":
+        v.update(min=Num(row.min().item()), max=Num(row.max().item()), top_f=Count(int(row.argmax())),
+                 top_v=Num(row.max().item()))  # fmt: skip
+        return Facts("features.pre", v, [(c.trace.find(v["read"]), "x")])
+    if c.suffix == "features":
+        v.update(n_active=Count(int((row > 0).sum())), top_f=Count(int(row.argmax())), top_v=Num(row.max().item()),
+                 mean_active=Num(float((x > 0).sum(-1).double().mean())))  # fmt: skip
+        return Facts("features", v, [(c.sibling("pre"), "pre")])
+    y = c.item(c.trace.find(v["target"])) if c.trace.find(v["target"]) is not None else x
+    target_row = y[c.step.shape[1] - 1]  # the last position, as `row`
+    v["len_target"] = Num(float(target_row.norm()))
+    if c.suffix == "recon":
+        total = (y - y.mean(0)).pow(2).sum()
+        share = 1 - float((y - x).pow(2).sum() / total) if total > 0 else 1.0
+        v.update(len_recon=Num(float(row.norm())), share=f"{share:.0%}")
+        return Facts("reconstruction", v, [(c.sibling("features"), "features")])
+    v.update(len_error=Num(float(row.norm())),
+             err_share=f"{float(row.norm() / target_row.norm()):.0%}" if target_row.norm() > 0 else "all")
+    return Facts("reconstruction.error", v, [(c.sibling("recon"), "recon")])
+
+
 FACTS: dict[str, Callable[[Ctx], Facts]] = {
     "tokens": tokens, "embedding": embedding, "positional_encoding": positional_encoding, "input": input_sum,
     "mask": mask, "qkv": qkv, "heads": heads, "scores": scores, "scaled_scores": scaled_scores,
@@ -669,7 +714,7 @@ FACTS: dict[str, Callable[[Ctx], Facts]] = {
     "projection": projection, "dropout": dropout, "residual": residual, "layer_norm": layer_norm,
     "ffn_hidden": ffn_hidden, "ffn_out": ffn_out, "logits": logits, "probabilities": probabilities,
     "position_bias": position_bias, "ffn_gate": ffn_gate, "output_scale": output_scale, "rotary": rotary,
-    "qk_norm": qk_norm, "router": router, "softcap": softcap,
+    "qk_norm": qk_norm, "router": router, "softcap": softcap, "features": dictionary, "reconstruction": dictionary,
 }  # fmt: skip
 
 

@@ -640,6 +640,38 @@ TEXTS: dict[str, dict[str, str]] = {
         "numbers": "At {tok}, head 1's vector was {len_before} long and is {len_after} after the norm; the "
                    "{n_vectors} normalised vectors range in length from {min_len} to {max_len}.",
     },
+    # ---------------------------------------------------------------- an attached sparse dictionary
+    "features": {
+        "what": "The {kind}'s {width} features at {read}: each is {formula_words}. Most are 0 at any token; the "
+                "few that are not say what the dictionary reads there.",
+        "why": "One neuron of a model rarely means one thing: models store more features than they have dimensions "
+               "(superposition). A sparse dictionary, trained on the model's own activations, writes each token's "
+               "vector as a handful of features that each stand for one thing, so they can be read, and clamped.",
+        "numbers": "At {tok}, {n_active} of {width} features are active; the strongest is feature {top_f} ({top_v})"
+                   ". Over this run a token has {mean_active} active features on average.",
+    },
+    "features.pre": {
+        "what": "The {kind}'s pre-activations at {read}: every feature's encoder column read against the token's "
+                "vector, pre = {pre_formula}, {width} numbers per token.",
+        "why": "Each feature's encoder column is the direction it looks for; the larger the pre-activation, the more "
+               "of that direction the token's vector holds. The next step keeps only the strongest.",
+        "numbers": "At {tok} the pre-activations run from {min} to {max}; feature {top_f} is the largest ({top_v}).",
+    },
+    "reconstruction": {
+        "what": "The {kind}'s reconstruction of {target}: x̂ = f W_dec + b_dec, each active feature's decoder row "
+                "times its value, summed, plus a bias.",
+        "why": "If the few active features carry what the model uses, their decoder rows add up to nearly the "
+               "model's own vector; what they miss is the error, the next step.",
+        "numbers": "At {tok} the reconstruction is {len_recon} long against {len_target} for {target} itself "
+                   "({share} of its variance over this run is explained).",
+    },
+    "reconstruction.error": {
+        "what": "The {kind}'s error at {target}: what the features miss, y − x̂. The model's own pass carries on "
+                "with y = x̂ + error, unchanged.",
+        "why": "A dictionary is an approximation; the error term keeps the run exact, and an attribution graph keeps "
+               "it as one node per token, so nothing is silently dropped.",
+        "numbers": "At {tok} the error is {len_error} long, {err_share} of {target}'s own length ({len_target}).",
+    },
     # ---------------------------------------------------------------- mixture of experts
     "router": {
         "what": "The router scores every expert for each token: the token's vector times W_router ({d_model} × "

@@ -17,6 +17,7 @@ its own value changes nothing. It is one more intervention (a StepEdit at T), sh
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,16 @@ from .folder import hook_step, load
 from .points import position_dim, readable_steps
 
 _PER_HEAD = re.compile(r".*\.(q|k|v|weights|context|q_rotated|k_rotated|q_normed|k_normed)$")
+
+
+_READABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _readable(model) -> list[str]:
+    """readable_steps(model), walked once per model (a run with a dictionary attached asks at every run)."""
+    if model not in _READABLE:
+        _READABLE[model] = readable_steps(model)
+    return _READABLE[model]
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,7 @@ class Attached:
     names, and what a traced run records for them."""
 
     def __init__(self, model, dictionaries: list[Dictionary], clamps: list[Clamp] = ()) -> None:
-        readable = readable_steps(model)
+        readable = _readable(model)
         self.model, self.by_step = model, {}
         for d in dictionaries:
             at = hook_step(model, d.info.at, readable)

@@ -131,12 +131,23 @@ def _user_cache() -> Path:
     return Path(root) / "scratchformer" / "cards"
 
 
+def _shipped(folder: Path) -> bool:
+    """Whether the folder is inside the installed package's resources (a bundled model's dictionary)."""
+    from ..loading.bundle import resources_dir
+
+    try:
+        return folder.resolve().is_relative_to(resources_dir().resolve())
+    except OSError:
+        return False
+
+
 def cache_paths(folder: str | Path | None, corpus: str, model: str, max_inputs: int) -> list[Path]:
     """Where a card set is looked for, first the dictionary's folder, then the user's cache (named by the folder)."""
     name = cache_name(corpus, model, max_inputs)
     out = []
     if folder is not None:
-        out.append(Path(folder) / name)
+        if not _shipped(Path(folder)):  # a bundled dictionary's cards go to the user's cache, never the package
+            out.append(Path(folder) / name)
         tag = hashlib.sha256(str(Path(folder).resolve()).encode()).hexdigest()[:10]
         out.append(_user_cache() / f"{tag}-{name}")
     else:

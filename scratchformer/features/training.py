@@ -41,7 +41,9 @@ class TrainSettings:
     batch_tokens: int = 1024
     lr: float | None = None  # None: 2e-4 · √(16384 / width), Gao et al.'s scaling
     l1: float = 5.0  # ReLU dictionaries' λ
-    dead_after: int = 20_000  # tokens without firing before a feature counts as dead (AuxK)
+    # tokens without firing before a feature counts as dead (AuxK); None: a tenth of the run's tokens, at least
+    # 20 000 (AuxK switched on too early slows training and helps nothing)
+    dead_after: int | None = None
     seed: int = 0
     checkpoint_every: int = 500
 
@@ -102,6 +104,7 @@ def train(d: Dictionary, x: torch.Tensor, y: torch.Tensor | None, settings: Trai
         d.b_dec.copy_(torch.tensor(sums, dtype=torch.float32) / max(total_n, 1))
     batch = max(1, settings.batch_tokens // dist.world_size)
     steps = settings.steps or max(1, int(settings.epochs * total_n / settings.batch_tokens))
+    dead_after = settings.dead_after or max(20_000, steps * settings.batch_tokens // 10)
     opt = torch.optim.Adam(d.parameters(), lr=learning_rate(settings), betas=(0.9, 0.999))
     since_fired = torch.zeros(d.d_sae)
     kept_min: list[float] = []  # BatchTopK: the smallest activation kept, per step (the threshold's estimate)
@@ -126,7 +129,7 @@ def train(d: Dictionary, x: torch.Tensor, y: torch.Tensor | None, settings: Trai
         fired = (f > 0).any(0)
         since_fired = torch.where(fired, torch.zeros_like(since_fired), since_fired + len(idx))
         if settings.architecture in ("topk", "batchtopk"):
-            loss = loss + AUX_ALPHA * _aux_loss(d, pre, error, since_fired >= settings.dead_after)
+            loss = loss + AUX_ALPHA * _aux_loss(d, pre, error, since_fired >= dead_after)
         elif settings.architecture == "standard":
             loss = loss + settings.l1 * (f * d.W_dec.norm(dim=1)).sum(-1).mean() / d.d_out
         if settings.architecture == "batchtopk" and bool((f > 0).any()):

@@ -126,9 +126,10 @@ def test_every_view_reports_what_it_shows(qtbot, ran_window):
             assert view.other.isVisible() and not view.current_heatmaps()
             continue
         if view.title in ("Compare", "Head importance", "How this number was made", "Lessons", "Attribution",
-                          "Patching"):
+                          "Patching", "Features"):
             # nothing to show before an intervention, a measurement or a click on a cell (Attribution: on a row of
-            # Output, or its Attribute button; Patching: a corrupted input and Sweep); the lessons are a list
+            # Output, or its Attribute button; Patching: a corrupted input and Sweep; Features: an attached
+            # dictionary, which says so); the lessons are a list
             assert not view.current_heatmaps()
             continue
         if view.title == "Trajectories":  # paths, not heatmaps: the chart the exporters draw

@@ -1,7 +1,6 @@
 """The dictionaries en-hi ships with (issue 44): an SAE of its last decoder layer's stream and a transcoder set,
 trained (they explain the stream and keep the model's loss) and opening offline; models without any say so."""
 
-import torch
 
 from scratchformer.features.attach import traced
 from scratchformer.features.bundled import bundled_saes, bundled_transcoders
@@ -36,3 +35,14 @@ def test_en_hi_ships_a_transcoder_for_every_feed_forward():
 def test_other_models_ship_none():
     assert bundled_saes("llama-tiny") == [] and bundled_transcoders("reverse") is None
     assert bundled_saes("paper") == [] and bundled_saes("en-hi@step-000004") == bundled_saes("en-hi")
+
+
+def test_cards_of_a_bundled_dictionary_are_cached_for_the_user_never_in_the_package(tmp_path, monkeypatch):
+    from scratchformer.features.cards import cache_paths
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (folder,) = bundled_saes("en-hi")
+    paths = cache_paths(folder, "task:en-hi", "en-hi", 100)
+    assert paths and all(p.is_relative_to(tmp_path) for p in paths)
+    own = cache_paths(tmp_path / "mine", "task:en-hi", "en-hi", 100)
+    assert own[0].parent == tmp_path / "mine"  # a user's own dictionary keeps its cards beside it
