@@ -90,7 +90,8 @@ def run(python: str, code: str, *args: str) -> dict:
     done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
     if done.returncode != 0:
         sys.exit(f"{python} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}  # MAKE prints nothing
 
 
 def en_hi_heads() -> float:

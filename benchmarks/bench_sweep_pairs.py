@@ -21,23 +21,13 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 NAMES = [" Mary", " John", " Tom", " James", " Sarah", " David", " Paul", " Mark", " Anna", " Kate"]
 PLACES = [" store", " park", " school", " house", " garden", " station"]
 THINGS = [" drink", " book", " ball", " letter", " ring", " bag"]
-
-MAKE = r"""
-import sys, torch, transformers
-from scratchformer.loading.tokenizers import gpt2_tokenizer
-torch.manual_seed(0)
-transformers.GPT2LMHeadModel(transformers.GPT2Config()).save_pretrained(sys.argv[1])
-gpt2_tokenizer().hf.save_pretrained(sys.argv[1])
-"""
 
 OURS = r"""
 import json, sys, time, torch
@@ -112,14 +102,8 @@ def ioi_pairs(n: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def run(python: str, code: str, *args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
-           "TQDM_DISABLE": "1"}  # fmt: skip
-    done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
-    if done.returncode != 0:
-        sys.exit(f"{python} failed:\n{done.stderr[-3000:]}")
-    lines = done.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sweep import MAKE, run  # noqa: E402 - a GPT-2-shaped folder, and the last JSON line a Python prints
 
 
 def main() -> None:

@@ -82,6 +82,15 @@ def _examples(bundle, pairs):
     return out
 
 
+def _score(rows: torch.Tensor, gold: torch.Tensor, layer: int, layer_hits, head_hits) -> int:
+    """Count one sentence's alignment hits of layer `layer`: rows (h, n_words, keys) of each head's map, gold
+    (n_words,) the key each word belongs to; the heads' mean map for the layer, each head's own for the heads.
+    Returns the words counted (once per sentence: on layer 0)."""
+    layer_hits[layer] += int((rows.mean(0).argmax(-1) == gold).sum())
+    head_hits[layer] += (rows.argmax(-1) == gold[None]).sum(-1).numpy()
+    return len(gold) if layer == 0 else 0
+
+
 def _prefix_len(bundle) -> int:
     """Source tokens put before the first word (extra["src_prefix"]): alignment indices shift by this."""
     return len(bundle._special("src_prefix", bundle.src_tokenizer))
@@ -134,10 +143,7 @@ def evaluate(bundle, pairs, split: str = "test", layer: int | None = None, batch
                 for i in scorable:
                     gold = torch.tensor(chunk[i][0].alignment) + shift  # (n_words,)
                     rows = w[i, :, : len(gold)]  # (h, n_words, S): row j emits target word j
-                    layer_hits[li] += int((rows.mean(0).argmax(-1) == gold).sum())
-                    head_hits[li] += (rows.argmax(-1) == gold[None]).sum(-1).numpy()
-                    if li == 0:
-                        n_words += len(gold)
+                    n_words += _score(rows, gold, li, layer_hits, head_hits)
     finally:
         model.train(was_training)
     result = Evaluation(split, len(pairs), hits / len(pairs) if not alignment_only else float("nan"),
@@ -187,10 +193,7 @@ def _evaluate_sequences(bundle, pairs, split: str, batch_size: int, alignment_on
                 for i, (_, n, pair) in enumerate(chunk):
                     gold = torch.tensor(pair.alignment) + 1  # (m,): source word k sits at position 1 + k
                     rows = w[i, :, n + 2 : n + 2 + len(gold)]  # (h, m, T): row n + 2 + j reads target word j
-                    layer_hits[li] += int((rows.mean(0).argmax(-1) == gold).sum())
-                    head_hits[li] += (rows.argmax(-1) == gold[None]).sum(-1).numpy()
-                    if li == 0:
-                        n_words += len(gold)
+                    n_words += _score(rows, gold, li, layer_hits, head_hits)
     finally:
         model.train(was_training)
     result = Evaluation(split, len(pairs), hits / len(pairs) if not alignment_only else float("nan"), n_words,

@@ -18,12 +18,8 @@ from tests.app.test_derivation_window import view_of
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
 
 
-def settle(qtbot, view):
-    qtbot.waitUntil(lambda: not view.is_busy() and view.result is not None, timeout=30_000)
-
-
-def test_the_mask_experiment_opens_by_name_and_its_switch_redraws(qtbot, en_hi, monkeypatch):
-    w, view = en_hi, view_of(en_hi, ExperimentsView)
+def experiment_threads(monkeypatch) -> list:
+    """The threads experiments run on from now on (each call of run_experiment appends its thread)."""
     threads = []
     real = experiments.run_experiment
 
@@ -32,6 +28,16 @@ def test_the_mask_experiment_opens_by_name_and_its_switch_redraws(qtbot, en_hi, 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(experiments, "run_experiment", recording)
+    return threads
+
+
+def settle(qtbot, view):
+    qtbot.waitUntil(lambda: not view.is_busy() and view.result is not None, timeout=30_000)
+
+
+def test_the_mask_experiment_opens_by_name_and_its_switch_redraws(qtbot, en_hi, monkeypatch):
+    w, view = en_hi, view_of(en_hi, ExperimentsView)
+    threads = experiment_threads(monkeypatch)
     view.show_experiment("mask", masked=True)
     assert w.tabs.currentWidget() is view
     settle(qtbot, view)

@@ -9,23 +9,16 @@ import threading
 import numpy as np
 from PySide6.QtCore import Qt
 
-import scratchformer.experiments as experiments
 from app.lessons.lesson_panel import lesson_panel
 from app.views.experiments_view import ExperimentsView
 from scratchformer.lessons import lessons_dir, load_lesson
 from tests.app.test_derivation_window import view_of
+from tests.app.test_experiments_window import experiment_threads
 
 
 def test_the_toy_model_trains_off_the_ui_thread_and_draws_both_settings(qtbot, en_hi, monkeypatch):
     w, view = en_hi, view_of(en_hi, ExperimentsView)
-    threads = []
-    real = experiments.run_experiment
-
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(experiments, "run_experiment", recording)
+    threads = experiment_threads(monkeypatch)
     view.show_experiment("superposition", sparse=True, sparsity=0.9)
     assert w.tabs.currentWidget() is view and view.sparsity.isVisible() and view.switch.text() == "sparse"
     qtbot.waitUntil(lambda: not view.is_busy() and view.result is not None, timeout=60_000)
