@@ -189,6 +189,14 @@ class PatchingControls(QWidget):
                         self.per_position.isChecked(), self.method.currentData(), path,
                         self.path_part.currentData())  # fmt: skip
 
+    def pairs_ask(self, start_only: bool) -> SweepAsk:
+        """The form's metric, grid, method and answer tokens for a pairs file's sweep (each pair brings its own
+        sentences and corruption; a pair's own answer and wrong tokens win; no path)."""
+        metric = self.metric_kind.currentData()
+        return SweepAsk("", "", start_only, None, None, self.answer.text().strip() or None,
+                        (self.wrong.text().strip() or None) if metric == "logit-diff" else None, metric,
+                        self.per_position.isChecked(), self.method.currentData(), None)  # fmt: skip
+
     def set_word(self, index: int, replacement: str) -> None:
         """Change word `index` (from 0) of the source for `replacement` (tests, lessons)."""
         self.how.setCurrentIndex(self.how.findData(CHANGE_WORD))

@@ -22,6 +22,7 @@ import numpy as np
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QComboBox,
+    QFileDialog,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -49,7 +50,7 @@ from ..work.jobs import JobRunner
 from ..work.worker import Sides
 from .base import View, placeholder
 from .patching_controls import PatchingControls
-from .patching_work import Made, Replay, make_sweep, path_cell_patch, replayed_metric
+from .patching_work import Made, Replay, make_pairs_sweep, make_sweep, path_cell_patch, replayed_metric
 
 MIN_ROW_PX = 6  # GPT-2 small's 144 heads per position: a map 974 pixels high, scrolled
 MAP_CHROME_PX = 110  # a map widget's title (two lines), column axis and read-out line
@@ -88,6 +89,10 @@ class PatchingView(View):
         self.sweep_button.setToolTip("Patch every component from the clean run into the corrupted one (in the "
                                      "background)")  # fmt: skip
         self.sweep_button.clicked.connect(self.sweep)
+        self.pairs_button = QPushButton("Pairs file…")
+        self.pairs_button.setToolTip("Sweep every pair of a JSONL or CSV pairs file (source, corrupt or corrupt_word, "
+                                     "optional target, answer, wrong): the maps show each component's mean effect")
+        self.pairs_button.clicked.connect(self._pairs_dialog)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setVisible(False)
         self.cancel_button.clicked.connect(self.cancel)
@@ -116,7 +121,7 @@ class PatchingView(View):
         self.save_button.setToolTip("Every patched component's effect (and estimate) as a CSV file")
         self.save_button.clicked.connect(self._save_dialog)
         self.show_label = QLabel("Show:", self)
-        for w in (self.sweep_button, self.show_label, self.family, self.top_k, self.check_button):
+        for w in (self.sweep_button, self.pairs_button, self.show_label, self.family, self.top_k, self.check_button):
             bar.addWidget(w)
         bar.addStretch(1)
         bar.addWidget(self.save_button)
@@ -188,6 +193,24 @@ class PatchingView(View):
         self._start(lambda job: make_sweep(bundle, ask, like, budget, job), self._made,
                     f"Patching every component of {bundle.name} from the clean run into the corrupted one…")
 
+    def _pairs_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Sweep a pairs file", "", "Pairs (*.jsonl *.csv);;All files (*)")
+        if path:
+            self.sweep_pairs_file(path)
+
+    def sweep_pairs_file(self, path: str) -> None:
+        """Sweep every pair of the file at `path` with the form's metric, method and grid (in the background); the
+        maps then show the mean effect over the pairs, and a click replays the cell on the first pair."""
+        result = self.main.current_result()
+        if result is None:
+            self._say("Run a model first.", error=True)
+            return
+        like = result.request
+        ask = self.controls.pairs_ask(like.start_only)
+        bundle, budget = result.bundle, budget_bytes(self.main.settings)
+        self._start(lambda job: make_pairs_sweep(bundle, path, ask, like, budget, job), self._made,
+                    f"Patching every component of {bundle.name} for each pair of {Path(path).name}…")
+
     def check_top(self) -> None:
         made = self.made
         if made is None or made.sweep.method == "exact":
@@ -240,8 +263,13 @@ class PatchingView(View):
         s = made.sweep
         n = len(s.heads.components) + len(s.positions.components) + len(s.mlp.components)
         how = {"exact": "patched", "attribution": "estimated", "both": "patched and estimated"}[s.method]
-        self._say(f"{n} components {how} in {made.seconds:.2f} s: “{made.ask.source}” (clean) → “{made.text}” "
-                  "(corrupted). Hover a cell for its effect; click it to see its patched run in Compare.")
+        if made.pairs:
+            self._say(f"{n} components {how} for each of {made.pairs} pairs of {Path(made.pairs_file).name} in "
+                      f"{made.seconds:.2f} s; the maps show the mean effect. Hover a cell for it; click it to see the "
+                      f"first pair's patched run (“{made.ask.source}” → “{made.text}”) in Compare.")  # fmt: skip
+        else:
+            self._say(f"{n} components {how} in {made.seconds:.2f} s: “{made.ask.source}” (clean) → “{made.text}” "
+                      "(corrupted). Hover a cell for its effect; click it to see its patched run in Compare.")
         self._caption()
         self._draw()
         self.main.refresh_explanation()

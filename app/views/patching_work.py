@@ -4,7 +4,7 @@ sweep keeps: the two runs (scratchformer.patching.pair.Pair) that a cell's patch
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -68,6 +68,8 @@ class Made:
     text: str  # the corrupted sentence
     seconds: float
     paths: PathSweep | None = None  # with a sender chosen: its path into every head
+    pairs: int = 0  # a pairs file's sweep: how many pairs the maps average (the cells replay the first pair)
+    pairs_file: str = ""
 
 
 @dataclass
@@ -97,6 +99,30 @@ def make_sweep(bundle, ask: SweepAsk, like, budget: int | None, job) -> Made | N
     if sweep is None or job.cancelled():
         return None
     return Made(ask, like, pair, sweep, clean, corrupt, text, time.perf_counter() - t0, paths)
+
+
+def make_pairs_sweep(bundle, path: str, ask: SweepAsk, like, budget: int | None, job) -> Made | None:
+    """The sweep of every pair of a pairs file (scratchformer.analyses.sweep_pairs, the work of a job): the maps are
+    the means over the pairs, and the first pair's runs are kept so that a click replays its cell; None once
+    cancelled. The form's metric, method and grid apply; a pair's own answer and wrong tokens win over the form's."""
+    from scratchformer.analyses.sweep_pairs import sweep_pairs
+    from scratchformer.datasets.pairs import read_pairs
+
+    t0 = time.perf_counter()
+    specs = read_pairs(path)
+    done = sweep_pairs(bundle, specs, ask.metric, ask.method, ask.per_position, ask.start_only, budget,
+                       progress=job.progress, cancelled=job.cancelled, answer=ask.answer, wrong=ask.wrong)  # fmt: skip
+    if done is None or job.cancelled():
+        return None
+    first = specs[0]
+    clean = bundle.prepare_run(first.source, first.target or "", ask.start_only)
+    corrupt = bundle.prepare(first.corrupt, first.target or "")
+    pair = make_pair(bundle, clean, corrupt, first.answer or ask.answer, first.wrong or ask.wrong, ask.metric,
+                     FIELD_NAMES)  # fmt: skip
+    first_ask = replace(ask, source=first.source, target=first.target or "", corrupt_source=first.corrupt,
+                        corrupt_word=None, path=None)  # fmt: skip
+    return Made(first_ask, like, pair, done.mean, clean, corrupt, first.corrupt, time.perf_counter() - t0,
+                pairs=done.n, pairs_file=str(path))  # fmt: skip
 
 
 def replayed_metric(result, metric) -> float:

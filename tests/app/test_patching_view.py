@@ -361,3 +361,32 @@ def test_a_tall_map_keeps_its_rows_readable_and_scrolls(qtbot, make_window, gpt2
     qtbot.wait(50)
     assert view.maps[0].values.shape[0] == 12 and view.scroll.verticalScrollBar().maximum() == 0
 
+
+
+def test_a_pairs_file_sweeps_every_pair_and_draws_the_mean_effects(qtbot, en_hi, tmp_path):
+    """Patching › Pairs file…: every pair of a JSONL file swept off the UI thread; the maps are the core's mean
+    effects over the pairs (scratchformer sweep --pairs), and a click replays the first pair's cell."""
+    import json
+
+    from scratchformer.analyses.sweep_pairs import sweep_pairs
+    from scratchformer.datasets.pairs import read_pairs
+
+    rows = [{"source": SOURCE, "corrupt": CORRUPT}, {"source": "the boy eats an apple", "corrupt_word": "1=girl"},
+            {"source": "the girl reads a book", "corrupt_word": "1=boy"}]  # fmt: skip
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    view = show(en_hi, PatchingView)
+    view.sweep_pairs_file(str(path))
+    assert view.is_busy()  # the work runs in the background
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
+    assert view.made is not None and view.made.pairs == 3, view.status.text()
+    assert "each of 3 pairs" in view.status.text()
+    ref = sweep_pairs(en_hi.current_bundle(), read_pairs(path), start_only=True)
+    for shown, made in zip(view.maps, head_maps(ref.mean)):
+        np.testing.assert_allclose(shown.values, made.values, atol=1e-6)
+    assert view.made.ask.source == SOURCE and view.made.text == CORRUPT  # a click replays the first pair
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"source": "the girl eats an apple"}\n', encoding="utf-8")
+    view.sweep_pairs_file(str(bad))
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=WAIT_MS)
+    assert "line 1" in view.status.text() and "Traceback" not in view.status.text()
