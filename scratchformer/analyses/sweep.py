@@ -153,6 +153,9 @@ def add_parser(sub) -> None:
                    "corrupt or corrupt_word, and optional target, answer, wrong) and report each effect as the mean "
                    "over pairs with its std; under torchrun the ranks share the pairs")  # fmt: skip
     p.add_argument("--per-pair", action="store_true", help="with --pairs: add each pair's effects to the JSON")
+    p.add_argument("--dictionary", metavar="DIR", help="also patch the features of this SAE (a folder in SAELens's "
+                   "layout): each feature that differs between the runs, at each position, set to its clean value "
+                   "in the corrupted run; the JSON gains \"features\"")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -161,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.check_top < 0:
         raise UserError(f"--check-top must be 0 or more, not {args.check_top}.")
+    if args.pairs and args.dictionary:
+        raise UserError("--dictionary patches one pair's features; leave out --pairs (a pairs file's feature sweep is "
+                        "not there yet).")  # fmt: skip
     if args.pairs:
         from . import sweep_pairs
 
@@ -175,15 +181,25 @@ def run(args: argparse.Namespace) -> int:
     corrupt = bundle.prepare(text, args.target)
     for note in clean.notes:
         print(f"note: {note}", file=sys.stderr)
-    result = compute(bundle, clean, corrupt, args.answer, args.wrong, args.metric, method=args.method,
-                     per_position=args.per_position, path=tuple(args.path) if args.path else None,
-                     check_top=args.check_top, budget=memory_budget(args))  # fmt: skip
+    pair = make_pair(bundle, clean, corrupt, args.answer, args.wrong, args.metric)
+    result = sweep_pair(pair, method=args.method, per_position=args.per_position,
+                        path=tuple(args.path) if args.path else None, check_top=args.check_top,
+                        budget=memory_budget(args))  # fmt: skip
+    payload = result.to_dict()
+    if args.dictionary:
+        from ..features.folder import load
+        from ..features.patching import feature_sweep
+
+        rows, notes = feature_sweep(pair, load(args.dictionary))
+        result.notes.extend(notes)
+        payload["features"] = rows
+        payload["notes"] = result.notes
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    return print_result(args.json, result.to_dict(), lambda: text_report(result))
+    return print_result(args.json, payload, lambda: text_report(result, features=payload.get("features")))
 
 
-def text_report(s: Sweep, top: int = 8) -> str:
+def text_report(s: Sweep, top: int = 8, features: list[dict] | None = None) -> str:
     """The metric at both ends, then each family's largest effects."""
     lines = [explanation(s), ""]
     for title, grid in (("heads", s.heads), ("residual stream", s.positions), ("feed-forward", s.mlp)):
@@ -196,6 +212,10 @@ def text_report(s: Sweep, top: int = 8) -> str:
             extra = f"   estimate {float(grid.estimates[i]):+.3f}" if s.method == "both" else ""
             mark = "  (disagree)" if flags is not None and bool(flags[i]) else ""
             lines.append(f"  {float(shown[i]):+.3f}  {component_label(grid.components[i])}{extra}{mark}")
+    if features is not None:
+        lines.append(f"features: largest |effect| of {len(features)} patched (feature, position)")
+        lines += [f"  {f['effect']:+.3f}  feature {f['feature']} at position {f['position'] + 1} ({f['corrupt']:.3g} → "
+                  f"{f['clean']:.3g})" for f in features[:top]]  # fmt: skip
     for c in s.checked:
         lines.append(f"checked: {c['component']}: estimate {c['estimate']:+.3f}, patched {c['effect']:+.3f}")
     if s.path is not None:
