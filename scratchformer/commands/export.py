@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 from .. import frontends
 from ..errors import UserError
@@ -38,6 +39,8 @@ def add_parser(sub) -> None:
     add_model_args(p)
     add_input_args(p)
     add_dictionary_args(p)
+    p.add_argument("--cards-corpus", metavar="C", help="with --dictionary and --format html: the corpus the page's "
+                   "feature cards are made from (default: a bundled task's model reads its task)")
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
     p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); or html alone: one "
                    f"self-contained interactive page of every step ({PAGE_NAME}); with --snapshots from "
@@ -104,10 +107,30 @@ def run_page(args: argparse.Namespace) -> int:
     bundle, inputs, trace, item = traced_run(args)
     run_args = page.run_arguments(args.model or default_model_name(), args.source, args.target, args.start_only,
                                   args.text_file, args.seq_len, args.batch)  # fmt: skip
-    data = page.page_data(bundle, trace, inputs, item=item, run_args=run_args)
+    data = page.page_data(bundle, trace, inputs, item=item, run_args=run_args, cards=_cards(bundle, trace, args))
     size = page.write_page(target, data, overwrite=args.overwrite)
     print(f"Wrote {target} ({size / 1e6:.1f} MB): the interactive page of {len(trace)} steps; open it in a browser.")
     return 0
+
+
+def _cards(bundle, trace, args: argparse.Namespace) -> dict | None:
+    """The attached dictionaries' card sets over --cards-corpus (a bundled task's model: its task by default), for
+    the page to carry; None without dictionaries. Made once per dictionary and corpus, then read from the cache."""
+    if not trace.dictionaries:
+        if args.cards_corpus:
+            raise UserError("--cards-corpus reads the cards of an attached dictionary: add --dictionary DIR.")
+        return None
+    from ..features.cards import cards_for
+    from ..tasks import TASKS
+
+    corpus = args.cards_corpus or (f"task:{bundle.name}" if bundle.name in TASKS else None)
+    if corpus is None:
+        print("note: the page carries no feature cards: name a corpus to make them from with --cards-corpus.",
+              file=sys.stderr)  # fmt: skip
+        return None
+    folders = dict(zip((s for s in trace.dictionaries), getattr(args, "dictionary", []) or []))
+    return {step: cards_for(bundle, d, step, corpus, folders.get(step))
+            for step, (d, _at, _to) in trace.dictionaries.items()}  # fmt: skip
 
 
 def run_snapshots(args: argparse.Namespace) -> int:

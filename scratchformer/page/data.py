@@ -19,6 +19,7 @@ from ..explain import explain_step
 from ..plotdata import architecture, block_key, block_steps
 from ..recording.trace import Trace, step_path
 from .derivations import DERIVE_CELLS, build_derivations
+from .feature_cards import attach_cards
 from .maps import PAGE_BYTES, build_maps
 from .packing import finite_or_text
 
@@ -57,7 +58,7 @@ def run_arguments(model: str, source: str | None = None, target: str = "", start
 def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str = "",
               budget: float = PAGE_BYTES, derive_cells: int = DERIVE_CELLS, max_items: int = MAX_ITEMS,
               progress: Callable[[str], None] | None = None,
-              cancelled: Callable[[], bool] | None = None) -> dict:  # fmt: skip
+              cancelled: Callable[[], bool] | None = None, cards: dict | None = None) -> dict:  # fmt: skip
     """{"index": JSON-able dict, "chunks": {id: packed text}} for page_html.
 
     `bundle`: the ModelBundle that made `trace` (its config, tokenizers and model: explanations, derivations and
@@ -65,7 +66,8 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
     optional; `item`: the batch item the page opens at (from 0); `run_args`: the options that repeat the run
     (run_arguments), shown in the hint to derive other cells; `budget`: bytes of page text for the maps;
     `derive_cells`: how many cells are derived ahead. `progress(text)` hears how far it got; `cancelled()` may
-    stop it early (UserError)."""
+    stop it early (UserError). `cards`: {step a dictionary reads: scratchformer.features.cards.CardSet}: the
+    page carries the cards of the features it shows (page/feature_cards.py)."""
     n_items = max(len(trace.source_tokens or trace.target_tokens), 1)
     if not 0 <= item < n_items:
         raise UserError(f"Batch item {item + 1} is out of range; this run has {n_items} batch item(s).")
@@ -85,6 +87,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
             ex = explain_step(trace, step, bundle.config, b, vocab)
             explanations[f"{step.index}/{b}"] = {"what": ex.what, "why": ex.why, "numbers": ex.numbers,
                                                  "links": [[i, text] for i, text in ex.links]}  # fmt: skip
+    shown_cards = attach_cards(trace, cards, items, explanations) if cards else {}
     chunks, maps = build_maps(trace, items, vocab, budget, say)
     say("deriving cells")
     derivations = build_derivations(bundle, trace, maps, derive_cells, cancelled) if 0 in items else {}
@@ -107,6 +110,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
         "run_args": run_args,
         "lens": _lens(bundle, trace, sorted({items[0], item})),  # a lens reads the whole vocabulary per point
         "interventions": [i.spec() for i in trace.interventions],
+        "cards": shown_cards,
     }  # fmt: skip
     return {"index": index, "chunks": chunks}
 
