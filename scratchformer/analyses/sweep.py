@@ -155,7 +155,7 @@ def add_parser(sub) -> None:
     p.add_argument("--per-pair", action="store_true", help="with --pairs: add each pair's effects to the JSON")
     p.add_argument("--dictionary", metavar="DIR", help="also patch the features of this SAE (a folder in SAELens's "
                    "layout): each feature that differs between the runs, at each position, set to its clean value "
-                   "in the corrupted run; the JSON gains \"features\"")
+                   "in the corrupted run; the JSON gains \"features\" (with --pairs: each one's mean over the pairs)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -164,9 +164,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.check_top < 0:
         raise UserError(f"--check-top must be 0 or more, not {args.check_top}.")
-    if args.pairs and args.dictionary:
-        raise UserError("--dictionary patches one pair's features; leave out --pairs (a pairs file's feature sweep is "
-                        "not there yet).")  # fmt: skip
     if args.pairs:
         from . import sweep_pairs
 

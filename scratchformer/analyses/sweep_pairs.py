@@ -270,11 +270,44 @@ def run(args, text_report: Callable[[Sweep], str]) -> int:
             bar.close()
     if not dist.is_main:
         return 0
+    payload = result.to_dict(args.per_pair)
+    features = None
+    if getattr(args, "dictionary", None):
+        from ..features.folder import load
+
+        features = feature_rows(bundle, specs, load(args.dictionary), args)
+        payload["features"] = features
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    return print_result(args.json, result.to_dict(args.per_pair),
+    return print_result(args.json, payload,
                         lambda: f"{result.n} pairs, each effect the mean over pairs (± std)\n"
-                        + text_report(result.mean))  # fmt: skip
+                        + text_report(result.mean, features=features))  # fmt: skip
+
+
+def feature_rows(bundle, specs: list[PairSpec], d, args) -> list[dict]:
+    """The feature sweep (scratchformer.features.patching) of every pair, averaged: one row per (feature,
+    position) that differs in any pair, its mean effect over all pairs (0 for a pair where it does not differ) with
+    the std, and how many pairs it differs in. Largest |mean| first. Rank 0 alone runs it under torchrun."""
+    from ..features.patching import feature_sweep
+
+    effects: dict[tuple[int, int], list[float]] = {}
+    base: dict[tuple[int, int], dict] = {}
+    for j, (spec, (clean, corrupt)) in enumerate(zip(specs, prepare(bundle, specs, args.start_only))):
+        with _line(spec):
+            pair = make_pair(bundle, clean, corrupt, spec.answer or args.answer, spec.wrong or args.wrong,
+                             args.metric)  # fmt: skip
+            rows, _notes = feature_sweep(pair, d)
+        for r in rows:
+            key = (r["feature"], r["position"])
+            base.setdefault(key, {k: r[k] for k in ("step", "feature", "position", "axis")})
+            effects.setdefault(key, [0.0] * len(specs))[j] = r["effect"]
+    out = []
+    for key, values in effects.items():
+        v = torch.tensor(values, dtype=torch.float64)
+        out.append(base[key] | {"effect": float(v.mean()), "std": float(_std(v[:, None])[0]),
+                                "pairs_differing": sum(1 for j in range(len(specs)) if values[j] != 0.0)})
+    out.sort(key=lambda r: -abs(r["effect"]))
+    return out
 
 
 class _Bar:

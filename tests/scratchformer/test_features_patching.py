@@ -48,10 +48,23 @@ def test_each_feature_row_is_the_corrupted_run_with_that_feature_clamped_to_its_
     assert max(abs(r["effect"]) for r in rows) > 0.05  # some feature carries the changed word
 
 
-def test_a_feature_sweep_of_a_pairs_file_is_refused_in_one_sentence(tmp_path, capsys):
+def test_a_pairs_files_feature_sweep_averages_each_pairs_feature_effects(tmp_path, capsys):
+    rows = [{"source": SOURCE, "corrupt": CORRUPT}, {"source": "the boy eats an apple", "corrupt_word": "1=girl"}]
     f = tmp_path / "p.jsonl"
-    f.write_text(json.dumps({"source": SOURCE, "corrupt": CORRUPT}) + "\n", encoding="utf-8")
-    assert main(["sweep", "--model", "en-hi", "--pairs", str(f), "--dictionary", str(bundled_saes("en-hi")[0])]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "not there yet" in err and "\n" not in err
-
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    sae = str(bundled_saes("en-hi")[0])
+    assert main(["sweep", "--model", "en-hi", "--pairs", str(f), "--start-only", "--dictionary", sae, "--json"]) == 0
+    mean = {(r["feature"], r["position"]): r for r in json.loads(capsys.readouterr().out)["features"]}
+    singles = []
+    for r in rows:
+        args = ["sweep", "--model", "en-hi", "--source", r["source"], "--start-only", "--dictionary", sae, "--json"]
+        args += ["--corrupt-source", r["corrupt"]] if "corrupt" in r else ["--corrupt-word", r["corrupt_word"]]
+        assert main(args) == 0
+        singles.append({(x["feature"], x["position"]): x["effect"] for x in json.loads(capsys.readouterr().out)
+                        ["features"]})  # fmt: skip
+    assert set(mean) == set(singles[0]) | set(singles[1])
+    for key, row in mean.items():
+        each = [one.get(key, 0.0) for one in singles]  # a pair where the feature does not differ adds 0
+        assert row["effect"] == pytest.approx(sum(each) / 2, abs=1e-6)
+        assert row["std"] == pytest.approx(abs(each[0] - each[1]) / 2**0.5, abs=1e-6)
+        assert row["pairs_differing"] == sum(1 for one in singles if key in one)
