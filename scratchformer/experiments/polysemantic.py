@@ -105,7 +105,37 @@ def hidden_by_word(bundle, sentences: list[str]) -> tuple[dict[str, torch.Tensor
             table = torch.full((len(vocab), acts.shape[1]), -math.inf)  # (W, d_ff)
             table.scatter_reduce_(0, word_of[:, None].expand_as(acts), acts, "amax")
             out[step.name] = table
-    return out, bundle.src_tokenizer.token_strings(vocab.tolist()), int(ids.numel())
+    features = _transcoder_tables(bundle, tracer, real, word_of, len(vocab))
+    return out, bundle.src_tokenizer.token_strings(vocab.tolist()), int(ids.numel()), features
+
+
+def _transcoder_tables(bundle, tracer, real: torch.Tensor, word_of: torch.Tensor, n_words: int
+                       ) -> dict[str, torch.Tensor]:  # fmt: skip
+    """For each encoder feed-forward with a bundled transcoder (scratchformer.features.bundled): its features read
+    from the feed-forward's input, reduced like the neurons to each word's strongest: `<layer>.ffn.hidden` → (W,
+    d_sae). {} for a model that ships none."""
+    from ..features.bundled import bundled_transcoders
+    from ..features.folder import load
+    from ..features.points import ffn_input
+
+    folder = bundled_transcoders(bundle.name)
+    out: dict[str, torch.Tensor] = {}
+    if folder is None:
+        return out
+    steps = {s.name: s for s in tracer.steps}
+    for sub in sorted(folder.iterdir()):
+        if not sub.name.startswith("encoder."):
+            continue
+        x = steps.get(ffn_input(bundle.model, sub.name))
+        if x is None:
+            continue
+        t = load(sub)
+        with torch.no_grad():
+            f = t.encode(x.tensor.float().cpu()).reshape(-1, t.d_sae)[real]  # (B, S, d_sae) → (N, d_sae)
+        table = torch.zeros((n_words, f.shape[1]))  # (W, d_sae): features are ≥ 0
+        table.scatter_reduce_(0, word_of[:, None].expand_as(f), f, "amax")
+        out[sub.name.replace(".ffn.out", ".ffn.hidden")] = table
+    return out
 
 
 def firing(column: torch.Tensor) -> list[int]:
@@ -130,7 +160,7 @@ def measure(bundle, seed: int) -> dict:
         if key in _KEPT:
             return _KEPT[key]
     sentences = task_sentences(SENTENCES, int(seed))
-    tables, words, n_tokens = hidden_by_word(bundle, sentences)
+    tables, words, n_tokens, feature_tables = hidden_by_word(bundle, sentences)
     classes = word_classes()
     word_class = [classes.get(w, "other") for w in words]
     best, best_score, mixed, total = None, None, 0, 0
@@ -160,6 +190,7 @@ def measure(bundle, seed: int) -> dict:
             "classes_text": ", ".join(sorted({t["class"] for t in top}, key=CLASSES.index)),
             "n_classes": n_classes, "n_firing": len(top), "per_class": {k: max(v, 0.0) for k, v in per_class.items()},
         },
+        **_separated(feature_tables.get(name), fired, words),
         "sentences": len(sentences), "tokens": n_tokens, "words": len(words),
         "neurons": sum(t.shape[1] for t in tables.values()), "active_neurons": total, "mixed_neurons": mixed,
     }  # fmt: skip
@@ -168,6 +199,16 @@ def measure(bundle, seed: int) -> dict:
         while len(_KEPT) > 4:
             _KEPT.popitem(last=False)
     return out
+
+
+def _separated(table: torch.Tensor | None, fired: list[int], words: list[str]) -> dict:
+    """The neuron's firing words as the layer's transcoder reads them: each word's strongest feature, and how many
+    different features they are (a separate feature per meaning, where the neuron mixed them)."""
+    if table is None:
+        return {"separated": [], "separated_text": "", "n_features": 0}
+    rows = [{"token": words[i], "feature": int(table[i].argmax()), "activation": float(table[i].max())} for i in fired]
+    return {"separated": rows, "n_features": len({r["feature"] for r in rows}),
+            "separated_text": ", ".join(f"{r['token']} → feature {r['feature']}" for r in rows)}
 
 
 def run(bundle, source: str = "", target: str | None = None, seed: int = 0) -> dict:

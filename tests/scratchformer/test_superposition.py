@@ -125,7 +125,8 @@ def test_the_lesson_loads_checks_and_reads_the_live_results(runs, toy, neuron):
     assert prepared[5].question.number == neuron["neuron"]["n_classes"]
     assert f"neuron {neuron['neuron']['index']} of encoder layer {neuron['neuron']['layer']}" in prepared[5].text
     assert neuron["neuron"]["top"][0]["token"] in prepared[6].text
-    assert "Run › Attach dictionary…" in prepared[6].text and "Features view" in prepared[6].text
+    assert "Run › Attach the bundled dictionary" in prepared[6].text and "Features view" in prepared[6].text
+    assert neuron["separated_text"] in " ".join(prepared[6].text.split())  # the transcoder's features, live
 
 
 def test_a_result_placeholder_needs_the_pages_experiment(tmp_path, runs):
@@ -148,3 +149,30 @@ def test_the_command_line_prints_both_settings(capsys):
     out = capsys.readouterr().out
     assert "sparsity 0: " in out and "interference" in out
     torch.manual_seed(0)  # nothing above depends on the global generator
+
+
+def test_the_layers_transcoder_reads_the_neurons_words_as_its_own_features(runs, neuron):
+    """The bundled transcoder of the neuron's feed-forward, attached to unpadded traced runs over the same sentences
+    (scratchformer.features.attach, another path than the experiment's), gives each firing word the feature the
+    lesson names, at the activation it names."""
+    from scratchformer.features.attach import traced
+    from scratchformer.features.bundled import bundled_transcoders
+    from scratchformer.features.folder import load
+
+    bundle = runs.bundle("en-hi")
+    n = neuron["neuron"]
+    ffn = n["step"].replace(".hidden", ".out")
+    t = load(bundled_transcoders("en-hi") / ffn)
+    best: dict[str, torch.Tensor] = {}
+    for sentence in polysemantic.task_sentences(neuron["sentences"], 0):
+        inputs = bundle.prepare(sentence, "")
+        _, trace = traced(bundle, inputs, [t], keep_output=False)
+        f = trace[f"{t.info.at}.dict.features"].tensor[0]  # (S, d_sae)
+        for token, row in zip(trace.source_tokens[0], f):
+            best[token] = torch.maximum(best[token], row) if token in best else row
+    rows = neuron["separated"]
+    assert [r["token"] for r in rows] == [t["token"] for t in n["top"]]
+    for r in rows:
+        assert r["feature"] == int(best[r["token"]].argmax())
+        assert r["activation"] == pytest.approx(float(best[r["token"]].max()), abs=1e-4)
+    assert neuron["n_features"] == len({r["feature"] for r in rows}) >= 2  # the neuron's words come apart
