@@ -361,6 +361,13 @@ class MainWindow(QMainWindow):
         if folder:
             self.attach_dictionary(folder)
 
+    def train_dictionary_dialog(self):
+        """Run › Train a dictionary…: an SAE of a step of this run's model, trained off the UI thread and attached."""
+        from .panels.dictionary_dialog import open_dictionary_dialog
+
+        self._dictionary_dialog = open_dictionary_dialog(self)
+        return self._dictionary_dialog
+
     def attach_bundled_dictionary(self) -> None:
         """Run › Attach the bundled dictionary: the SAE a bundled model ships with (en-hi's reads its last decoder
         layer's stream), so the Features view works offline on first launch."""

@@ -136,6 +136,7 @@ def build_menus(window) -> dict[str, QAction]:
     run_menu.addSeparator()
     add_action(w, run_menu, "&Attach dictionary…", w.attach_dictionary_dialog)  # a sparse dictionary's folder
     add_action(w, run_menu, "Attach the &bundled dictionary", w.attach_bundled_dictionary)  # en-hi ships an SAE
+    add_action(w, run_menu, "&Train a dictionary…", w.train_dictionary_dialog)  # app/panels/dictionary_dialog.py
     add_action(w, run_menu, "&Detach dictionaries", w.detach_dictionaries)
     run_menu.addSeparator()
     add_action(w, run_menu, "&Memory budget…", w.ask_memory_budget)

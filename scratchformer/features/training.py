@@ -143,7 +143,7 @@ def train(d: Dictionary, x: torch.Tensor, y: torch.Tensor | None, settings: Trai
         if step % 50 == 0 or step == 1:
             history.append(float(loss.detach()))
         if progress is not None:
-            progress(step, steps, float(loss))
+            progress(step, steps, float(loss.detach()))
         if out is not None and dist.is_main and step % settings.checkpoint_every == 0:
             _finish(d, kept_min)
             folder_io.save(d, out)
