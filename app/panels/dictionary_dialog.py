@@ -85,6 +85,8 @@ class DictionaryDialog(QDialog):
         where.addWidget(self.out, 1)
         where.addWidget(pick)
         form.addRow("Folder", where)
+        self._default_out = self.out.text()
+        self.step.currentTextChanged.connect(self._step_changed)
         layout.addLayout(form)
         self.progress = QProgressBar()
         self.progress.setVisible(False)
@@ -102,6 +104,12 @@ class DictionaryDialog(QDialog):
         self.close_button.clicked.connect(self.reject)
         layout.addWidget(self.buttons)
         self.resize(560, self.sizeHint().height())
+
+    def _step_changed(self, step: str) -> None:
+        """A folder named after the step follows the step, unless the user typed or picked another."""
+        if self.out.text() == self._default_out:
+            self._default_out = default_folder(self.bundle.name, step)
+            self.out.setText(self._default_out)
 
     def _pick_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Where to write the dictionary")

@@ -18,6 +18,8 @@ WAIT_MS = 120_000
 def dialog(qtbot, en_hi, tmp_path):
     d = en_hi.train_dictionary_dialog()
     qtbot.addWidget(d)
+    d.step.setCurrentText("encoder.1.add_norm2.out")
+    assert "encoder.1.add_norm2.out" in d.out.text()  # the default folder follows the step
     d.step.setCurrentText(STEP)
     d.width_box.setValue(32)
     d.k_box.setValue(4)
