@@ -97,6 +97,12 @@ def read_out(model, x: torch.Tensor) -> torch.Tensor:
     return head(h).float().log_softmax(-1)  # (…, vocab)
 
 
+def _sae_at(trace: Trace, point: str) -> bool:
+    """Whether an SAE attached to the run reads this point (scratchformer.features.attach)."""
+    found = getattr(trace, "dictionaries", {}).get(point)  # (a stand-in trace of the tests may have none)
+    return found is not None and found[1] == found[2] and trace.find(f"{point}.dict.recon") is not None
+
+
 def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
     """The lens of batch item `batch` of a traced run. UserError (one sentence) for a model with no output layer."""
     why = no_output_layer(bundle)
@@ -104,7 +110,11 @@ def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
         raise UserError(why)
     model, c = bundle.model, bundle.config
     stack = lens_stack(c)
-    steps = residual_points(trace, stack, c.norm_first)
+    points = residual_points(trace, stack, c.norm_first)
+    # an SAE attached at a point of the stream is read too, right after it: what its reconstruction predicts
+    steps = [x for p in points for x in (p, *([f"{p}.dict.recon"] if _sae_at(trace, p) else []))]
+    labels = [f"{point_label(s.removesuffix('.dict.recon'))} (SAE reconstruction)" if s.endswith(".dict.recon")
+              else point_label(s) for s in steps]  # fmt: skip
     read = trace.target_tokens if stack == "decoder" else trace.source_tokens
     positions = list(read[batch]) if read else []
     last = read_out(model, trace[steps[-1]].item(batch))  # (T, vocab)
@@ -127,7 +137,7 @@ def compute(bundle, trace: Trace, batch: int = 0, k: int = TOP_K) -> Lens:
     if trace.interventions:
         notes.append("This run changed the model on purpose (" + "; ".join(i.spec() for i in trace.interventions)
                      + "), and the lens reads the changed run.")  # fmt: skip
-    return Lens(steps, [point_label(s) for s in steps], positions or tok.token_strings(ids), ids,
+    return Lens(steps, labels, positions or tok.token_strings(ids), ids,
                 tok.token_strings(ids), top_ids_t, torch.stack(top_probs), top_tokens, torch.stack(final_p),
                 torch.stack(final_rank), notes, stack)  # fmt: skip
 

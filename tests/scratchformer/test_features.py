@@ -288,3 +288,15 @@ def test_the_command_line_and_python_attach_the_same_steps(sae_dir, capsys):
     assert json.loads(capsys.readouterr().out)["step"] == f"{POINT}.dict.features"
     assert main(["trace", "--model", "en-hi", "--source", SOURCE, "--clamp", f"{POINT}:1=0"]) == 2
     assert "attach the dictionary" in capsys.readouterr().err
+
+
+def test_the_lens_reads_an_saes_reconstruction_right_after_its_point(bundle, runs):
+    from scratchformer.analyses import lens
+
+    _, plain, t, _ = runs
+    got = lens.compute(bundle, t)
+    i = got.steps.index(POINT)
+    assert got.steps[i + 1] == f"{POINT}.dict.recon" and got.labels[i + 1].endswith("(SAE reconstruction)")
+    assert len(got.steps) == len(lens.compute(bundle, plain).steps) + 1
+    logp = lens.read_out(bundle.model, t[f"{POINT}.dict.recon"].item(0))  # (T, vocab)
+    assert torch.allclose(got.top_probs[i + 1, :, 0], logp.max(-1).values.exp().cpu(), atol=1e-6)
