@@ -121,7 +121,7 @@ class PatchingView(View):
         self.save_button.setToolTip("Every patched component's effect (and estimate) as a CSV file")
         self.save_button.clicked.connect(self._save_dialog)
         self.show_label = QLabel("Show:", self)
-        for w in (self.sweep_button, self.pairs_button, self.show_label, self.family, self.top_k, self.check_button):
+        for w in (self.sweep_button, self.show_label, self.family, self.top_k, self.check_button):
             bar.addWidget(w)
         bar.addStretch(1)
         bar.addWidget(self.save_button)
@@ -130,8 +130,8 @@ class PatchingView(View):
         self.progress.setMaximumWidth(160)
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        for w in (self.progress, self.cancel_button, self.back_button):
-            state.addWidget(w)
+        for w in (self.pairs_button, self.progress, self.cancel_button, self.back_button):  # (the bar above is full:
+            state.addWidget(w)  # the view fits the 1024-pixel window's middle column)
         state.addWidget(self.status, 1)
         self.caption = QLabel("")
         self.caption.setWordWrap(True)
