@@ -23,11 +23,10 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.errors import UserError
-from scratchformer.features.activations import corpus_texts
+from scratchformer.features.activations import corpus_texts, default_corpus
 from scratchformer.features.build import Request, train_dictionary
 from scratchformer.features.points import readable_steps
 from scratchformer.features.training import TrainSettings
-from scratchformer.tasks import TASKS
 
 from ..widgets.memory_status import budget_bytes
 from ..work.jobs import JobRunner
@@ -62,7 +61,7 @@ class DictionaryDialog(QDialog):
         last = next((s for s in reversed(steps) if s.startswith("decoder") and "add_norm" in s), steps[-1])
         self.step.setCurrentText(last)
         form.addRow("Step", self.step)
-        self.corpus = QLineEdit(f"task:{bundle.name}" if bundle.name in TASKS else "")
+        self.corpus = QLineEdit(default_corpus(bundle.name) or "")
         self.corpus.setPlaceholderText("task:NAME, or a text / JSONL / CSV file")
         form.addRow("Corpus", self.corpus)
         self.width_box = QSpinBox()

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from scratchformer.errors import UserError
+from scratchformer.features.activations import default_corpus
 from scratchformer.features.cards import MAX_INPUTS, CardSet, cards_for, dictionary_steps, strongest_per_token
 from scratchformer.plotdata.feature_cards import card_plot
 
@@ -158,9 +159,7 @@ class FeaturesView(View):
 
     @staticmethod
     def default_corpus(bundle) -> str:
-        from scratchformer.tasks import TASKS
-
-        return f"task:{bundle.name}" if bundle.name in TASKS else ""
+        return default_corpus(bundle.name) or ""
 
     def _show_rows(self, rows, result) -> None:
         if result is not self.main.current_result():

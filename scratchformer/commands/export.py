@@ -120,10 +120,10 @@ def _cards(bundle, trace, args: argparse.Namespace) -> dict | None:
         if args.cards_corpus:
             raise UserError("--cards-corpus reads the cards of an attached dictionary: add --dictionary DIR.")
         return None
+    from ..features.activations import default_corpus
     from ..features.cards import cards_for
-    from ..tasks import TASKS
 
-    corpus = args.cards_corpus or (f"task:{bundle.name}" if bundle.name in TASKS else None)
+    corpus = args.cards_corpus or default_corpus(bundle.name)
     if corpus is None:
         print("note: the page carries no feature cards: name a corpus to make them from with --cards-corpus.",
               file=sys.stderr)  # fmt: skip

@@ -55,15 +55,20 @@ def jsonl_records(path: Path, what: str) -> Iterator[tuple[int, dict]]:
         yield number, value
 
 
+def _row(reader, path: Path, what: str, line: int) -> list[str] | None:
+    """The CSV reader's next row (None at the end), or one sentence naming the line that is not CSV."""
+    try:
+        return next(reader, None)
+    except csv.Error as exc:
+        raise UserError(f"{what} {path.name!r}, line {line}: not CSV ({exc}).") from None
+
+
 def csv_records(path: Path, what: str, required: str) -> Iterator[tuple[int, dict]]:
     """Each non-blank row of a CSV file with a header line as (line number where the row starts, column →
     text). The header must name the column `required`."""
     lines = (line for _, line in numbered_lines(path, what))
     reader = csv.reader(lines)
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        raise UserError(f"{what} {path.name!r}, line 1: not CSV ({exc}).") from None
+    header = _row(reader, path, what, 1)
     if header is None:
         return
     header = [h.strip() for h in header]
@@ -72,10 +77,7 @@ def csv_records(path: Path, what: str, required: str) -> Iterator[tuple[int, dic
                         f"(it names {', '.join(repr(h) for h in header) or 'none'}).")  # fmt: skip
     while True:
         start = reader.line_num + 1
-        try:
-            row = next(reader, None)
-        except csv.Error as exc:
-            raise UserError(f"{what} {path.name!r}, line {start}: not CSV ({exc}).") from None
+        row = _row(reader, path, what, start)
         if row is None:
             return
         if not any(cell.strip() for cell in row):

@@ -48,6 +48,14 @@ class Batch:
         return torch.ones_like(ids, dtype=torch.bool) if pad is None else ~pad
 
 
+def default_corpus(model: str) -> str | None:
+    """The corpus a model's dictionaries and cards read when none is named: a bundled task's model reads its own
+    task ("task:en-hi"); other models have none."""
+    from ..tasks import TASKS
+
+    return f"task:{model}" if model in TASKS else None
+
+
 def corpus_texts(spec: str, limit: int | None = None) -> list[Text]:
     """The corpus `spec` names (scratchformer.datasets.corpus.read_corpus; `task:NAME` gives a bundled task's
     training pairs, targets included)."""

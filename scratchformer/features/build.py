@@ -8,7 +8,7 @@ measured on these (scratchformer.features.quality). Under torchrun each rank rea
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import UserError
@@ -96,7 +96,7 @@ def train_dictionary(bundle, req: Request, texts: list[Text], out: str | Path | 
     x, y = acts[req.at], acts[req.to]
     info = DictionaryInfo(req.at, req.to, bundle.name, req.kind)
     d = Dictionary(x.shape[1], req.width, req.architecture, req.k, y.shape[1], info)
-    settings.width, settings.k, settings.architecture = req.width, req.k, req.architecture
+    settings = replace(settings, width=req.width, k=req.k, architecture=req.architecture)
     outcome = train(d, x, None if req.kind == "sae" else y, settings, out,
                     (lambda a, b, loss: progress("training", a, b)) if progress else None, cancelled, dist)  # fmt: skip
     d.eval()

@@ -60,6 +60,7 @@ class _Trace:
         self.steps = steps
         self.source_tokens, self.target_tokens = list(source_tokens), list(target_tokens)
         self.interventions = []
+        self.dictionaries = {}  # (a real Trace's: the dictionaries attached, none here)
 
     def __iter__(self):
         return iter(self.steps)
