@@ -134,19 +134,15 @@ class Attached:
             mine = [c for c in self.clamps if c.step == step]
             if not mine:
                 continue
-            if at != to:
-                out.append(StepEdit(at, lambda t, at=at: self._remember(at, t), ""))  # no change: no note
 
-            def clamp(t: torch.Tensor, step=step, d=d, at=at, to=to) -> torch.Tensor:
-                x = t if at == to else self._seen[at]
-                if at == to:
-                    self._seen[at] = t
+            def clamp(x: torch.Tensor, t: torch.Tensor, step=step, d=d, at=at) -> torch.Tensor:
+                self._seen[at] = x  # what the followers read: x unchanged (an SAE's own step carries the clamp)
                 with torch.no_grad():
                     f = d.activate(d.pre(x.float()))
                 _, f2 = self.features_of(step, x)
                 return t + ((f2 - f) @ d.W_dec).to(t.dtype)
 
-            out.append(StepEdit(to, clamp, "; ".join(c.note() for c in mine)))
+            out += read_then_edit(at, to, clamp, "; ".join(c.note() for c in mine))
         return out
 
     def _remember(self, at: str, t: torch.Tensor) -> torch.Tensor:
@@ -183,6 +179,21 @@ class Attached:
 
             out[to] = record
         return out
+
+
+def read_then_edit(at: str, to: str, change, what: str) -> list[StepEdit]:
+    """StepEdits that carry step `to` on as change(x, t): t its own value, x the same pass's value at `at` (t
+    itself when `at` is `to`; otherwise remembered as the pass goes by, changing nothing there). What a clamp and a
+    spliced-in reconstruction (features.quality) both do."""
+    if at == to:
+        return [StepEdit(at, lambda t: change(t, t), what)]
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        seen["x"] = t
+        return t
+
+    return [StepEdit(at, keep, ""), StepEdit(to, lambda t: change(seen["x"], t), what)]  # "": no note at `at`
 
 
 def _activation_formula(d: Dictionary) -> str:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from ..patching.interventions import StepEdit, intervene
 from ..running.batching import IGNORE
 from .activations import Batch, forward
+from .attach import read_then_edit
 from .dictionary import Dictionary
 
 DENSE = 0.1
@@ -48,15 +49,7 @@ def splice_edits(d: Dictionary, at: str, to: str, how: str) -> list[StepEdit]:
     """Edits that make the pass carry on with the reconstruction at `to` ("spliced"), or zeros ("zero")."""
     if how == "zero":
         return [StepEdit(to, torch.zeros_like, "zeroed")]
-    if at == to:
-        return [StepEdit(at, lambda t: d(t.float())[2].to(t.dtype), "reconstructed")]
-    seen: dict[str, torch.Tensor] = {}
-
-    def remember(t: torch.Tensor) -> torch.Tensor:
-        seen["x"] = t
-        return t
-
-    return [StepEdit(at, remember, "read"), StepEdit(to, lambda t: d(seen["x"].float())[2].to(t.dtype), "transcoded")]
+    return read_then_edit(at, to, lambda x, t: d(x.float())[2].to(t.dtype), "reconstructed")
 
 
 @torch.no_grad()

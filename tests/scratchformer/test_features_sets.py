@@ -73,3 +73,22 @@ def test_two_ranks_train_a_dictionary_as_well_as_one_process(tmp_path, capsys):
     assert two["tokens"] == one["tokens"]  # the ranks read half the corpus each, the same tokens in all
     assert abs(two["fvu"] - one["fvu"]) < 0.1 and two["fvu"] < 0.5  # the same quality, not the same bits
     assert load(tmp_path / "two").info.trained["tokens"] == one["tokens"]
+
+
+def test_clamping_a_transcoder_feature_moves_its_feed_forwards_output_by_its_decoder_row(transcoders):
+    from scratchformer.features.attach import Clamp
+
+    bundle = load_model("en-hi")
+    inputs = bundle.prepare_run("the girl eats an apple", "")
+    t = load(transcoders / "decoder.1.ffn.out")
+    at = "decoder.1.add_norm2.out"
+    _, plain = traced(bundle, inputs, [t], keep_output=False)
+    f = plain[f"{at}.dict.features"].tensor
+    top = int(f[0, 1].argmax())
+    value = float(f[0, 1, top])
+    _, same = traced(bundle, inputs, [t], [Clamp(at, top, value, 1)], keep_output=False)
+    assert torch.equal(same["generator.probs"].tensor, plain["generator.probs"].tensor)
+    _, zero = traced(bundle, inputs, [t], [Clamp(at, top, 0.0, 1)], keep_output=False)
+    moved = zero["decoder.1.ffn.out"].tensor - plain["decoder.1.ffn.out"].tensor
+    assert torch.allclose(moved[0, 1], -value * t.W_dec[top], atol=1e-5) and moved[0, 0].abs().max() == 0
+    assert torch.equal(zero[at].tensor, plain[at].tensor)  # the step read is not changed, only the one predicted
