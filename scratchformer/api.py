@@ -258,6 +258,24 @@ class Run:
         result = a.compute(self.bundle, self.inputs, self.trace, position, method, steps, baseline, batch, max_steps)
         return result.to_dict()
 
+    def graph(self, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
+              edge_threshold: float = 0.98, prune: bool = True, max_features: int | None = None,
+              dictionaries: list | None = None) -> dict:  # fmt: skip
+        """The attribution graph of the prediction at decoder `position` (from 0; default: the last of a typed
+        decoder input, the first generated token when the model wrote its own) through transcoder features
+        (`scratchformer graph --json`): `transcoders` is a transcoder set's folder (None: the set a bundled model
+        ships), `dictionaries` single transcoder folders. A decoder-only model's text is read as it is, never
+        continued, as the command reads it."""
+        from .graph.build import MAX_FEATURES, build_graph
+
+        inputs = self.inputs
+        if not self.bundle.config.has_encoder:
+            inputs = self.bundle.prepare_run(self.source, self.target or "", self._start_only)
+        result = build_graph(self.bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,
+                             MAX_FEATURES if max_features is None else max_features, default_budget(),
+                             list(dictionaries or []))  # fmt: skip
+        return result.to_dict()
+
     def sweep(self, corrupt_source: str | None = None, corrupt_word: str | None = None, answer: str | None = None,
               wrong: str | None = None, metric: str = "logit-diff", per_position: bool = False, method: str = "exact",
               path: tuple[str, str] | None = None, check_top: int = 0) -> dict:  # fmt: skip

@@ -13,7 +13,7 @@ import sys
 from .analyses import ANALYSES
 from .errors import UserError
 
-COMMANDS = ("gui", "trace", "export", "train", "translate", "evaluate", "features", "install_desktop")
+COMMANDS = ("gui", "trace", "export", "train", "translate", "evaluate", "features", "graph", "install_desktop")
 
 
 def command_modules() -> dict[str, str]:

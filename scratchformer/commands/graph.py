@@ -1,0 +1,73 @@
+"""`scratchformer graph`: the attribution graph of one prediction through transcoder features
+(scratchformer.graph; DESIGN.md gives the JSON, docs/graphs.md explains it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import UserError
+from .common import add_input_args, add_model_args, memory_budget, open_model, print_result, read_inputs
+
+
+def add_parser(sub) -> None:
+    from ..graph.build import MAX_FEATURES
+
+    p = sub.add_parser("graph", help="attribution graph of one prediction through transcoder features",
+                       description="Replace every feed-forward by its transcoder (plus an error node), freeze the "
+                       "attention patterns and norm scales at this run's values, and show which input tokens, "
+                       "features and errors push the chosen logit, directly and through each other — for an "
+                       "encoder-decoder across the cross-attention too. Pruned by influence on the logit.")  # fmt: skip
+    add_model_args(p)
+    add_input_args(p)
+    p.add_argument("--transcoders", metavar="DIR",
+                   help="a transcoder set: one folder per feed-forward (features train --kind transcoder "
+                   "--every-layer); default: the set a bundled model ships")  # fmt: skip
+    p.add_argument(
+        "--dictionary",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a single transcoder folder, with or instead of a set (repeatable)",
+    )
+    p.add_argument("--position", type=int, default=None, metavar="P",
+                   help="the decoder position whose prediction is explained, from 0 (default: the last of a typed "
+                   "decoder input; the first generated token when the model writes its own)")  # fmt: skip
+    p.add_argument(
+        "--node-threshold",
+        type=float,
+        default=0.8,
+        metavar="F",
+        help="keep the nodes that carry this share of the influence on the logit (default 0.8)",
+    )
+    p.add_argument(
+        "--edge-threshold",
+        type=float,
+        default=0.98,
+        metavar="F",
+        help="keep the edges that carry this share of the influence on the logit (default 0.98)",
+    )
+    p.add_argument("--no-prune", action="store_true", help="keep every node and edge")
+    p.add_argument("--max-features", type=int, default=MAX_FEATURES, metavar="N",
+                   help=f"most feature nodes; beyond it the most influential are kept and the others join the "
+                   f"error nodes (default {MAX_FEATURES})")  # fmt: skip
+    p.add_argument("--top", type=int, default=12, metavar="N", help="nodes and edges listed without --json")
+    p.add_argument("--json", action="store_true", help="print the graph as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..graph.build import build_graph
+
+    if args.top < 1:
+        raise UserError(f"--top must be at least 1, not {args.top}.")
+    if args.seq_len or args.batch:
+        raise UserError("A graph explains one prediction of one input: --seq-len and --batch do not apply.")
+    bundle = open_model(args)
+    inputs = read_inputs(bundle, args)
+    for note in inputs.notes:
+        print(f"note: {note}", file=sys.stderr)
+    result = build_graph(bundle, inputs, args.transcoders, args.position, args.node_threshold, args.edge_threshold,
+                         not args.no_prune, args.max_features, memory_budget(args), args.dictionary)  # fmt: skip
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return print_result(args.json, result.to_dict(), lambda: result.text(args.top))

@@ -1,0 +1,182 @@
+"""One call from a model and an input to the attribution graph of one prediction, and what `scratchformer graph`
+prints of it (DESIGN.md, "Many inputs, features, graphs, live pages"):
+
+    {"nodes": [{"id", "kind", "side", "layer", "position", "feature"?, "activation"?, "influence"}],
+     "edges": [{"source", "target", "weight"}], "logit": {"token", "id", "value"},
+     "scores": {"replacement", "completeness"}, "pruned": {"nodes", "edges", "kept_influence"}}
+
+The prediction is the one made at decoder position P (from 0): by default the last position of a typed decoder
+input (teacher forcing: what comes after the target), and the first generated token when an encoder-decoder reads
+its own output. The logit is that position's most likely token in the model. Positions after P cannot reach it
+(the decoder is causal), so the decoder input is cut after P. A graph with more active features than
+`max_features` keeps the most influential ones as nodes (chosen as circuit-tracer does, by influence on the logit
+through the rows computed so far) and folds the others into their layer's error nodes, so it stays exact.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import UserError
+from ..loading.memory import default_budget
+from . import influence as inf
+from .attribution import Graph, attribute, rows
+from .replacement import LocalReplacement
+from .transcoders import open_set
+
+MAX_FEATURES = 4096  # feature nodes kept (by influence) before the rest are folded into the error nodes
+CHOOSE_BATCH = 64  # features whose incoming edges are read per round of the influence-ordered choice
+
+
+@dataclass
+class GraphResult:
+    """A graph with its pruning and scores; `to_dict()` is what `scratchformer graph --json` prints."""
+
+    graph: Graph
+    kept: inf.Pruned
+    replacement: float
+    completeness: float
+    seconds: float
+    tokens: dict[str, list[str]]
+    notes: list[str] = field(default_factory=list)
+    replacement_model: LocalReplacement | None = None  # what the graph was read from: passes with nodes removed
+
+    def kept_nodes(self) -> list[int]:
+        return [i for i in range(len(self.graph.nodes)) if bool(self.kept.nodes[i])]
+
+    def to_dict(self) -> dict:
+        g, k = self.graph, self.kept
+        nodes = []
+        for i in self.kept_nodes():
+            n = g.nodes[i]
+            row = {"id": n.id, "kind": n.kind, "side": n.side, "layer": n.layer, "position": n.position}
+            if n.kind == "feature":
+                row.update(feature=n.feature, activation=n.activation)
+            row["influence"] = float(k.influence[i])
+            nodes.append(row)
+        t, s = k.edges.nonzero(as_tuple=True)
+        edges = [{"source": g.nodes[b].id, "target": g.nodes[a].id, "weight": float(g.adjacency[a, b])}
+                 for a, b in zip(t.tolist(), s.tolist())]  # fmt: skip
+        all_edges = int((g.adjacency != 0).sum())
+        return {"nodes": nodes, "edges": edges,
+                "logit": {"token": g.token, "id": g.token_id, "value": float(g.real[g.logit_index])},
+                "scores": {"replacement": self.replacement, "completeness": self.completeness},
+                "pruned": {"nodes": len(g.nodes) - len(nodes), "edges": all_edges - len(edges),
+                           "kept_influence": k.kept_influence}}  # fmt: skip
+
+    def text(self, top: int = 12) -> str:
+        """A readable summary: the logit, the scores, what pruning kept, the most influential nodes and the
+        strongest edges into the logit."""
+        from .report import text_report
+
+        return text_report(self, top)
+
+
+def default_position(bundle, inputs) -> int:
+    """The decoder position explained when none is asked for (see the module's text)."""
+    if bundle.config.has_encoder and inputs.decoder_input == "generated":
+        return 0
+    return inputs.tgt.shape[1] - 1
+
+
+def build_graph(bundle, inputs, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
+                edge_threshold: float = 0.98, prune: bool = True, max_features: int = MAX_FEATURES,
+                budget: int | None = None, dictionaries=()) -> GraphResult:  # fmt: skip
+    """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
+    set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
+    transcoder folders (with a set or instead of one); neither: the bundled set.
+    `prune` False keeps every node and edge. Bad input raises UserError with one sentence."""
+    start = time.perf_counter()
+    c = bundle.config
+    if not c.has_decoder or bundle.model.generator is None:
+        raise UserError(f"{bundle.name} has no decoder and so predicts no token: a graph explains a predicted "
+                        "token's logit.")  # fmt: skip
+    for name, value in (("--node-threshold", node_threshold), ("--edge-threshold", edge_threshold)):
+        if not 0.0 <= value <= 1.0:
+            raise UserError(f"{name} is a share of the influence between 0 and 1, not {value}.")
+    if max_features < 1:
+        raise UserError(f"--max-features must be at least 1, not {max_features}.")
+    if inputs.tgt is None or inputs.tgt.shape[0] != 1:
+        raise UserError("A graph explains one prediction of one input: give one sentence (no --batch).")
+    length = inputs.tgt.shape[1]
+    position = default_position(bundle, inputs) if position is None else position
+    if not 0 <= position < length:
+        raise UserError(f"--position {position} is past the decoder input, which has positions 0 to {length - 1} "
+                        f"({' '.join(inputs.target_tokens[0])}).")  # fmt: skip
+    sets = transcoders if isinstance(transcoders, dict) else open_set(bundle, transcoders, dictionaries)
+    tgt = inputs.tgt[:, : position + 1]  # (1, P + 1): later positions cannot reach position P
+    tokens = {"encoder": list(inputs.source_tokens[0]) if c.has_encoder else [],
+              "decoder": list(inputs.target_tokens[0][: position + 1])}  # fmt: skip
+    real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
+    token_id = int(real_logits.argmax())
+    token = bundle.tgt_tokenizer.token_strings([token_id])[0]
+    rep = LocalReplacement(bundle, sets, inputs.src, tgt)
+    notes = []
+    n_active = sum(len(a.pos) for a in rep.active.values())
+    if n_active > max_features:
+        rep.keep_only(choose_features(rep, position, token_id, max_features))
+        notes.append(f"{n_active} features are active, more than the cap of {max_features}: the {max_features} "
+                     "most influential on the logit are nodes, the others are folded into their layer's error "
+                     "nodes.")  # fmt: skip
+    n = sum(len(a.pos) for a in rep.active.values()) + sum(e.shape[0] for e in rep.errors.values())
+    n += sum(rep.lengths().values()) + 1
+    need, budget = 4 * n * n * 8, budget or default_budget()
+    if need > budget:
+        raise UserError(f"A graph of {n} nodes needs about {need / 2**30:.1f} GiB, more than the {budget / 2**30:.1f}"
+                        " GiB budget: lower --max-features to keep fewer features as nodes.")  # fmt: skip
+    graph = attribute(rep, tokens, position, token_id, token, real_logits)
+    graph.notes += notes
+    everything = inf.Pruned(torch.ones(n, dtype=torch.bool), graph.adjacency != 0, inf.node_influence(graph), 1.0)
+    kept = inf.prune(graph, node_threshold, edge_threshold) if prune else everything
+    replacement, completeness = inf.scores(graph)
+    seconds = time.perf_counter() - start
+    return GraphResult(graph, kept, replacement, completeness, seconds, tokens, notes, rep)
+
+
+def _real_logits(bundle, src, tgt, position: int) -> torch.Tensor:
+    """The model's own logits at `position` (vocab,), float64 on the CPU."""
+    from ..transformer.masks import pad_from_ids
+
+    m, c, dev = bundle.model, bundle.config, bundle.device
+    src = None if src is None else src.to(dev)
+    tgt = tgt.to(dev)
+    with torch.no_grad():
+        src_pad = pad_from_ids(src, c.pad_id) if src is not None else None
+        out = m(src, tgt, src_pad, pad_from_ids(tgt, c.pad_id, start=True))  # (1, T, vocab)
+    return out[0, position].double().cpu()
+
+
+def choose_features(rep: LocalReplacement, position: int, token_id: int, cap: int) -> dict[str, torch.Tensor]:
+    """The `cap` features with the most influence on the logit, found round by round: the incoming edges of the
+    logit first, then of the most influential features not yet read (by influence through the rows read so far),
+    CHOOSE_BATCH at a time. Returns, per step, a (T, d_sae) bool mask of the chosen features."""
+    n_feat = sum(len(a.pos) for a in rep.active.values())
+    read = rows(rep, [n_feat], position, token_id)  # (1, n_sources): the logit's row
+    chosen: list[int] = []
+    while len(chosen) < cap:
+        norm = inf.normalise(read)  # (k, n_sources): the logit's row, then the chosen features'
+        term = norm[0].clone()
+        total = term.clone()
+        for _ in range(len(chosen) + 1):  # through the chosen features' rows, as far as they reach
+            term = term[chosen] @ norm[1:] if chosen else torch.zeros_like(term)
+            if not bool(term.any()):
+                break
+            total += term
+        scores = total[:n_feat].clone()
+        scores[chosen] = -1.0
+        pick = scores.argsort(descending=True)[: min(CHOOSE_BATCH, cap - len(chosen))]
+        pick = [int(i) for i in pick if scores[i] >= 0]
+        if not pick:
+            break
+        chosen += pick
+        read = torch.cat([read, rows(rep, pick, position, token_id)])
+    keep, offset = {}, 0
+    for step, act in rep.active.items():
+        mask = torch.zeros_like(rep.all_active[step])
+        mine = [i - offset for i in chosen if offset <= i < offset + len(act.pos)]
+        mask[act.pos[mine], act.feat[mine]] = True
+        keep[step], offset = mask, offset + len(act.pos)
+    return keep
