@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UserError
-from ..loading.memory import default_budget
+from ..loading.memory import default_budget, size_text
 from . import influence as inf
 from .attribution import Graph, attribute, rows
 from .replacement import LocalReplacement
@@ -103,7 +103,9 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None, n
         raise UserError("A graph explains one prediction of one input: give one sentence (no --batch).")
     length = inputs.tgt.shape[1]
     position = default_position(bundle, inputs) if position is None else position
-    if not 0 <= position < length:
+    if position < 0:
+        raise UserError(f"--position counts decoder positions from 0, so it cannot be {position}.")
+    if position >= length:
         raise UserError(f"--position {position} is past the decoder input, which has positions 0 to {length - 1} "
                         f"({' '.join(inputs.target_tokens[0])}).")  # fmt: skip
     sets = transcoders if isinstance(transcoders, dict) else open_set(bundle, transcoders, dictionaries)
@@ -125,8 +127,9 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None, n
     n += sum(rep.lengths().values()) + 1
     need, budget = 4 * n * n * 8, budget or default_budget()
     if need > budget:
-        raise UserError(f"A graph of {n} nodes needs about {need / 2**30:.1f} GiB, more than the {budget / 2**30:.1f}"
-                        " GiB budget: lower --max-features to keep fewer features as nodes.")  # fmt: skip
+        raise UserError(f"A graph of {n} nodes would need about {size_text(need)}, more than the memory budget of "
+                        f"{size_text(budget)}: lower --max-features (the most influential features stay nodes, the "
+                        "others join the error nodes) or raise --memory-budget.")  # fmt: skip
     graph = attribute(rep, tokens, position, token_id, token, real_logits)
     graph.notes += notes
     everything = inf.Pruned(torch.ones(n, dtype=torch.bool), graph.adjacency != 0, inf.node_influence(graph), 1.0)
