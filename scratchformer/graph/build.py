@@ -117,6 +117,9 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None, n
     token = bundle.tgt_tokenizer.token_strings([token_id])[0]
     rep = LocalReplacement(bundle, sets, inputs.src, tgt)
     notes = []
+    if c.final_softcap:
+        notes.append(f"{bundle.name} soft-caps its logits (c·tanh(logit/c), c = {c.final_softcap:g}): the graph "
+                     "explains the logit before the cap.")  # fmt: skip
     n_active = sum(len(a.pos) for a in rep.active.values())
     if n_active > max_features:
         rep.keep_only(choose_features(rep, position, token_id, max_features))
@@ -140,7 +143,8 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None, n
 
 
 def _real_logits(bundle, src, tgt, position: int) -> torch.Tensor:
-    """The model's own logits at `position` (vocab,), float64 on the CPU."""
+    """The model's own logits at `position` (vocab,), float64 on the CPU; before a final soft-capping (Gemma 2),
+    which the graph does not explain (tanh keeps their order)."""
     from ..transformer.masks import pad_from_ids
 
     m, c, dev = bundle.model, bundle.config, bundle.device
@@ -148,8 +152,12 @@ def _real_logits(bundle, src, tgt, position: int) -> torch.Tensor:
     tgt = tgt.to(dev)
     with torch.no_grad():
         src_pad = pad_from_ids(src, c.pad_id) if src is not None else None
-        out = m(src, tgt, src_pad, pad_from_ids(tgt, c.pad_id, start=True))  # (1, T, vocab)
-    return out[0, position].double().cpu()
+        memory = m.encode(src, src_pad) if c.has_encoder else None  # (1, S, d_model)
+        hidden = m.decode(tgt, memory, src_pad, pad_from_ids(tgt, c.pad_id, start=True))  # (1, T, d_model)
+        x = hidden[0, position]  # (d_model,)
+        if m.generator.scale is not None:
+            x = x * m.generator.scale
+        return m.generator.logits(x).double().cpu()  # (vocab,)
 
 
 def choose_features(rep: LocalReplacement, position: int, token_id: int, cap: int) -> dict[str, torch.Tensor]:
