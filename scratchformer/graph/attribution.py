@@ -73,11 +73,6 @@ class Graph:
     def logit_index(self) -> int:
         return len(self.nodes) - 1
 
-    def kinds(self) -> torch.Tensor:
-        """(n,) 0 feature, 1 error, 2 embedding, 3 logit."""
-        f, e, m = self.n_features, self.n_errors, self.n_embeddings
-        return torch.tensor([0] * f + [1] * e + [2] * m + [3])
-
 
 def _short(side: str) -> str:
     return "enc" if side == "encoder" else "dec"
