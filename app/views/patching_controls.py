@@ -184,8 +184,8 @@ class PatchingControls(QWidget):
             if receiver != "logits":
                 receiver = f"{receiver}.{self.path_part.currentData()}"
             path = (self.path_sender.currentData(), receiver)
-        return SweepAsk(source, target, start_only, corrupt_source, corrupt_word, self.answer.text().strip() or None,
-                        (self.wrong.text().strip() or None) if metric == "logit-diff" else None, metric,
+        return SweepAsk(source, target, start_only, corrupt_source, corrupt_word, _token(self.answer),
+                        _token(self.wrong) if metric == "logit-diff" else None, metric,
                         self.per_position.isChecked(), self.method.currentData(), path,
                         self.path_part.currentData())  # fmt: skip
 
@@ -193,8 +193,8 @@ class PatchingControls(QWidget):
         """The form's metric, grid, method and answer tokens for a pairs file's sweep (each pair brings its own
         sentences and corruption; a pair's own answer and wrong tokens win; no path)."""
         metric = self.metric_kind.currentData()
-        return SweepAsk("", "", start_only, None, None, self.answer.text().strip() or None,
-                        (self.wrong.text().strip() or None) if metric == "logit-diff" else None, metric,
+        return SweepAsk("", "", start_only, None, None, _token(self.answer),
+                        _token(self.wrong) if metric == "logit-diff" else None, metric,
                         self.per_position.isChecked(), self.method.currentData(), None)  # fmt: skip
 
     def set_word(self, index: int, replacement: str) -> None:
@@ -206,3 +206,10 @@ class PatchingControls(QWidget):
     def set_sentence(self, text: str) -> None:
         self.how.setCurrentIndex(self.how.findData(TYPED))
         self.sentence.setText(text)
+
+
+def _token(field) -> str | None:
+    """A metric token as typed, its leading space kept (GPT-2's ' Mary' is another token than 'Mary'); None when
+    the field is blank."""
+    text = field.text()
+    return text if text.strip() else None

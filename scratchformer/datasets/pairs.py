@@ -57,15 +57,18 @@ def _records(p: Path) -> Iterator[tuple[int, dict]]:
                     "line naming source, corrupt or corrupt_word, …).")  # fmt: skip
 
 
-def _text(record: dict, key: str, number: int, p: Path) -> str | None:
-    """The field as stripped text; None when absent, null or empty."""
+def _text(record: dict, key: str, number: int, p: Path, strip: bool = True) -> str | None:
+    """The field as text (stripped unless `strip` is false: a metric token keeps its leading space, GPT-2's
+    ' Mary' is not 'Mary'); None when absent, null, empty or only spaces."""
     value = record.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
         raise UserError(f"The pairs file {p.name!r}, line {number}: {key!r} must be text, not "
                         f"{type(value).__name__} {value!r}.")  # fmt: skip
-    return value.strip() or None
+    if not value.strip():
+        return None
+    return value.strip() if strip else value
 
 
 def _pair(record: dict, number: int, p: Path) -> PairSpec:
@@ -83,5 +86,5 @@ def _pair(record: dict, number: int, p: Path) -> PairSpec:
             corrupt = replace_word(source, word, "corrupt_word")
         except UserError as exc:
             raise UserError(f"The pairs file {p.name!r}, line {number}: {exc}") from None
-    get = lambda key: _text(record, key, number, p)  # noqa: E731
-    return PairSpec(source, get("target"), corrupt, get("answer"), get("wrong"), number)
+    token = lambda key: _text(record, key, number, p, strip=False)  # noqa: E731
+    return PairSpec(source, _text(record, "target", number, p), corrupt, token("answer"), token("wrong"), number)

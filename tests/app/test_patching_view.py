@@ -152,6 +152,17 @@ def test_a_corrupted_sentence_of_another_length_is_one_sentence(qtbot, en_hi):
     assert view.status.text().startswith("The answer token 'zebra-not-a-word' is not in this model's vocabulary")
 
 
+def test_the_answer_fields_keep_a_leading_space(qtbot, en_hi):
+    """GPT-2's ' Mary' is another token than 'Mary' (the refusal's own hint says so): the typed answer and wrong
+    tokens reach the sweep as typed; a blank field means the model's own top token."""
+    view = show(en_hi, PatchingView)
+    view.controls.set_word(1, "boy")
+    view.controls.answer.setText(" Mary")
+    view.controls.wrong.setText("   ")
+    for ask in (view.controls.ask(SOURCE, "", True), view.controls.pairs_ask(True)):
+        assert (ask.answer, ask.wrong) == (" Mary", None)
+
+
 def test_cancel_stops_the_sweep_and_draws_nothing(qtbot, en_hi, monkeypatch):
     release = threading.Event()
     real = sweep_module.sweep_pair

@@ -18,7 +18,7 @@ def test_jsonl_pairs_with_corrupt_or_corrupt_word(tmp_path):
                  encoding="utf-8")  # fmt: skip
     assert read_pairs(f) == [
         PairSpec("the girl eats an apple", None, "the boy eats an apple", "id:5", None, 1),
-        PairSpec("a b c", "x y", "a d c", None, "John", 3),
+        PairSpec("a b c", "x y", "a d c", None, " John", 3),  # a metric token keeps its space
         PairSpec("a b c", None, "a d c", None, None, 4),
     ]
     assert read_pairs(f)[0].corrupt == corrupted_text("the girl eats an apple", None, "1=boy")

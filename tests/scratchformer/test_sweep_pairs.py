@@ -18,6 +18,7 @@ from scratchformer.patching.batched import patched_metrics
 from scratchformer.patching.many import patched_metrics_many
 from scratchformer.patching.pair import make_pair
 from tests.scratchformer.test_derive import FAMILIES, family_bundle
+from tests.scratchformer.test_sweep_values import gpt2_folder  # noqa: F401 - a GPT-2 folder fixture
 
 PAIRS = [  # the same token lengths: six source tokens each; --start-only: the decoder reads the start token
     {"source": "the girl eats an apple", "corrupt_word": "1=boy"},
@@ -121,8 +122,9 @@ def test_each_bad_input_is_one_sentence(tmp_path, capsys):
                                                           "corrupt": "the girl eats a red apple"}])  # fmt: skip
     assert "pair on line 2: The corrupted source has 7 tokens" in refused("--pairs", uneven, "--start-only")
     odd = write(tmp_path / "a.jsonl", [PAIRS[0], {**PAIRS[1], "answer": "zzzqqq"}])
-    assert "pair on line 2: --answer 'zzzqqq' is not in this model's vocabulary" in refused("--pairs", odd,
-                                                                                            "--start-only")
+    assert "pair on line 2: --answer 'zzzqqq' is not in this model's vocabulary" in refused(
+        "--pairs", odd, "--start-only"
+    )
     assert "drop --source, --corrupt-word" in refused("--pairs", good, "--source", "a b", "--corrupt-word", "0=c")
     assert "add --pairs FILE" in refused("--source", "the girl eats an apple", "--corrupt-word", "1=boy",
                                          "--per-pair")  # fmt: skip
@@ -143,3 +145,20 @@ def test_sf_sweep_pairs_returns_what_the_command_prints(tmp_path, capsys):
     got = sf.sweep_pairs("en-hi", f, start_only=True, per_pair=True)
     assert main(["sweep", "--model", "en-hi", "--pairs", f, "--start-only", "--per-pair", "--json"]) == 0
     assert got == json.loads(capsys.readouterr().out)
+
+
+def test_a_gpt2_pairs_file_keeps_the_answers_leading_space(tmp_path, gpt2_folder):  # noqa: F811 - the fixture
+    """GPT-2's ' Mary' (with its space) and 'Mary' are two tokens: the pairs file's answer and wrong tokens reach
+    the metric as written, so the mean is the effect on logit(' Mary') − logit(' John') that the file asks for."""
+    pair = {"source": "When Mary and John went to the store, John gave a drink to",
+            "corrupt": "When Mary and John went to the store, Mary gave a drink to"}  # fmt: skip
+    path = write(tmp_path / "ioi.jsonl", [{**pair, "answer": " Mary", "wrong": " John"}])
+    result = sweep_pairs.sweep_pairs(gpt2_folder, read_pairs(path)).to_dict(per_pair=True)
+    tok = gpt2_folder.tgt_tokenizer
+    row = result["per_pair"][0]
+    assert (row["answer"]["id"], row["wrong"]["id"]) == (tok.encode(" Mary")[0], tok.encode(" John")[0])
+    assert tok.encode(" Mary") != tok.encode("Mary")
+    # the same numbers as the one-pair sweep given --answer ' Mary' --wrong ' John'
+    one = make_pair(gpt2_folder, gpt2_folder.prepare_run(pair["source"]), gpt2_folder.prepare(pair["corrupt"]),
+                    " Mary", " John")  # fmt: skip
+    assert row["clean"] == pytest.approx(one.m_clean) and row["corrupt"] == pytest.approx(one.m_corrupt)
