@@ -20,7 +20,9 @@ def add_intervention_args(parser: argparse.ArgumentParser, encoder_only: bool = 
     which = "an encoder step" if encoder_only else "a step"
     parser.add_argument("--patch", action="append", default=[], metavar="STEP",
                         help=f"activation patching (repeatable): {which} (e.g. encoder.1.add_norm2.out) takes "
-                        "its value from the run of --from-source, a sentence of the same length")
+                        "its value from the run of --from-source, a sentence of the same length"
+                        + ("" if encoder_only else "; with --dictionary also a dictionary's step (e.g. "
+                           "decoder.1.add_norm3.out.dict.features)"))  # fmt: skip
     parser.add_argument("--from-source", metavar="TEXT", help="with --patch: the clean source sentence")
     if not encoder_only:
         parser.add_argument("--from-target", metavar="TEXT",
@@ -49,7 +51,13 @@ def patches(bundle: ModelBundle, args: argparse.Namespace, inputs: Inputs, encod
     if not from_source:
         raise UserError("--patch needs the clean sentence: add --from-source TEXT.")
     valid = patchable_steps(bundle.model)
+    folders = getattr(args, "dictionary", None) or []
     for step in args.patch:
+        if _dictionary_step(step) is not None:
+            if encoder_only or not folders:
+                raise UserError(f"{step} is a dictionary's step: patch it in `trace` with the dictionary attached "
+                                "(--dictionary DIR).")  # fmt: skip
+            continue
         example = next((s for s in reversed(valid) if s.startswith("encoder.") and "add_norm" in s), next(iter(valid)))
         if encoder_only and step.split(".")[0] not in ("encoder", "src_embed"):
             raise UserError(f"{step} cannot be patched while generating: only the encoder's steps can (the decoder's "
@@ -64,6 +72,25 @@ def patches(bundle: ModelBundle, args: argparse.Namespace, inputs: Inputs, encod
     _length_check("source", clean.src, inputs.src)
     if not encoder_only:
         _length_check("target" if bundle.config.has_encoder else "source", clean.tgt, inputs.tgt)
-    _, trace = bundle.run(clean, keep_output=False)
     origin = f"'{from_source}'" if len(from_source) <= 40 else f"'{from_source[:37]}…'"
-    return [Patch(step, trace[step].tensor, origin) for step in args.patch]
+    if not any(_dictionary_step(step) for step in args.patch):
+        _, trace = bundle.run(clean, keep_output=False)
+        return [Patch(step, trace[step].tensor, origin) for step in args.patch]
+    from ..features.attach import DictPatch, open_dictionaries, traced
+
+    _, trace = traced(bundle, clean, open_dictionaries(folders), keep_output=False)  # unchanged, no clamps
+    names = set(trace.names())
+    out: list = []
+    for step in args.patch:
+        if step not in names:
+            raise UserError(f"{step}: no attached dictionary reads {_dictionary_step(step)[0]} (attached: "
+                            f"{', '.join(trace.dictionaries)}).")  # fmt: skip
+        kind = DictPatch if _dictionary_step(step) else Patch
+        out.append(kind(step, trace[step].tensor, origin))
+    return out
+
+
+def _dictionary_step(step: str):
+    from ..features.attach import dictionary_step
+
+    return dictionary_step(step)

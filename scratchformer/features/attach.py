@@ -12,6 +12,11 @@ recorded right after S (an SAE) or after T (a transcoder, whose error needs T). 
 A `Clamp` sets one feature to a value (at every position, or one) — steering, or ablation with 0. T then carries on
 as y + (f′ − f) W_dec: the reconstruction of the changed features plus the unchanged error, so clamping a feature to
 its own value changes nothing. It is one more intervention (a StepEdit at T), shown in titles and in Compare.
+
+A `DictPatch` is activation patching of one of those steps from another run (`trace --patch S.dict.features
+--from-source …`): the features (or pre-activations, which give the same features) become the other run's, and T
+carries on as above; a patched reconstruction x̂_o or error e_o replaces this run's in y = x̂ + e, so T becomes
+y + (x̂_o − x̂) or y + (e_o − e).
 """
 
 from __future__ import annotations
@@ -62,6 +67,39 @@ class Clamp:
         return f"feature {self.feature} clamped to {self.value:g}{where}"
 
 
+DICT_PARTS = ("pre", "features", "recon", "error")
+_DICT_STEP = re.compile(r"(?P<at>[\w.]+)\.dict\.(?P<part>pre|features|recon|error)")
+
+
+def dictionary_step(step: str) -> tuple[str, str] | None:
+    """'decoder.1.add_norm3.out.dict.features' → ('decoder.1.add_norm3.out', 'features'); None for other steps."""
+    m = _DICT_STEP.fullmatch(step)
+    return (m["at"], m["part"]) if m else None
+
+
+@dataclass(frozen=True, eq=False)
+class DictPatch:
+    """Step `step` (a dictionary's pre, features, recon or error) takes `values` from another run (batch of 1)."""
+
+    step: str
+    values: torch.Tensor
+    origin: str = "another run"
+
+    @property
+    def at(self) -> str:
+        return dictionary_step(self.step)[0]
+
+    @property
+    def part(self) -> str:
+        return dictionary_step(self.step)[1]
+
+    def spec(self) -> str:
+        return f"patch {self.step} from {self.origin}"
+
+    def note(self) -> str:
+        return f"{self.part} patched from {self.origin}"
+
+
 _CLAMP = re.compile(r"(?P<step>[\w.]+):(?P<feature>\d+)=(?P<value>[-+0-9.eE]+)(?:@(?P<pos>\d+))?")
 
 
@@ -82,7 +120,8 @@ class Attached:
     """Dictionaries checked against a model: each one's step read (`at`) and predicted (`to`) in this model's
     names, and what a traced run records for them."""
 
-    def __init__(self, model, dictionaries: list[Dictionary], clamps: list[Clamp] = ()) -> None:
+    def __init__(self, model, dictionaries: list[Dictionary], clamps: list[Clamp] = (),
+                 patches: list[DictPatch] = ()) -> None:  # fmt: skip
         readable = _readable(model)
         self.model, self.by_step = model, {}
         for d in dictionaries:
@@ -108,6 +147,14 @@ class Attached:
             if not 0 <= c.feature < d.d_sae:
                 raise UserError(f"--clamp {c.spec()}: the dictionary has features 0 to {d.d_sae - 1}.")
         self.clamps = list(clamps)
+        self.patches: dict[str, dict[str, torch.Tensor]] = {}  # at → part → the other run's values
+        for p in patches:
+            if p.at not in self.by_step:
+                raise UserError(f"--patch {p.step}: no attached dictionary reads {p.at} (attached: "
+                                f"{', '.join(self.by_step) or 'none'}).")  # fmt: skip
+            part = "features" if p.part == "pre" else p.part  # the other run's pre-activations give its features
+            values = self.by_step[p.at][0].activate(p.values.float()) if p.part == "pre" else p.values.float()
+            self.patches.setdefault(p.at, {})[part] = values
         self._seen: dict[str, torch.Tensor] = {}  # a pass's unchanged value at each dictionary's `at`
 
     def features_of(self, step: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,6 +164,10 @@ class Attached:
         with torch.no_grad():
             pre = d.pre(x.float())
             f = d.activate(pre)
+        given = self.patches.get(step, {}).get("features")
+        if given is not None:
+            _same_shape(f"{step}.dict.features", given, f)
+            f = given.to(f.dtype)
         for c in self.clamps:
             if c.step == step:
                 f = f.clone()
@@ -127,22 +178,34 @@ class Attached:
         return pre, f
 
     def edits(self) -> list[StepEdit]:
-        """Where a feature is clamped, `to` carries on as y + (f′ − f) W_dec (f read from `at`'s unchanged value, which
-        a transcoder's clamp remembers as the pass goes by); nothing else changes the pass."""
+        """Where a feature is clamped or a dictionary step patched, `to` carries on as y + (f′ − f) W_dec (f read from
+        `at`'s unchanged value, which a transcoder's clamp remembers as the pass goes by), a patched reconstruction
+        or error taking this run's place in y = x̂ + e; nothing else changes the pass."""
         out = []
         for step, (d, at, to) in self.by_step.items():
-            mine = [c for c in self.clamps if c.step == step]
+            mine = [c.note() for c in self.clamps if c.step == step]
+            given = self.patches.get(step, {})
+            mine += [f"{part} patched from another run" for part in given]
             if not mine:
                 continue
 
-            def clamp(x: torch.Tensor, t: torch.Tensor, step=step, d=d, at=at) -> torch.Tensor:
-                self._seen[at] = x  # what the followers read: x unchanged (an SAE's own step carries the clamp)
-                with torch.no_grad():
+            def change(x: torch.Tensor, t: torch.Tensor, step=step, d=d, at=at, given=given) -> torch.Tensor:
+                self._seen[at] = x  # what the followers read: x unchanged (an SAE's own step carries the change)
+                with torch.no_grad():  # the change is a constant added to t (t keeps its gradient)
                     f = d.activate(d.pre(x.float()))
-                _, f2 = self.features_of(step, x)
-                return t + ((f2 - f) @ d.W_dec).to(t.dtype)
+                    _, f2 = self.features_of(step, x)
+                    delta = (f2 - f) @ d.W_dec
+                    if "recon" in given or "error" in given:
+                        recon = d.decode(f)  # this run's x̂; its error e = t − x̂
+                    if "recon" in given:  # the other run's x̂ in place of this run's (and of any f′)
+                        _same_shape(f"{step}.dict.recon", given["recon"], recon)
+                        delta = given["recon"] - recon
+                    if "error" in given:
+                        _same_shape(f"{step}.dict.error", given["error"], recon)
+                        delta = delta + given["error"] - (t.float() - recon)
+                return t + delta.to(t.dtype)
 
-            out += read_then_edit(at, to, clamp, "; ".join(c.note() for c in mine))
+            out += read_then_edit(at, to, change, "; ".join(mine))
         return out
 
     def _remember(self, at: str, t: torch.Tensor) -> torch.Tensor:
@@ -162,7 +225,8 @@ class Attached:
                 x = self._seen.pop(at, y)  # an SAE's clamp kept the unchanged x; else x is y itself
                 pre, f = self.features_of(step, x)
                 with torch.no_grad():
-                    recon = d.decode(f)
+                    recon = self.patches.get(step, {}).get("recon")
+                    recon = d.decode(f) if recon is None else recon
                 error = y.float() - recon
                 pos, kind, arch = position_dim(at), "transcoder" if d.transcoder else "SAE", d.describe().split(" ")[0]
                 block = f"{tracer.steps[-1].sublayer}.dict"  # "Decoder 2 › Add & Norm 3 › Dictionary"
@@ -179,6 +243,12 @@ class Attached:
 
             out[to] = record
         return out
+
+
+def _same_shape(step: str, given: torch.Tensor, own: torch.Tensor) -> None:
+    if given.shape != own.shape:
+        raise UserError(f"--patch {step}: the other run's values have the shape {tuple(given.shape)} and this run's "
+                        f"{tuple(own.shape)}; activation patching needs inputs of the same length.")  # fmt: skip
 
 
 def read_then_edit(at: str, to: str, change, what: str) -> list[StepEdit]:
@@ -211,10 +281,12 @@ def open_dictionaries(folders: list[str]) -> list[Dictionary]:
 @contextmanager
 def attached(model, dictionaries: list[Dictionary], clamps: list[Clamp] = (), others: list = ()) -> Iterator[Attached]:
     """Run traced passes inside with the dictionaries' steps recorded and their clamps applied; `others`: further
-    interventions of the same passes (an --ablate), applied together."""
-    att = Attached(model, dictionaries, clamps)
+    interventions of the same passes (an --ablate, a --patch; a DictPatch among them patches a dictionary's
+    step), applied together."""
+    att = Attached(model, dictionaries, clamps, [o for o in others if isinstance(o, DictPatch)])
+    rest = [o for o in others if not isinstance(o, DictPatch)]
     with ExitStack() as stack:
-        stack.enter_context(intervene(model, [*others, *att.edits()]))
+        stack.enter_context(intervene(model, [*rest, *att.edits()]))
         stack.enter_context(following(att.followers()))
         yield att
 
