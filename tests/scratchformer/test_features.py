@@ -242,6 +242,13 @@ def test_derive_recomputes_every_kind_of_dictionary_cell(bundle, runs):
         got = compute(bundle, t, step, index)
         assert got.agrees(), (step, got.value, got.recomputed)
     assert "cut to 0" in compute(bundle, t, f"{POINT}.dict.features", (0, 2, off)).note
+    # the dictionary's weights are listed among the inputs by their own indices, so a click finds the right entry
+    d = t.dictionaries[POINT][0]
+    for step, index, name, weights in ((f"{POINT}.dict.pre", (0, 2, on), "W_enc", d.W_enc),
+                                       (f"{POINT}.dict.recon", (0, 2, 7), "W_dec", d.W_dec)):  # fmt: skip
+        cells = [c for c in compute(bundle, t, step, index).inputs if c.param == f"{POINT}.dict.{name}"]
+        assert cells and all(c.value == pytest.approx(float(weights[c.index])) for c in cells)
+        assert {c.index[1] for c in cells} == ({on} if name == "W_enc" else {7})  # W_enc[:, i], W_dec[i, u]
 
 
 def test_clamping_a_feature_to_its_own_value_changes_nothing_and_to_zero_moves_the_stream_by_its_direction(

@@ -22,25 +22,15 @@ def _dictionary(r: Reader, step: Step):
     return read, found
 
 
-def _param_row(r: Reader, name: str, values: np.ndarray, prefix: tuple[int, ...]) -> np.ndarray:
-    r._record(len(values), lambda: [Cell((*prefix, j), float(v), param=name) for j, v in enumerate(values)])
-    return values
-
-
-def _param_cell(r: Reader, name: str, value: float, index: tuple[int, ...]) -> float:
-    r.cells.append(Cell(index, float(value), param=name))
-    return float(value)
-
-
 def pre(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle) -> dict:
     """pre[i] = Σ_d (x[d] − b_dec[d])·W_enc[d, i] + b_enc[i]."""
     b, p, i = index
     read, (d, at, _to) = _dictionary(r, step)
     x = r.row(at, (b, p))
     if d.centres_input:
-        x = x - _param_row(r, f"{read}.dict.b_dec", d.b_dec.detach().double().numpy(), ())
-    w = _param_row(r, f"{read}.dict.W_enc", d.W_enc.detach()[:, i].double().numpy(), (i,))
-    bias = Term(f"b_enc[{i}]", _param_cell(r, f"{read}.dict.b_enc", float(d.b_enc[i]), (i,)))
+        x = x - r.param_row(f"{read}.dict.b_dec", ())
+    w = r.param_column(f"{read}.dict.W_enc", (i,))
+    bias = Term(f"b_enc[{i}]", r.param_cell(f"{read}.dict.b_enc", (i,)))
     total, expression, terms = summed(x * w, lambda j: f"x[{j}]·W_enc[{j}, {i}]", x, w, [bias])
     centred = "(x[d] − b_dec[d])" if d.centres_input else "x[d]"
     clamp = _clamp_note(r, read, i, p)
@@ -73,7 +63,7 @@ def features(r: Reader, step: Step, index: tuple[int, ...], value: float, bundle
         formula = f"f[i] = ReLU(pre[i]) if pre[i] is among the token's {d.k} largest, else 0"
         expression = f"rank {rank} ≤ {d.k}: f = ReLU({num(z)}) = {num(out)}" if kept else f"rank {rank} > {d.k}: f = 0"
     elif arch in ("jumprelu", "batchtopk"):
-        theta = _param_cell(r, f"{read}.dict.threshold", float(d.threshold[i]), (i,))
+        theta = r.param_cell(f"{read}.dict.threshold", (i,))
         out = z if z > theta else 0.0
         formula = "f[i] = pre[i] if pre[i] > θ[i], else 0  (JumpReLU)"
         expression = f"{num(z)} {'>' if z > theta else '≤'} θ = {num(theta)}: f = {num(out)}"
@@ -102,10 +92,8 @@ def reconstruction(r: Reader, step: Step, index: tuple[int, ...], value: float, 
     active = np.nonzero(f)[0]
     for j in active:
         r.cells.append(Cell((b, p, int(j)), float(f[j]), step=f"{read}.dict.features"))
-    w = d.W_dec.detach()[active, u].double().numpy()
-    for j, v in zip(active, w):
-        r.cells.append(Cell((int(j), u), float(v), param=f"{read}.dict.W_dec"))
-    bias = Term(f"b_dec[{u}]", _param_cell(r, f"{read}.dict.b_dec", float(d.b_dec[u]), (u,)))
+    w = r.param_entries(f"{read}.dict.W_dec", active, u)
+    bias = Term(f"b_dec[{u}]", r.param_cell(f"{read}.dict.b_dec", (u,)))
     total, expression, terms = summed(f[active] * w, lambda k: f"f[{int(active[k])}]·W_dec[{int(active[k])}, {u}]",
                                       f[active], w, [bias])  # fmt: skip
     return dict(recomputed=total, formula="x̂[u] = Σ_i f[i]·W_dec[i, u] + b_dec[u]  (over the active features)",

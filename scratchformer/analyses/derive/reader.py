@@ -64,8 +64,12 @@ class Reader:
         return step.item(batch).detach()[rest].to(torch.float64).numpy()
 
     def params(self) -> dict[str, torch.Tensor]:
-        if self._params is None:  # every name, tied weights under each of theirs (generator.proj.weight too)
+        """Every parameter by name, tied weights under each of theirs (generator.proj.weight too), and each
+        attached dictionary's as `<step read>.dict.W_enc` (b_enc, W_dec, b_dec, threshold)."""
+        if self._params is None:
             self._params = dict(self.model.state_dict(keep_vars=True))
+            for read, (d, _at, _to) in getattr(self.trace, "dictionaries", {}).items():
+                self._params.update({f"{read}.dict.{k}": v for k, v in d.state_dict(keep_vars=True).items()})
         return self._params
 
     def param(self, name: str, index: tuple = ()) -> np.ndarray:
@@ -112,6 +116,19 @@ class Reader:
     def param_row(self, name: str, prefix: tuple[int, ...]) -> np.ndarray:
         values = self.param(name, tuple(prefix))
         self._record(len(values), lambda: [Cell((*prefix, j), float(v), param=name) for j, v in enumerate(values)])
+        return values
+
+    def param_column(self, name: str, suffix: tuple[int, ...]) -> np.ndarray:
+        """The first axis of a parameter at `suffix` (the other axes fixed): e.g. a dictionary's encoder column
+        W_enc[:, i]."""
+        values = self.param(name, (slice(None), *suffix))
+        self._record(len(values), lambda: [Cell((j, *suffix), float(v), param=name) for j, v in enumerate(values)])
+        return values
+
+    def param_entries(self, name: str, rows: np.ndarray, column: int) -> np.ndarray:
+        """Entries [rows[k], column] of a 2-D parameter, each listed: e.g. the active features' W_dec[i, u]."""
+        values = self.param(name, (torch.as_tensor(rows, dtype=torch.long), column))
+        self.cells.extend(Cell((int(j), column), float(v), param=name) for j, v in zip(rows, values))
         return values
 
 
