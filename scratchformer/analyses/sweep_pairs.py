@@ -268,14 +268,15 @@ def run(args, text_report: Callable[[Sweep], str]) -> int:
                              answer=args.answer, wrong=args.wrong)  # fmt: skip
         if bar is not None:
             bar.close()
+        features = None
+        if getattr(args, "dictionary", None):
+            from ..features.folder import load
+
+            features = feature_rows(bundle, specs, load(args.dictionary), args, dist)
     if not dist.is_main:
         return 0
     payload = result.to_dict(args.per_pair)
-    features = None
-    if getattr(args, "dictionary", None):
-        from ..features.folder import load
-
-        features = feature_rows(bundle, specs, load(args.dictionary), args)
+    if features is not None:
         payload["features"] = features
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -284,20 +285,27 @@ def run(args, text_report: Callable[[Sweep], str]) -> int:
                         + text_report(result.mean, features=features))  # fmt: skip
 
 
-def feature_rows(bundle, specs: list[PairSpec], d, args) -> list[dict]:
+def feature_rows(bundle, specs: list[PairSpec], d, args, dist: Distributed | None = None) -> list[dict]:
     """The feature sweep (scratchformer.features.patching) of every pair, averaged: one row per (feature,
     position) that differs in any pair, its mean effect over all pairs (0 for a pair where it does not differ) with
-    the std, and how many pairs it differs in. Largest |mean| first. Rank 0 alone runs it under torchrun."""
+    the std, and how many pairs it differs in. Largest |mean| first. Under torchrun each rank sweeps every N-th
+    pair and every rank gathers all of them, in pair order, so the rows are one process's."""
     from ..features.patching import feature_sweep
 
-    effects: dict[tuple[int, int], list[float]] = {}
-    base: dict[tuple[int, int], dict] = {}
-    for j, (spec, (clean, corrupt)) in enumerate(zip(specs, prepare(bundle, specs, args.start_only))):
+    dist = dist or Distributed()
+    inputs = prepare(bundle, specs, args.start_only)
+    mine: dict[int, list[dict]] = {}
+    for j in dist.shard(list(range(len(specs)))):
+        spec, (clean, corrupt) = specs[j], inputs[j]
         with _line(spec):
             pair = make_pair(bundle, clean, corrupt, spec.answer or args.answer, spec.wrong or args.wrong,
                              args.metric)  # fmt: skip
-            rows, _notes = feature_sweep(pair, d)
-        for r in rows:
+            mine[j], _notes = feature_sweep(pair, d)
+    by_pair = {j: rows for part in dist.gather(mine) for j, rows in part.items()}
+    effects: dict[tuple[int, int], list[float]] = {}
+    base: dict[tuple[int, int], dict] = {}
+    for j in range(len(specs)):
+        for r in by_pair[j]:
             key = (r["feature"], r["position"])
             base.setdefault(key, {k: r[k] for k in ("step", "feature", "position", "axis")})
             effects.setdefault(key, [0.0] * len(specs))[j] = r["effect"]

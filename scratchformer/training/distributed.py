@@ -86,6 +86,14 @@ class Distributed:
         dist.all_reduce(tensor)
         return tensor.tolist()
 
+    def gather(self, value):
+        """Every rank's `value` (any picklable object), in rank order: [value] in a single process."""
+        if not self.active:
+            return [value]
+        out = [None] * self.world_size
+        dist.all_gather_object(out, value)
+        return out
+
     def seed_step(self, seed: int, step: int) -> None:
         """Dropout masks: each rank draws its own, from (seed, step, rank), so that ranks do not repeat each
         other's masks and a resumed run draws the ones the uninterrupted run drew — without keeping per-rank

@@ -1,5 +1,6 @@
 """`torchrun --nproc-per-node 2 -m scratchformer sweep --pairs FILE`: two ranks (gloo on the CPU) each sweep half
-the pairs' chunks, and rank 0 prints exactly the JSON one process prints; the other rank prints nothing."""
+the pairs' chunks (and, with --dictionary, half the pairs' feature sweeps), and rank 0 prints exactly the JSON one
+process prints; the other rank prints nothing."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from scratchformer.analyses.sweep_pairs import _layer_groups
 from scratchformer.cli import main
+from scratchformer.features.bundled import bundled_saes
 from scratchformer.loading.bundle import load_model
 from scratchformer.patching import components
 from scratchformer.patching.batched import bytes_per_item
@@ -38,11 +42,18 @@ def one_pair_a_chunk(bundle) -> str:
 def test_two_ranks_print_exactly_what_one_process_prints(tmp_path, capsys):
     f = write(tmp_path / "p.jsonl", PAIRS)
     args = ["sweep", "--model", "en-hi", "--pairs", f, "--start-only", "--per-pair", "--json",
-            "--memory-budget", one_pair_a_chunk(load_model("en-hi"))]  # fmt: skip
-    assert main(args) == 0
+            "--memory-budget", one_pair_a_chunk(load_model("en-hi")), "--dictionary",
+            str(bundled_saes("en-hi")[0])]  # fmt: skip
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank runs (OMP_NUM_THREADS=1): bit for bit needs the same sums' order
+    try:
+        assert main(args) == 0
+    finally:
+        torch.set_num_threads(threads)
     captured = capsys.readouterr()
     one = json.loads(captured.out)
     assert any("Patched 1 pair at a time" in n for n in one["notes"])  # four chunks: two for each rank
+    assert one["features"] and max(r["pairs_differing"] for r in one["features"]) > 1
     cmd = [str(Path(sys.executable).with_name("torchrun")), "--nproc-per-node=2", f"--master-port={_free_port()}",
            "-m", "scratchformer", *args]  # fmt: skip
     done = subprocess.run(cmd, env={**os.environ, **ENV}, capture_output=True, text=True, timeout=240)
