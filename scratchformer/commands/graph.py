@@ -51,6 +51,10 @@ def add_parser(sub) -> None:
     p.add_argument("--max-features", type=int, default=MAX_FEATURES, metavar="N",
                    help=f"most feature nodes; beyond it the most influential are kept and the others join the "
                    f"error nodes (default {MAX_FEATURES})")  # fmt: skip
+    p.add_argument("--qk", action="append", default=[], metavar="ATTENTION.headH[@Q[,K]]",
+                   help="why attention moved it: split this head's score at query Q and key K (default: the "
+                   "explained position and the key it attends to most) into query-node × key-node products of the "
+                   "graph's nodes; the JSON gains \"qk\" (repeatable)")  # fmt: skip
     p.add_argument("--top", type=int, default=12, metavar="N", help="nodes and edges listed without --json")
     p.add_argument("--json", action="store_true", help="print the graph as JSON")
 
@@ -70,4 +74,12 @@ def run(args: argparse.Namespace) -> int:
                          not args.no_prune, args.max_features, memory_budget(args), args.dictionary)  # fmt: skip
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    return print_result(args.json, result.to_dict(), lambda: result.text(args.top))
+    payload = result.to_dict()
+    splits = []
+    if args.qk:
+        from ..graph.qk import parse_qk, split_score
+
+        splits = [split_score(result.replacement_model, result.graph, *parse_qk(spec), top=args.top)
+                  for spec in args.qk]  # fmt: skip
+        payload["qk"] = [s.to_dict() for s in splits]
+    return print_result(args.json, payload, lambda: "\n\n".join([result.text(args.top), *(s.text() for s in splits)]))

@@ -63,6 +63,16 @@ class QKSplit:
                 "by_key": [{"node": b, "term": t} for b, t in self.by_key],
                 "bias": self.bias_term, "notes": self.notes}  # fmt: skip
 
+    def text(self) -> str:
+        """The split for a terminal: the score, then the largest products and each side's largest nodes."""
+        lines = [f"{self.attention} head {self.head}: the score of query {self.query} against key {self.key} is "
+                 f"{self.score:.4f} (weight {self.weight:.3f}); the terms below sum to {self.total:.4f}, the biases "
+                 f"alone {self.bias_term:+.4f}.", "Largest products (query node × key node):"]  # fmt: skip
+        lines += [f"  {t:+9.4f}  {a} × {b}" for a, b, t in self.pairs]
+        lines.append("Largest query-side shares:  " + ", ".join(f"{a} {t:+.3f}" for a, t in self.by_query[:6]))
+        lines.append("Largest key-side shares:    " + ", ".join(f"{b} {t:+.3f}" for b, t in self.by_key[:6]))
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
 
 def parse_qk(text: str) -> tuple[str, int, int | None, int | None]:
     """'decoder.1.cross_attn.head0@0,1' → (attention, head, query, key); positions may be left out."""

@@ -103,3 +103,24 @@ def test_the_spec_reads_a_head_and_its_positions():
     assert parse_qk(" encoder.0.self_attn.head3 ") == ("encoder.0.self_attn", 3, None, None)
     with pytest.raises(UserError, match="write ATTENTION.headH"):
         parse_qk("decoder.1.cross_attn:0")
+
+
+def test_the_command_prints_the_split_beside_the_graph(capsys):
+    import json
+
+    from scratchformer.cli import main
+
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--qk", "decoder.1.cross_attn.head0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (qk,) = out["qk"]
+    # en-hi writing its own translation: the graph explains position 0, and so does the split by default
+    assert (qk["attention"], qk["head"], qk["query"]) == ("decoder.1.cross_attn", 0, 0)
+    assert qk["total"] == pytest.approx(qk["score"], abs=1e-9) and len(qk["pairs"]) == 12
+    assert all(p["query"].startswith(("dec.", "bias")) for p in qk["pairs"])  # queries come from the decoder
+    assert all(p["key"].startswith(("enc.", "bias")) for p in qk["pairs"])  # keys from the encoder
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--qk", "decoder.1.cross_attn.head0@0,1"]) == 0
+    text = capsys.readouterr().out
+    assert "the score of query 0 against key 1" in text and "Largest key-side shares" in text
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--qk", "decoder.1.cross_attn.head9"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "scratchformer: decoder.1.cross_attn has heads 0 to 3."
