@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressD
 from scratchformer.errors import UserError
 from scratchformer.explain import explainer
 from scratchformer.exporting import ExportRun, figure_for_view, plan_attention_maps, plan_tensors, prepare_folder
-from scratchformer.exporting.files import check_name, conflicts
+from scratchformer.exporting.files import atomic_write_bytes, check_name, conflicts
 from scratchformer.exporting.index import index_paths
 from scratchformer.exporting.job import ExportResult, FileTask
 
@@ -200,11 +200,18 @@ def current_chart(window):
     return chart() if chart is not None and not view.current_heatmaps() else None
 
 
+def current_picture(window):
+    """fmt → bytes of the picture a view paints itself from its own plot data (the Graph view's graph), or None."""
+    own = getattr(window.current_view(), "current_picture", None)
+    return own() if own is not None else None
+
+
 def export_view(window, fmt: str) -> Path | None:
     """The current view as PNG, SVG or PDF: what is shown, with its title, labels and colour bar (a chart that
-    is not a heatmap: as it is drawn, by plot_export)."""
-    chart = current_chart(window)
-    fig = current_figure(window) if chart is None else None
+    is not a heatmap: as it is drawn, by plot_export; a view that paints its own picture: that picture)."""
+    picture = current_picture(window)
+    chart = current_chart(window) if picture is None else None
+    fig = current_figure(window) if chart is None and picture is None else None
     suggested = str(Path(last_folder()) / f"{_suggested_stem(window)}.{fmt}")
     filters = ";;".join([IMAGE_FILTERS[fmt]] + [f for k, f in IMAGE_FILTERS.items() if k != fmt])
     raw = ask_save_path(window, "Export the current view", suggested, filters)
@@ -214,6 +221,11 @@ def export_view(window, fmt: str) -> Path | None:
     fmt = path.suffix.lower().lstrip(".")  # the extension decides the format
     if not _confirm_replace(window, [path]):
         return None
+    if picture is not None:
+        atomic_write_bytes(path, picture(fmt), overwrite=True)
+        remember_folder(path.parent)
+        _tell(window, f"Saved {path}.")
+        return path
     if chart is not None:
         from .plot_export import save_plot
 
@@ -229,10 +241,13 @@ def export_view(window, fmt: str) -> Path | None:
 
 
 def copy_view(window) -> None:
-    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtGui import QGuiApplication, QImage
 
-    chart = current_chart(window)
-    if chart is not None:
+    picture = current_picture(window)
+    chart = current_chart(window) if picture is None else None
+    if picture is not None:
+        image = QImage.fromData(picture("png"), "PNG")
+    elif chart is not None:
         from .plot_export import plot_image
 
         image = plot_image(chart, window.current_view().view_title())

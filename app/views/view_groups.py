@@ -15,6 +15,7 @@ from .decoding_view import DecodingView
 from .derivation_view import DerivationView
 from .experiments_view import ExperimentsView
 from .features_view import FeaturesView
+from .graph_view import GraphView
 from .heads_view import HeadsView
 from .importance_view import ImportanceView
 from .lens_view import LensView
@@ -39,7 +40,7 @@ GROUPS: list[tuple[str, list[type[View]]]] = [
     ("Encoding", [PositionalView, RotaryView, MasksView, NormView]),
     ("Attention", [OverviewView, NeuronView, WeightedSumView, RolloutView]),
     ("Output", [OutputView, DecodingView, LensView, TrajectoryView, AttributionView]),
-    ("What if", [CompareView, ImportanceView, PatchingView, ExperimentsView, FeaturesView]),
+    ("What if", [CompareView, ImportanceView, PatchingView, ExperimentsView, FeaturesView, GraphView]),
     ("Training", [TrainingView]),
     ("Learn", [LessonsView]),  # the guided lessons; a lesson's pages show in a dock (app/lessons/lesson_panel.py)
 ]

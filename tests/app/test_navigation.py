@@ -76,6 +76,7 @@ def test_every_view_is_in_the_view_menu_and_a_shortcut_away(qtbot, ran_window):
     w = ran_window
     tabs = w.tabs
     w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow)  # the window's shortcuts act only once it is active (the platform says so later)
     view_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
     assert set(w.view_actions) <= set(view_menu.actions()) and set(w.group_actions) <= set(view_menu.actions())
     for i, action in enumerate(w.view_actions):  # from the menu

@@ -1,0 +1,155 @@
+"""The Graph view's work off the UI thread (each function is a job's work, app/work/jobs.py, or cheap enough for the UI
+thread where it says so), and what a built graph keeps: the result (scratchformer.graph.GraphResult, with its full
+adjacency, so pruning again needs no new attribution), the transcoders it was read through, and its picture."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scratchformer.errors import UserError
+from scratchformer.plotdata.graph_layout import GraphLayout, Supernode, layout_graph
+
+EDGE_THRESHOLD = 0.98  # the share of the influence the kept edges carry (the command's default)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which transcoders a graph is read through: the model's bundled set, the dictionaries attached to the run
+    (Run › Attach dictionary…), or a set's folder picked with Transcoders…"""
+
+    kind: str  # "bundled" | "attached" | "folder"
+    folders: tuple[str, ...] = ()  # attached: the run's dictionary folders; folder: (the set's folder,)
+
+    def label(self) -> str:
+        if self.kind == "bundled":
+            return "bundled set"
+        if self.kind == "attached":
+            return "attached dictionaries"
+        return Path(self.folders[0]).name or self.folders[0]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One graph to build: the run it explains, through which transcoders, at which decoder position, pruned at
+    which node threshold."""
+
+    result: object = field(compare=False)  # app.work.worker.RunResult
+    run_id: int
+    choice: Choice
+    position: int
+    threshold: float
+
+    def key(self) -> tuple:
+        return (self.run_id, self.choice, self.position)
+
+
+@dataclass
+class Built:
+    """A built graph and the picture of it at `threshold` with `groups` (the view keeps the latest)."""
+
+    ask: Ask
+    result: object  # scratchformer.graph.GraphResult
+    transcoders: dict  # ffn output step → Dictionary
+    kept: object  # scratchformer.graph.influence.Pruned at `threshold`
+    threshold: float
+    layout: GraphLayout
+    groups: list[Supernode]
+    seconds: float  # building (attribution, pruning, layout)
+
+
+def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
+    """Open the transcoders and build the graph of `ask` (the work of a job); None once cancelled. Bad input raises
+    UserError with one sentence."""
+    from scratchformer.graph import build_graph
+    from scratchformer.graph.transcoders import open_set
+
+    t0 = time.perf_counter()
+    bundle, inputs = ask.result.bundle, ask.result.inputs
+    folder = ask.choice.folders[0] if ask.choice.kind == "folder" else None
+    attached = list(ask.choice.folders) if ask.choice.kind == "attached" else []
+    job.progress("opening the transcoders")
+    sets = open_set(bundle, folder, attached)
+    if job.cancelled():
+        return None
+    job.progress("reading the edges")
+    result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, EDGE_THRESHOLD)
+    if job.cancelled():
+        return None
+    job.progress("laying it out")
+    layout = layout_graph(result, result.kept, groups)
+    return Built(ask, result, sets, result.kept, ask.threshold, layout, list(groups), time.perf_counter() - t0)
+
+
+def relayout(built: Built, threshold: float, groups: list[Supernode], job) -> Built | None:
+    """The same graph pruned again at `threshold` (the full adjacency is kept: no new attribution) and laid out with
+    `groups` (the work of a job: pruning a graph of thousands of nodes takes a fraction of a second)."""
+    from scratchformer.graph.influence import prune
+
+    t0 = time.perf_counter()
+    kept = built.kept if threshold == built.threshold else prune(built.result.graph, threshold, EDGE_THRESHOLD)
+    if job.cancelled():
+        return None
+    layout = layout_graph(built.result, kept, groups)
+    return Built(built.ask, built.result, built.transcoders, kept, threshold, layout, list(groups),
+                 time.perf_counter() - t0)  # fmt: skip
+
+
+def transcoder_folder(bundle, choice: Choice, step: str) -> str | None:
+    """The folder of the transcoder that stands in for feed-forward `step` (cards are kept beside it), or None when
+    it cannot be told (reads files: a job's work)."""
+    from scratchformer.features.bundled import bundled_transcoders
+    from scratchformer.features.folder import CFG, hook_step, load
+    from scratchformer.features.points import readable_steps
+
+    if choice.kind in ("bundled", "folder"):
+        root = bundled_transcoders(bundle.name) if choice.kind == "bundled" else Path(choice.folders[0])
+        if root is None:
+            return None
+        subs = [Path(root) / step] + sorted(p for p in Path(root).iterdir() if (p / CFG).is_file())
+    else:
+        subs = [Path(f) for f in choice.folders]
+    readable = readable_steps(bundle.model)
+    for sub in subs:
+        if not (sub / CFG).is_file():
+            continue
+        d = load(sub)
+        if d.transcoder and hook_step(bundle.model, d.info.to, readable) == step:
+            return str(sub)
+    return None
+
+
+def cards_of(bundle, built: Built, step: str, corpus: str, job):
+    """Every feature's card of the transcoder that stands in for `step`, over `corpus` (the work of a job; kept on
+    disk beside the transcoder, so only the first time reads the corpus). None once cancelled."""
+    from scratchformer.features.cards import cards_for
+    from scratchformer.features.points import ffn_input
+
+    if not corpus:
+        raise UserError(f"{bundle.name} has no corpus of its own for the cards: type one in the Features view's "
+                        "“Cards over corpus” field (task:NAME, or a text, JSONL or CSV file).")  # fmt: skip
+    d = built.transcoders[step]
+    folder = transcoder_folder(bundle, built.ask.choice, step)
+    return cards_for(bundle, d, ffn_input(bundle.model, step), corpus, folder, progress=job.progress,
+                     cancelled=job.cancelled)  # fmt: skip
+
+
+def feature_step(trace, bundle, step: str, choice: Choice, dictionaries: list[str]) -> str:
+    """The trace step to show for a feature of the transcoder that stands in for feed-forward `step`: its features
+    step (`<input step>.dict.features`) when the run has that transcoder attached (the graph reads the attached
+    dictionaries, or one of the set's folders is attached), else the step it reads (the feed-forward's input), where
+    its features are computed from. Reads no file: the UI thread may call it."""
+    from scratchformer.features.bundled import bundled_transcoders
+    from scratchformer.features.points import ffn_input
+
+    at = ffn_input(bundle.model, step)
+    features = f"{at}.dict.features"
+    if trace.find(features) is None:
+        return at
+    if choice.kind == "attached":
+        return features
+    root = bundled_transcoders(bundle.name) if choice.kind == "bundled" else Path(choice.folders[0])
+    if root is not None and any(Path(d).resolve().parent == Path(root).resolve() for d in dictionaries):
+        return features
+    return at

@@ -1,0 +1,220 @@
+"""The Graph view (issue 45): en-hi's attribution graph built off the UI thread and drawn as the core returns it, a
+hover that says a node's numbers, the Nodes slider pruning the same graph again as the core prunes, supernodes whose
+edges are their members' sums, Cancel drawing nothing, a feature's card and its step, exports that decode (PNG, SVG,
+PDF, JSON), and bad input as one sentence."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QImage
+
+from app.views.graph_view import GraphView
+from app.views.step_view import StepView
+from scratchformer.features.bundled import bundled_transcoders
+from scratchformer.features.points import ffn_input
+from scratchformer.graph.influence import prune
+
+
+def show_graph(qtbot, w, built: bool = True) -> GraphView:
+    view = next(v for v in w.views if isinstance(v, GraphView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not w.is_busy() and not view.is_busy(), timeout=60_000)
+    if built:
+        assert view.built is not None, view.status.text()
+    return view
+
+
+def drawn_points(view: GraphView) -> int:
+    return sum(len(dots.data) for dots in view.plot._nodes.values())
+
+
+def one_sentence(text: str) -> None:
+    assert text and "\n" not in text and "Traceback" not in text and text.endswith(".")
+
+
+def test_the_graph_is_built_off_the_ui_thread_and_draws_the_nodes_the_core_returns(qtbot, en_hi, monkeypatch):
+    import scratchformer.graph as graph
+
+    threads = []
+    real = graph.build_graph
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "build_graph", recording)
+    view = show_graph(qtbot, en_hi)
+    assert threads and all(t is not threading.main_thread() for t in threads)
+    result = en_hi.current_result()
+    expected = real(result.bundle, result.inputs).to_dict()  # the command's graph of this run
+    assert sorted(view.built.layout.ids) == sorted(n["id"] for n in expected["nodes"])
+    assert drawn_points(view) == len(expected["nodes"])
+    assert sum(len(c.xData) // 2 for c in view.plot._edges if c.xData is not None) == len(expected["edges"])
+    assert f"“{expected['logit']['token']}”" in view.status.text() and "replacement score" in view.status.text()
+    # a step change asks again and finds it built
+    before = view.built
+    en_hi.next_step()
+    assert view.built is before and not view.is_busy()
+
+
+def test_hovering_a_node_says_its_numbers(qtbot, en_hi):
+    view = show_graph(qtbot, en_hi)
+    lay = view.built.layout
+    i = max((k for k in range(len(lay)) if lay.kinds[k] == "feature"), key=lambda k: lay.influence[k])
+    node = view.built.result.graph.nodes[lay.members[i][0]]
+    at = view.plot.node_point(i)
+    view.plot._moved(view.plot.mapToScene(at))
+    text = view.hover_text
+    assert f"feature {node.feature}" in text and f"layer {node.layer}" in text and node.token in text
+    assert f"activation {node.activation:.4g}" in text and f"influence {lay.influence[i]:.3f}" in text
+    assert "Strongest incoming contributions" in text
+    assert en_hi.hover_label.text() == text.splitlines()[0]
+    # a click selects it: its text stays below the plot, and its card and step are a click away
+    qtbot.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    assert view.selected == {lay.ids[i]} and view.details.text() == view.describe(i)
+    assert view.card_button.isEnabled() and view.step_button.isEnabled()
+
+
+def test_the_slider_prunes_the_same_graph_again_as_the_core_does(qtbot, en_hi):
+    view = show_graph(qtbot, en_hi)
+    result = view.built.result
+    counts = {}
+    for threshold in (0.6, 0.95, 0.8):
+        view.set_threshold(threshold)
+        qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+        assert view.built.result is result  # no new attribution: only the pruning
+        kept = prune(result.graph, threshold, 0.98)
+        want = sorted(result.graph.nodes[i].id for i in range(len(result.graph.nodes)) if bool(kept.nodes[i]))
+        assert sorted(view.built.layout.ids) == want and drawn_points(view) == len(want)
+        assert view.built.layout.edges_kept == int(kept.edges.sum())
+        counts[threshold] = len(want)
+    assert counts[0.6] < counts[0.8] < counts[0.95]
+
+
+def test_a_supernodes_edges_are_the_sums_of_its_members(qtbot, en_hi, monkeypatch):
+    view = show_graph(qtbot, en_hi)
+    view.set_threshold(0.95)
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    plain = view.built.layout
+    features = [i for i in range(len(plain)) if plain.kinds[i] == "feature"][:3]
+    view.select(features[:1])
+    view.select(features[1:], add=True)  # as Ctrl-click or a Ctrl-drawn band adds
+    assert view.selected == {plain.ids[i] for i in features}
+    monkeypatch.setattr("app.views.graph_view.ask_name", lambda parent, suggested: "girl")
+    view.group_button.click()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    lay = view.built.layout
+    gi = lay.ids.index("group:girl")
+    assert len(lay) == len(plain) - 2 and drawn_points(view) == len(lay)
+    mine = set(features)
+    for other in set(lay.ids) - {"group:girl"}:
+        o_plain, o_lay = plain.ids.index(other), lay.ids.index(other)
+        want = sum(w for s, t, w in zip(plain.edge_source, plain.edge_target, plain.edge_weight)
+                   if s in mine and t == o_plain)  # fmt: skip
+        got = sum(w for s, t, w in zip(lay.edge_source, lay.edge_target, lay.edge_weight) if s == gi and t == o_lay)
+        assert got == pytest.approx(want, abs=1e-12), other
+    assert view.selected == {"group:girl"} and "Supernode “girl”" in view.details.text()
+    view.set_threshold(0.9)  # pruned again, the group stays
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    assert "group:girl" in view.built.layout.ids
+    view.ungroup_button.click()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    assert "group:girl" not in view.built.layout.ids and view.groups == []
+    assert view.group_selected("too few") is False and "Select two nodes" in view.status.text()
+
+
+def test_cancel_draws_nothing(qtbot, en_hi, monkeypatch):
+    import scratchformer.graph as graph
+
+    real = graph.build_graph
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "build_graph", slow)
+    view = next(v for v in en_hi.views if isinstance(v, GraphView))
+    en_hi.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.cancel_button.isVisible(), timeout=10_000)
+    view.cancel()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    assert view.built is None and drawn_points(view) == 0 and not view.progress.isVisible()
+    assert view.status.text().startswith("Cancelled")
+    view.build_button.click()  # and Build builds it
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built is not None, timeout=30_000)
+    assert drawn_points(view) == len(view.built.layout)
+
+
+def test_the_exports_write_png_svg_pdf_and_the_commands_json(qtbot, en_hi, tmp_path, monkeypatch):
+    view = show_graph(qtbot, en_hi)
+    png = view.export_picture(tmp_path / "g.png")
+    image = QImage(str(png))
+    assert not image.isNull() and image.width() > 400 and image.height() > 300
+    svg = ET.parse(view.export_picture(tmp_path / "g.svg")).getroot()
+    assert svg.tag.endswith("svg") and "Attribution graph" in (tmp_path / "g.svg").read_text(encoding="utf-8")
+    pdf = view.export_picture(tmp_path / "g.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-32:]
+    payload = json.loads(view.export_json(tmp_path / "g.json").read_text(encoding="utf-8"))
+    assert payload == view.built.result.to_dict()  # what `scratchformer graph --json` prints for it
+    assert set(payload) == {"nodes", "edges", "logit", "scores", "pruned"}
+    # File › Export › Current view as … draws the same picture
+    monkeypatch.setattr("app.export.actions.ask_save_path", lambda *a: str(tmp_path / "view.svg"))
+    en_hi.request_export("view_svg")
+    assert ET.parse(tmp_path / "view.svg").getroot().tag.endswith("svg"), en_hi.message_text()
+
+
+def test_a_feature_has_its_card_and_its_step(qtbot, en_hi, tmp_path):
+    from app.views.features_view import FeaturesView
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the girl eats an apple\nthe boy reads a book\nthe woman drinks water\n", encoding="utf-8")
+    next(v for v in en_hi.views if isinstance(v, FeaturesView)).corpus_edit.setText(str(corpus))
+    view = show_graph(qtbot, en_hi)
+    lay = view.built.layout
+    i = next(k for k in range(len(lay)) if lay.kinds[k] == "feature")
+    node = view.built.result.graph.nodes[lay.members[i][0]]
+    view.select([i])
+    view.card_button.click()
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=60_000)
+    assert view.card.plot is not None and view.card.plot.title.endswith(str(node.feature)), view.status.text()
+    assert view.card_scroll.isVisible()
+    view.step_button.click()  # no dictionary attached: the step its transcoder reads
+    assert en_hi.current_step().name == ffn_input(en_hi.current_bundle().model, node.step)
+    assert isinstance(en_hi.current_view(), StepView)
+
+
+def test_a_set_that_misses_a_layer_is_one_sentence(qtbot, en_hi, tmp_path):
+    root = tmp_path / "set"
+    root.mkdir()
+    for sub in sorted(bundled_transcoders("en-hi").iterdir())[:-1]:  # every feed-forward but the last
+        (root / sub.name).symlink_to(sub, target_is_directory=True)
+    view = show_graph(qtbot, en_hi)
+    view.use_transcoders(str(root))
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    text = view.status.text()
+    one_sentence(text)
+    assert "does not cover every feed-forward layer" in text and "is missing" in text
+    assert view.built is None and drawn_points(view) == 0 and not view.plot.isVisible()
+
+
+def test_a_model_with_no_transcoders_is_one_sentence(qtbot, ran_window):
+    view = show_graph(qtbot, ran_window, built=False)
+    one_sentence(view.status.text())
+    assert "ships no transcoder set" in view.status.text() and "Transcoders…" in view.status.text()
+    assert view.built is None and not view.is_busy()
+
+
+def test_hover_and_click_on_nothing_say_nothing(qtbot, en_hi):
+    view = show_graph(qtbot, en_hi)
+    view.select([0])
+    corner = QPoint(3, 3)
+    view.plot._moved(view.plot.mapToScene(corner))
+    assert view.plot.node_at(view.plot.mapToScene(corner)) == -1
+    qtbot.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=corner)
+    assert view.selected == set() and not view.card_button.isEnabled()
