@@ -98,27 +98,50 @@ def make_nodes(rep: LocalReplacement, tokens: dict[str, list[str]], position: in
     return nodes
 
 
+def _target_parts(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None
+                  ) -> list[torch.Tensor]:  # fmt: skip
+    """Every active feature's pre-activation, step by step ((B, n_step) each), then the logit ((B, 1)), in one
+    replacement pass."""
+    pre, hidden = rep.forward(leaves, linear, gates)
+    return [pre[s] for s in rep.active] + [rep.logits(hidden, position, token_id)[:, None]]
+
+
 def _targets(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None):
     """(B, n_features + 1): every active feature's pre-activation, then the logit, in one replacement pass."""
-    pre, hidden = rep.forward(leaves, linear, gates)
-    parts = [pre[s] for s in rep.active] + [rep.logits(hidden, position, token_id)[:, None]]
-    return torch.cat(parts, dim=1)
+    return torch.cat(_target_parts(rep, leaves, position, token_id, linear, gates), dim=1)
 
 
 def rows(rep: LocalReplacement, targets: list[int], position: int, token_id: int, batch: int = BATCH
          ) -> torch.Tensor:  # fmt: skip
     """The incoming edges of the given targets (indices into features + [logit]): (len(targets), n_sources),
-    sources in the graph's order (features, errors, embeddings). Row i is J[t_i, :] ⊙ u."""
+    sources in the graph's order (features, errors, embeddings). Row i is J[t_i, :] ⊙ u.
+
+    One replacement pass of `batch` identical rows, then one backward pass per `batch` targets through it, row i
+    seeded at its own target: every row of the pass holds the same values, so the pass is made once. Each backward
+    pass starts from the steps its targets are in, so it goes no further down than they reach."""
     out = []
-    for a in range(0, len(targets), batch):
-        chunk = torch.tensor(targets[a : a + batch], device=rep.device)
-        b = len(chunk)
+    b = min(batch, len(targets))
+    if b:
         leaves = rep.leaves(b, grad=True)
-        y = _targets(rep, leaves, position, token_id)[torch.arange(b, device=rep.device), chunk]  # (b,)
+        parts = _target_parts(rep, leaves, position, token_id)  # (b, n_step) per step, then (b, 1)
+        ends = torch.tensor([x.shape[1] for x in parts]).cumsum(0)  # where each part ends among the targets
         wrt = leaves.tensors()  # features, errors, embeddings: the sources' order
-        grads = torch.autograd.grad(y.sum(), wrt, allow_unused=True)
-        parts = [torch.zeros_like(x) if g is None else g * x for g, x in zip(grads, wrt)]  # each (b, n_group)
-        out.append(torch.cat(parts, dim=1).detach())  # (b, n_sources)
+        for a in range(0, len(targets), b):
+            chunk = torch.tensor(targets[a : a + b])
+            k = len(chunk)
+            which = torch.searchsorted(ends, chunk, right=True)  # (k,): the part of each target
+            ys, seeds = [], []
+            for j in which.unique().tolist():
+                mine = (which == j).nonzero()[:, 0]  # the rows whose target is in part j
+                seed = torch.zeros_like(parts[j])
+                start = int(ends[j]) - parts[j].shape[1]
+                seed[mine.to(rep.device), (chunk[mine] - start).to(rep.device)] = 1.0  # row i: d(target i)/d(row i)
+                ys.append(parts[j])
+                seeds.append(seed)
+            last = a + b >= len(targets)
+            grads = torch.autograd.grad(ys, wrt, seeds, retain_graph=not last, allow_unused=True)
+            edges = [torch.zeros_like(x[:k]) if g is None else g[:k] * x[:k] for g, x in zip(grads, wrt)]
+            out.append(torch.cat(edges, dim=1).detach())  # (k, n_sources)
     n_src = sum(x.shape[1] for x in rep.leaves(1).tensors())
     return torch.cat(out) if out else torch.zeros(0, n_src, dtype=rep.dtype)
 
@@ -151,7 +174,8 @@ def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int
     totals = torch.zeros(n, dtype=rep.dtype).index_put((index,), full.cpu())
     real_pre = torch.cat([a.pre for a in rep.active.values()]).cpu()
     real = torch.zeros(n, dtype=rep.dtype)
-    real[:n_feat], real[n - 1] = real_pre, float(real_logits[token_id])
+    real[:n_feat] = real_pre
+    real[n - 1] = float(real_logits[token_id] - (real_logits.mean() if rep.demeaned else 0.0))
     values = torch.ones(n, dtype=rep.dtype)
     values[:n_feat] = torch.cat([a.value for a in rep.active.values()]).cpu()
     values[n - 1] = totals[n - 1]

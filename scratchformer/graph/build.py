@@ -11,6 +11,11 @@ its own output. The logit is that position's most likely token in the model. Pos
 (the decoder is causal), so the decoder input is cut after P. A graph with more active features than
 `max_features` keeps the most influential ones as nodes (chosen as circuit-tracer does, by influence on the logit
 through the rows computed so far) and folds the others into their layer's error nodes, so it stays exact.
+
+`demeaned` explains the logit minus the mean of every logit at that position (circuit-tracer's target);
+`like_circuit_tracer` takes all of circuit-tracer's conventions, for setting a graph beside its own: the demeaned
+logit, embedding nodes of the token's vector alone (the positional encoding a constant), and the first position
+(the start token) holding its features and error as constants (benchmarks/bench_graph.py).
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ class GraphResult:
     notes: list[str] = field(default_factory=list)
     replacement_model: LocalReplacement | None = None  # what the graph was read from: passes with nodes removed
 
+    @property
+    def demeaned(self) -> bool:
+        """Whether the logit node is the logit minus the mean logit (circuit-tracer's target)."""
+        return bool(self.replacement_model is not None and self.replacement_model.demeaned)
+
     def kept_nodes(self) -> list[int]:
         return [i for i in range(len(self.graph.nodes)) if bool(self.kept.nodes[i])]
 
@@ -63,7 +73,8 @@ class GraphResult:
                  for a, b in zip(t.tolist(), s.tolist())]  # fmt: skip
         all_edges = int((g.adjacency != 0).sum())
         return {"nodes": nodes, "edges": edges,
-                "logit": {"token": g.token, "id": g.token_id, "value": float(g.real[g.logit_index])},
+                "logit": {"token": g.token, "id": g.token_id, "value": float(g.real[g.logit_index]),
+                          **({"demeaned": True} if self.demeaned else {})},
                 "scores": {"replacement": self.replacement, "completeness": self.completeness},
                 "pruned": {"nodes": len(g.nodes) - len(nodes), "edges": all_edges - len(edges),
                            "kept_influence": k.kept_influence}}  # fmt: skip
@@ -85,14 +96,18 @@ def default_position(bundle, inputs) -> int:
 
 def build_graph(bundle, inputs, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
                 edge_threshold: float = 0.98, prune: bool = True, max_features: int = MAX_FEATURES,
-                budget: int | None = None, dictionaries=()) -> GraphResult:  # fmt: skip
+                budget: int | None = None, dictionaries=(), demeaned: bool = False,
+                like_circuit_tracer: bool = False) -> GraphResult:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
     transcoder folders (with a set or instead of one); neither: the bundled set.
-    `prune` False keeps every node and edge. Bad input raises UserError with one sentence."""
+    `prune` False keeps every node and edge; `demeaned`, `like_circuit_tracer`: see the module's text. Bad input
+    raises UserError with one sentence."""
+    conventions = {"demeaned": demeaned or like_circuit_tracer, "token_embeddings": like_circuit_tracer,
+                   "held": 1 if like_circuit_tracer else 0}  # fmt: skip
     with _one_thread(bundle.model):
         return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune, max_features,
-                      budget, dictionaries)  # fmt: skip
+                      budget, dictionaries, conventions)  # fmt: skip
 
 
 @contextmanager
@@ -111,7 +126,7 @@ def _one_thread(model):
 
 
 def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune, max_features, budget,
-           dictionaries) -> GraphResult:  # fmt: skip
+           dictionaries, conventions) -> GraphResult:  # fmt: skip
     start = time.perf_counter()
     c = bundle.config
     if not c.has_decoder or bundle.model.generator is None:
@@ -138,8 +153,13 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
     real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
     token_id = int(real_logits.argmax())
     token = bundle.tgt_tokenizer.token_strings([token_id])[0]
-    rep = LocalReplacement(bundle, sets, inputs.src, tgt)
+    if conventions["token_embeddings"] and c.embed_layer_norm:
+        raise UserError(f"{bundle.name} normalises its embeddings (a LayerNorm over token + position), so its "
+                        "embedding nodes cannot hold the token's vector alone as circuit-tracer's do.")  # fmt: skip
+    rep = LocalReplacement(bundle, sets, inputs.src, tgt, **conventions)
     notes = []
+    if conventions["demeaned"]:
+        notes.append("The graph explains the logit minus the mean of every logit at that position (demeaned).")
     if c.final_softcap:
         notes.append(f"{bundle.name} soft-caps its logits (c·tanh(logit/c), c = {c.final_softcap:g}): the graph "
                      "explains the logit before the cap.")  # fmt: skip

@@ -86,10 +86,17 @@ class LocalReplacement:
 
     `transcoders`: ffn output step → Dictionary (scratchformer.graph.transcoders.open_set); src/tgt: (1, S) and
     (1, T) ids. `keep`: per step, a (T, d_sae) bool mask of the features to keep as nodes (None: every active one);
-    the others are folded into that layer's error, so the replacement stays exact."""
+    the others are folded into that layer's error, so the replacement stays exact.
+
+    circuit-tracer's conventions, each off by default: `demeaned`, the explained logit minus the mean of every
+    logit at that position; `token_embeddings`, embedding nodes of the token's vector alone, the positional
+    encoding (and token types) a constant; `held`, the first `held` positions of each side hold their features
+    and error at this run's values as constants (circuit-tracer so holds the start token: its error nodes stay,
+    with zero vectors)."""
 
     def __init__(self, bundle, transcoders: dict[str, Dictionary], src: torch.Tensor | None, tgt: torch.Tensor,
-                 dtype: torch.dtype | None = None, keep: dict[str, torch.Tensor] | None = None) -> None:  # fmt: skip
+                 dtype: torch.dtype | None = None, keep: dict[str, torch.Tensor] | None = None,
+                 demeaned: bool = False, token_embeddings: bool = False, held: int = 0) -> None:  # fmt: skip
         model = bundle.model
         n_params = sum(p.numel() for p in model.parameters())
         self.dtype = dtype or (torch.float64 if n_params < SMALL_MODEL else torch.float32)
@@ -107,6 +114,10 @@ class LocalReplacement:
         self.patterns: dict[str, torch.Tensor] = {}  # attention module → (1, h, Tq, Tk)
         self.scales: dict[str, list[torch.Tensor]] = defaultdict(list)  # norm module → per call (1, T, 1)
         self.embeddings: dict[str, torch.Tensor] = {}  # side → (T, d_model): token + position, as the layers read it
+        self.demeaned, self.token_embeddings, self.held = demeaned, token_embeddings, held
+        self.embedding_rest: dict[str, torch.Tensor] = {}  # side → (T, d_model): the constant part (token_embeddings)
+        self.held_errors: dict[str, torch.Tensor] = {}  # step → (T, d_model): the errors held as constants
+        self._mean_row: torch.Tensor | None = None  # the output layer's mean row (demeaned)
         self.ffn_in: dict[str, torch.Tensor] = {}  # step → (T, d_model)
         self.ffn_out: dict[str, torch.Tensor] = {}  # step → (T, d_model)
         self._mode = "capture"
@@ -115,6 +126,7 @@ class LocalReplacement:
         self._linear = False
         self._gates: dict[str, torch.Tensor] = {}
         self._pre: dict[str, torch.Tensor] = {}
+        self._pads: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None] = {}
         self._install()
         with torch.no_grad():
             self.captured_hidden = self._run()[0]  # (T, d_model)
@@ -187,8 +199,16 @@ class LocalReplacement:
             if self._mode == "capture":
                 out = original(ids, offset, token_type_ids)  # (1, T, d_model)
                 self.embeddings[side] = out[0].detach()
+                if self.token_embeddings:
+                    if mod.layer_norm is not None:
+                        raise ValueError("embedding nodes of the token alone need embeddings without a LayerNorm")
+                    looked = mod.tokens(ids)  # (1, T, d_model)
+                    token = looked * mod.scale_factor(looked.dtype) if mod.scale != 1.0 else looked
+                    self.embeddings[side] = token[0].detach()
+                    self.embedding_rest[side] = (out - token)[0].detach()  # positional encoding (+ token types)
                 return out
-            return self._leaves.emb[side][..., None] * self.embeddings[side]  # (B, T, 1)·(T, d) → (B, T, d)
+            x = self._leaves.emb[side][..., None] * self.embeddings[side]  # (B, T, 1)·(T, d) → (B, T, d)
+            return x + self.embedding_rest[side] if side in self.embedding_rest else x
 
         return forward
 
@@ -207,12 +227,22 @@ class LocalReplacement:
     def _replaced_ffn(self, step: str, x: torch.Tensor) -> torch.Tensor:
         """f W_dec + b_dec + e for the active features (the leaves, or in the linear regime their pre-activations),
         recording the pre-activations pre = x W_enc + b_enc of the active features: x (B, T, d) → (B, T, d)."""
-        d, act = self.transcoders[step], self.active[step]
-        read = x[:, act.pos]  # (B, n, d_model): each active feature's position
-        pre = (read * d.W_enc.T[act.feat]).sum(-1) + d.b_enc[act.feat]  # (B, n)
+        d, act, pads = self.transcoders[step], self.active[step], self._pads[step]
+        if pads is not None:  # per position, a product with the encoder rows of its features (see _pad)
+            slot, enc, dec = pads
+            pre = torch.bmm(enc, x.permute(1, 2, 0))[act.pos, slot].T  # (T, m, d)(T, d, B) → (T, m, B) → (B, n)
+        else:
+            read = x[:, act.pos]  # (B, n, d_model): each active feature's position
+            pre = (read * d.W_enc.T[act.feat]).sum(-1)  # (B, n)
+        pre = pre + d.b_enc[act.feat]
         self._pre[step] = pre
         f = (pre + act.offset) * self._gates[step] if self._linear else self._leaves.feat[step]  # (B, n)
         out = d.b_dec + self._leaves.err[step][..., None] * self.errors[step]  # (B, T, d_model)
+        if step in self.held_errors:
+            out = out + self.held_errors[step]
+        if pads is not None:  # Σ_i f_i W_dec[i] at pos_i, per position
+            placed = f.new_zeros(dec.shape[0], dec.shape[1], f.shape[0]).index_put((act.pos, slot), f.T)  # (T, m, B)
+            return out + torch.bmm(placed.transpose(1, 2), dec).transpose(0, 1)  # (T, B, m)(T, m, d) → (B, T, d)
         return out.index_add(1, act.pos, f[..., None] * d.W_dec[act.feat])  # + Σ_i f_i W_dec[i] at pos_i
 
     def _run(self) -> torch.Tensor:
@@ -232,10 +262,16 @@ class LocalReplacement:
                 on = f != 0
                 if keep is not None:
                     on &= keep[step].to(on.device)
+                on[: self.held] = False  # held positions: their features are part of the held error
                 pos, feat = on.nonzero(as_tuple=True)  # (n,), (n,)
                 self.active[step] = Active(pos, feat, f[pos, feat], pre[pos, feat], f[pos, feat] - pre[pos, feat])
+                self._pads[step] = _pad(d, pos, feat, f.shape[0])
                 kept = torch.zeros_like(f).index_put((pos, feat), f[pos, feat])  # (T, d_sae)
                 self.errors[step] = self.ffn_out[step] - (kept @ d.W_dec + d.b_dec)  # (T, d_model)
+                if self.held:
+                    self.held_errors[step] = torch.zeros_like(self.errors[step])
+                    self.held_errors[step][: self.held] = self.errors[step][: self.held]
+                    self.errors[step][: self.held] = 0.0
                 self._gates[step] = torch.ones(len(pos), dtype=self.dtype, device=self.device)
         self.all_active = {s: (d.activate(d.pre(self.ffn_in[s])) != 0) for s, d in self.transcoders.items()}
 
@@ -277,18 +313,42 @@ class LocalReplacement:
         return dict(self._pre), hidden
 
     def logits(self, hidden: torch.Tensor, position: int, token: int | None = None) -> torch.Tensor:
-        """The output layer at one decoder position: hidden (B, T, d) → logits (B, vocab), or (B,) for one token.
-        Gemma 2's final soft-capping is not applied: the graph explains the logit before it."""
+        """The output layer at one decoder position: hidden (B, T, d) → logits (B, vocab), or (B,) for one token
+        (`demeaned`: minus the mean of every logit). Gemma 2's final soft-capping is not applied: the graph explains
+        the logit before it."""
         g = self.model.generator
         x = hidden[:, position]  # (B, d_model)
         if g.scale is not None:
             x = x * g.scale
         if token is None:
             return g.logits(x)  # (B, vocab)
-        out = x @ g.proj.weight[token]  # (B,)
+        w = g.proj.weight[token]  # (d_model,)
+        if self.demeaned:  # logit − mean logit = x (W[token] − mean_j W[j]) (+ the same of the bias)
+            if self._mean_row is None:
+                self._mean_row = g.proj.weight.mean(0)  # (d_model,)
+            w = w - self._mean_row
+        out = x @ w  # (B,)
         if g.final_logits_bias is not None:
-            out = out + g.final_logits_bias[token]
+            bias = g.final_logits_bias.reshape(-1)
+            out = out + (bias[token] - bias.mean() if self.demeaned else bias[token])
         return out
+
+
+def _pad(d: Dictionary, pos: torch.Tensor, feat: torch.Tensor, length: int):
+    """The active features' encoder and decoder rows laid out per position, so a pass reads them with two batched
+    products instead of gathering a (B, n, d_model) copy of its input (and its gradient) for n features:
+    (slot (n,): each feature's place among its position's, enc (T, m, d_in), dec (T, m, d_out)), m the most
+    features active at one position, zero rows in the free places. None when one position holds so many more
+    features than the others that the padding would cost more than it saves (the gathering path then)."""
+    counts = torch.bincount(pos, minlength=length)  # (T,)
+    m = int(counts.max()) if len(pos) else 0
+    if m == 0 or length * m > 4 * len(pos) + length:
+        return None
+    start = torch.cumsum(counts, 0) - counts  # (T,): where each position's features begin (pos is sorted)
+    slot = torch.arange(len(pos), device=pos.device) - start[pos]  # (n,)
+    enc = d.W_enc.new_zeros(length, m, d.d_in).index_put((pos, slot), d.W_enc.T[feat])
+    dec = d.W_dec.new_zeros(length, m, d.d_out).index_put((pos, slot), d.W_dec[feat])
+    return slot, enc, dec
 
 
 def _values(mod: MultiHeadAttention, source: torch.Tensor) -> torch.Tensor:

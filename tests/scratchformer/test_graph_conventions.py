@@ -1,0 +1,120 @@
+"""circuit-tracer's conventions in scratchformer's graphs (issue 45; benchmarks/bench_graph.py sets the two side by
+side): the demeaned logit, embedding nodes of the token's vector alone, the first position held as a constant —
+each still exact — and the two ways a pass reads the active features' rows give the same edges."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scratchformer.graph import build_graph
+from scratchformer.graph.attribution import logit_without, rows
+from scratchformer.graph.replacement import _pad
+from scratchformer.graph.transcoders import open_set
+from scratchformer.loading.bundle import load_model
+
+SOURCE, TARGET = "the girl eats an apple", "लड़की सेब"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def en_hi():
+    return load_model("en-hi")
+
+
+@pytest.fixture(scope="module")
+def graphs(en_hi):
+    inputs = en_hi.prepare_run(SOURCE, TARGET)
+    return (build_graph(en_hi, inputs, prune=False), build_graph(en_hi, inputs, prune=False, demeaned=True),
+            build_graph(en_hi, inputs, prune=False, like_circuit_tracer=True))  # fmt: skip
+
+
+def keys(g) -> list[tuple]:
+    return [(n.kind, n.side, n.layer, n.position, n.feature) for n in g.nodes]
+
+
+def test_the_demeaned_logit_is_the_logit_minus_the_mean_logit(en_hi, graphs):
+    raw, demeaned, _ = graphs
+    g = demeaned.graph
+    inputs = en_hi.prepare_run(SOURCE, TARGET)
+    with torch.no_grad():
+        logits = en_hi.model(inputs.src, inputs.tgt)[0, g.position].double()  # (vocab,)
+    want = float(logits[g.token_id] - logits.mean())
+    assert g.token_id == raw.graph.token_id  # the mean does not change which token is most likely
+    assert abs(float(g.real[g.logit_index]) - want) < 1e-5
+    assert abs(float(g.adjacency[g.logit_index].sum() + g.bias[g.logit_index]) - want) < 1e-5
+    assert abs(float(g.totals[g.logit_index]) - float(g.adjacency[g.logit_index].sum() + g.bias[g.logit_index])) < 1e-9
+    # the features' edges are the same; only the logit's row moves
+    assert torch.equal(g.adjacency[: g.n_features], raw.graph.adjacency[: raw.graph.n_features])
+    assert float((g.adjacency[g.logit_index] - raw.graph.adjacency[g.logit_index]).abs().max()) > 1e-3
+    assert demeaned.to_dict()["logit"]["demeaned"] is True and "demeaned" not in raw.to_dict()["logit"]
+
+
+def test_like_circuit_tracer_holds_the_first_position_and_the_positions(en_hi, graphs):
+    _, demeaned, like = graphs
+    g, rep = like.graph, like.replacement_model
+    assert g.logit_error < 1e-4  # still the model's logits, the held parts included
+    targets = [*range(g.n_features), g.logit_index]
+    sums = g.adjacency.sum(dim=1) + g.bias
+    assert float((sums[targets] - g.real[targets]).abs().max()) < 1e-4
+    assert float((sums[targets] - g.totals[targets]).abs().max()) < 1e-9
+    nodes = g.nodes
+    assert not any(n.kind == "feature" and n.position == 0 for n in nodes)  # held: not nodes
+    first_errors = [i for i, n in enumerate(nodes) if n.kind == "error" and n.position == 0]
+    assert first_errors and not bool(g.adjacency[:, first_errors].any())  # there, as circuit-tracer's, but empty
+    # an embedding node is the token's vector alone: removing it moves the logit by its edge, and by less than
+    # removing token and position together does
+    logit = float(g.totals[g.logit_index])
+    for i, n in enumerate(nodes):
+        if n.kind == "embedding":
+            assert abs(logit - logit_without(rep, g, i, linear=False) - float(g.adjacency[g.logit_index, i])) < 1e-6
+    embeddings = [i for i, n in enumerate(nodes) if n.kind == "embedding"]
+    both = {k: i for i, k in enumerate(keys(demeaned.graph))}
+    theirs = [both[k] for k in keys(g)]
+    assert float((g.adjacency[g.logit_index, embeddings]
+                  - demeaned.graph.adjacency[demeaned.graph.logit_index, [theirs[i] for i in embeddings]]).abs().max()
+                 ) > 1e-3  # fmt: skip
+    # between the nodes both graphs have (every feature past the first position, errors, the logit), the same
+    # direct effects: holding other nodes constant changes no edge between these
+    shared = [i for i, n in enumerate(nodes) if n.kind != "embedding"]
+    a = g.adjacency[shared][:, shared]
+    b = demeaned.graph.adjacency[[theirs[i] for i in shared]][:, [theirs[i] for i in shared]]
+    rest = [i for i, n in enumerate(nodes) if not (n.kind == "error" and n.position == 0)]
+    keep = torch.tensor([i in rest for i in shared])
+    assert float((a - b)[keep][:, keep].abs().max()) < 1e-9
+
+
+def test_the_padded_and_the_gathered_reading_of_the_features_agree(graphs):
+    rep = graphs[0].replacement_model
+    assert all(p is not None for p in rep._pads.values())  # en-hi's features spread evenly enough to pad
+    n = sum(len(a.pos) for a in rep.active.values())
+    targets = list(range(0, n + 1, 3)) + [n]
+    padded = rows(rep, targets, graphs[0].graph.position, graphs[0].graph.token_id, batch=16)
+    saved = rep._pads
+    rep._pads = {s: None for s in saved}
+    try:
+        gathered = rows(rep, targets, graphs[0].graph.position, graphs[0].graph.token_id, batch=16)
+    finally:
+        rep._pads = saved
+    assert float((padded - gathered).abs().max()) < 1e-12
+    g = graphs[0].graph
+    built = g.adjacency[[t if t < n else g.logit_index for t in targets]][:, : g.logit_index]  # built in batches of 64
+    assert float((padded - built).abs().max()) < 1e-12
+
+
+def test_one_crowded_position_falls_back_to_gathering(en_hi):
+    d = next(iter(open_set(en_hi).values()))
+    spread = torch.arange(10).repeat_interleave(3)  # 3 features at each of 10 positions
+    made = _pad(d, spread, torch.arange(30), 10)
+    assert made is not None and made[1].shape == (10, 3, d.d_in)
+    assert made[0].tolist() == [0, 1, 2] * 10
+    crowded = torch.cat([torch.zeros(40, dtype=torch.long), torch.arange(1, 10)])  # 40 at one position
+    assert _pad(d, crowded, torch.arange(49), 10) is None
+    assert _pad(d, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), 10) is None
