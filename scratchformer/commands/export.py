@@ -41,6 +41,10 @@ def add_parser(sub) -> None:
     add_dictionary_args(p)
     p.add_argument("--cards-corpus", metavar="C", help="with --dictionary and --format html: the corpus the page's "
                    "feature cards are made from (default: a bundled task's model reads its task)")
+    p.add_argument("--graph", action="store_true", help="with --format html: the page also carries the attribution "
+                   "graph of the run's prediction (as `scratchformer graph` builds it), to hover and prune")
+    p.add_argument("--transcoders", metavar="DIR", help="with --graph: the transcoder set (default: the set a bundled "
+                   "model ships)")
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
     p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); or html alone: one "
                    f"self-contained interactive page of every step ({PAGE_NAME}); with --snapshots from "
@@ -77,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--{name} chooses the map that --snapshots follows; add --snapshots or leave it out.")
     if args.format and "html" in args.format.lower().replace(",", " ").split():
         return run_page(args)
+    if args.graph or args.transcoders:
+        raise UserError("--graph and --transcoders put an attribution graph into the page: add --format html.")
     formats = parse_formats(args.format or "png")
     args.steps = args.steps or ["attention"]
     folder = prepare_folder(args.out, create=True)
@@ -107,10 +113,28 @@ def run_page(args: argparse.Namespace) -> int:
     bundle, inputs, trace, item = traced_run(args)
     run_args = page.run_arguments(args.model or default_model_name(), args.source, args.target, args.start_only,
                                   args.text_file, args.seq_len, args.batch)  # fmt: skip
-    data = page.page_data(bundle, trace, inputs, item=item, run_args=run_args, cards=_cards(bundle, trace, args))
+    data = page.page_data(bundle, trace, inputs, item=item, run_args=run_args, cards=_cards(bundle, trace, args),
+                          graph=_graph(page, bundle, inputs, args))  # fmt: skip
     size = page.write_page(target, data, overwrite=args.overwrite)
     print(f"Wrote {target} ({size / 1e6:.1f} MB): the interactive page of {len(trace)} steps; open it in a browser.")
     return 0
+
+
+def _graph(page, bundle, inputs, args: argparse.Namespace) -> dict | None:
+    """The attribution graph the page draws (--graph) of the run's prediction, made by `page` (scratchformer.page,
+    imported as run_page does); None without --graph."""
+    if not args.graph:
+        if args.transcoders:
+            raise UserError("--transcoders chooses the set the page's graph reads: add --graph.")
+        return None
+    from ..graph import build_graph
+
+    if inputs.tgt is not None and inputs.tgt.shape[0] > 1:
+        raise UserError("--graph explains one prediction of one input: give one sentence (no --batch).")
+    result = build_graph(bundle, inputs, args.transcoders)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return page.page_graph(result)
 
 
 def _cards(bundle, trace, args: argparse.Namespace) -> dict | None:

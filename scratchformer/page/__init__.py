@@ -31,8 +31,9 @@ page and the notebook.
 
 from .data import MAX_ITEMS, page_data, run_arguments
 from .derivations import DERIVE_CELLS
+from .graph import page_graph
 from .html import NOTEBOOK_HEIGHT, notebook_html, page_html, read_page, write_page
 from .maps import PAGE_BYTES
 
-__all__ = ["DERIVE_CELLS", "MAX_ITEMS", "NOTEBOOK_HEIGHT", "PAGE_BYTES", "notebook_html", "page_data", "page_html",
-           "read_page", "run_arguments", "write_page"]  # fmt: skip
+__all__ = ["DERIVE_CELLS", "MAX_ITEMS", "NOTEBOOK_HEIGHT", "PAGE_BYTES", "notebook_html", "page_data", "page_graph",
+           "page_html", "read_page", "run_arguments", "write_page"]  # fmt: skip

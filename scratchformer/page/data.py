@@ -58,7 +58,8 @@ def run_arguments(model: str, source: str | None = None, target: str = "", start
 def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str = "",
               budget: float = PAGE_BYTES, derive_cells: int = DERIVE_CELLS, max_items: int = MAX_ITEMS,
               progress: Callable[[str], None] | None = None,
-              cancelled: Callable[[], bool] | None = None, cards: dict | None = None) -> dict:  # fmt: skip
+              cancelled: Callable[[], bool] | None = None, cards: dict | None = None,
+              graph: dict | None = None) -> dict:  # fmt: skip
     """{"index": JSON-able dict, "chunks": {id: packed text}} for page_html.
 
     `bundle`: the ModelBundle that made `trace` (its config, tokenizers and model: explanations, derivations and
@@ -67,7 +68,8 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
     (run_arguments), shown in the hint to derive other cells; `budget`: bytes of page text for the maps;
     `derive_cells`: how many cells are derived ahead. `progress(text)` hears how far it got; `cancelled()` may
     stop it early (UserError). `cards`: {step a dictionary reads: scratchformer.features.cards.CardSet}: the
-    page carries the cards of the features it shows (page/feature_cards.py)."""
+    page carries the cards of the features it shows (page/feature_cards.py). `graph`: an attribution graph for the
+    page to draw (page/graph.py's page_graph)."""
     n_items = max(len(trace.source_tokens or trace.target_tokens), 1)
     if not 0 <= item < n_items:
         raise UserError(f"Batch item {item + 1} is out of range; this run has {n_items} batch item(s).")
@@ -111,6 +113,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
         "lens": _lens(bundle, trace, sorted({items[0], item})),  # a lens reads the whole vocabulary per point
         "interventions": [i.spec() for i in trace.interventions],
         "cards": shown_cards,
+        "graph": graph,
     }  # fmt: skip
     return {"index": index, "chunks": chunks}
 

@@ -35,7 +35,8 @@ def page_html(data: dict) -> str:
               for key, text in chunks.items()]  # fmt: skip
     page = viewer_file("viewer.html")
     for name, value in (("TITLE", html.escape(index["title"])), ("CSS", viewer_file("viewer.css")),
-                        ("JS", viewer_file("viewer.js")), ("DATA", "\n".join(parts))):  # fmt: skip
+                        ("JS", viewer_file("viewer_graph.js") + "\n" + viewer_file("viewer.js")),
+                        ("DATA", "\n".join(parts))):  # fmt: skip
         page = page.replace("{{" + name + "}}", value, 1)
     return page
 

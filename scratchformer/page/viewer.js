@@ -465,6 +465,7 @@
     $("sf-next").addEventListener("click", () => move(1));
     $("sf-major").addEventListener("change", (e) => { document.body.classList.toggle("major-only", e.target.checked); show(state.step); });
     $("sf-lens-box").addEventListener("toggle", lens);
+    if (D.graph && window.sfGraph) window.sfGraph(D.graph); // viewer_graph.js
     document.addEventListener("keydown", (e) => {
       if (e.target.closest && e.target.closest("select, input, textarea")) return;
       const keys = { ArrowRight: () => move(1), ArrowLeft: () => move(-1), Home: () => show(visibleSteps()[0]), End: () => show(visibleSteps().slice(-1)[0]) };
