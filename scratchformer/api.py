@@ -214,13 +214,14 @@ class Run:
 
         return step_plot(self.trace, self.step(step), head, batch, self.bundle.tgt_tokenizer.token_strings)
 
-    def show(self, height: int | None = None):
+    def show(self, height: int | None = None, graph: bool = False, transcoders=None):
         """The interactive page of this run (the one `scratchformer export --format html` writes), inline in
         Jupyter, JupyterLab and VS Code in a frame `height` pixels high; works offline. `.save("run.html")`
-        writes it as a file."""
+        writes it as a file. `graph=True` adds the attribution graph of the run's prediction (`export --graph`),
+        through `transcoders` (a set's folder; None: the set a bundled model ships)."""
         from .notebook import PageView
 
-        return PageView(self, height)
+        return PageView(self, height, graph, transcoders)
 
     # --- analyses: what each command's --json prints, as objects ------------------------------------------------
 

@@ -145,22 +145,31 @@ def step_plot(trace: Trace, step: Step, head: int | None = None, batch: int = 0,
 class PageView:
     """The interactive page of a run, inline in a notebook (`_repr_html_`); `save(path)` writes the .html file."""
 
-    def __init__(self, run, height: int | None = None) -> None:
+    def __init__(self, run, height: int | None = None, graph: bool = False, transcoders=None) -> None:
         self.run = run
         self.height = height
+        self.graph, self.transcoders = graph, transcoders
         self._html: str | None = None
         self._still: Plot | None = None
 
     def html(self) -> str:
         """The whole self-contained page (scratchformer.page), made on first use."""
         if self._html is None:
-            from .page import page_data, page_html, run_arguments
+            from .page import page_data, page_graph, page_html, run_arguments
 
             run = self.run
             # what repeats this run on the command line: the spec that opened the model (a folder's display name
             # cannot reopen it) and the decoder input as it was read
             again = run_arguments(run.spec, run.source, run.target or "", run._start_only)
-            self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again))
+            graph = None
+            if self.graph:
+                from .graph.build import build_graph
+
+                inputs = run.inputs
+                if not run.bundle.config.has_encoder:  # the text as it is, as Run.graph reads it
+                    inputs = run.bundle.prepare_run(run.source, run.target or "", run._start_only)
+                graph = page_graph(build_graph(run.bundle, inputs, self.transcoders))
+            self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again, graph=graph))
         return self._html
 
     def __repr__(self) -> str:

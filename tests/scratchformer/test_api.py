@@ -143,6 +143,17 @@ def test_show_embeds_the_page_and_saves_it(run, tmp_path):
         view.save(tmp_path / "run.txt")
 
 
+def test_show_can_carry_the_attribution_graph(run):
+    from scratchformer.page import read_page
+
+    assert read_page(run.show().html())[0]["graph"] is None
+    index, _chunks = read_page(run.show(graph=True).html())
+    ids = {n["id"] for n in index["graph"]["nodes"]}
+    default = index["graph"]["levels"][index["graph"]["default"]]
+    assert {index["graph"]["nodes"][i]["id"] for i in default["nodes"]} == {n["id"] for n in run.graph()["nodes"]}
+    assert ids >= {n["id"] for n in run.graph()["nodes"]}
+
+
 def test_the_pages_derive_hint_repeats_the_run_as_it_was_opened_and_read(run):
     """The page's hint (`scratchformer derive <these options>`) must reopen the same model — a folder by its path,
     not its display name — and read the decoder input the same way."""
