@@ -51,6 +51,12 @@ def add_parser(sub) -> None:
     p.add_argument("--max-features", type=int, default=MAX_FEATURES, metavar="N",
                    help=f"most feature nodes; beyond it the most influential are kept and the others join the "
                    f"error nodes (default {MAX_FEATURES})")  # fmt: skip
+    p.add_argument("--demeaned", action="store_true",
+                   help="explain the logit minus the mean of every logit there (circuit-tracer's target)")  # fmt: skip
+    p.add_argument("--like-circuit-tracer", action="store_true",
+                   help="circuit-tracer's conventions: the demeaned logit, embedding nodes of the token alone (the "
+                   "positional encoding a constant), the first position's features and errors held as "
+                   "constants")  # fmt: skip
     p.add_argument("--qk", action="append", default=[], metavar="ATTENTION.headH[@Q[,K]]",
                    help="why attention moved it: split this head's score at query Q and key K (default: the "
                    "explained position and the key it attends to most) into query-node × key-node products of the "
@@ -71,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     for note in inputs.notes:
         print(f"note: {note}", file=sys.stderr)
     result = build_graph(bundle, inputs, args.transcoders, args.position, args.node_threshold, args.edge_threshold,
-                         not args.no_prune, args.max_features, memory_budget(args), args.dictionary)  # fmt: skip
+                         not args.no_prune, args.max_features, memory_budget(args), args.dictionary, args.demeaned,
+                         args.like_circuit_tracer)  # fmt: skip
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     payload = result.to_dict()

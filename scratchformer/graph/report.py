@@ -22,7 +22,8 @@ def text_report(result, top: int = 12) -> str:
     g, k = result.graph, result.kept
     kept = result.kept_nodes()
     reads = g.nodes[g.logit_index]
-    lines = [f"The logit of “{g.token}” (id {g.token_id}, {float(g.real[g.logit_index]):.4f}) at decoder position "
+    what = "The demeaned logit (minus the mean logit)" if result.demeaned else "The logit"
+    lines = [f"{what} of “{g.token}” (id {g.token_id}, {float(g.real[g.logit_index]):.4f}) at decoder position "
              f"{g.position}, which reads “{result.tokens['decoder'][g.position]}”."]  # fmt: skip
     if result.tokens["encoder"]:
         lines.append(f"Source: {' '.join(result.tokens['encoder'])}")

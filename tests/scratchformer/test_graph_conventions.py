@@ -4,9 +4,12 @@ each still exact — and the two ways a pass reads the active features' rows giv
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
+from scratchformer.cli import main
 from scratchformer.graph import build_graph
 from scratchformer.graph.attribution import logit_without, rows
 from scratchformer.graph.replacement import _pad
@@ -118,3 +121,15 @@ def test_one_crowded_position_falls_back_to_gathering(en_hi):
     crowded = torch.cat([torch.zeros(40, dtype=torch.long), torch.arange(1, 10)])  # 40 at one position
     assert _pad(d, crowded, torch.arange(49), 10) is None
     assert _pad(d, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), 10) is None
+
+
+def test_the_command_takes_them(graphs, capsys):
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--target", TARGET, "--like-circuit-tracer",
+                 "--no-prune", "--json"]) == 0  # fmt: skip
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["logit"]["demeaned"] is True
+    assert printed["scores"]["replacement"] == pytest.approx(graphs[2].replacement, abs=1e-12)
+    assert not any(n["kind"] == "feature" and n["position"] == 0 for n in printed["nodes"])
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--demeaned"]) == 0
+    out = capsys.readouterr()
+    assert "The demeaned logit (minus the mean logit) of" in out.out and "demeaned" in out.err
