@@ -45,6 +45,7 @@ from scratchformer.plotdata.graph_layout import Supernode, graph_payload, node_t
 
 from ..export.actions import save_numbers
 from ..widgets.graph_plot import GraphPlot
+from ..widgets.steady_label import SteadyLabel
 from ..work.jobs import JobRunner
 from .base import View, placeholder
 from .feature_card import CardScroll, CardWidget
@@ -54,6 +55,17 @@ PRUNE_AFTER_MS = 150  # the slider prunes again this long after it stops moving
 HINT = ("Hover a node for its numbers; click a feature for its card and its step; Ctrl-click or Shift-drag to select "
         "nodes, then Group… makes them one supernode.")  # fmt: skip
 NO_RUN = "Run a model: its graph explains one prediction of the run through transcoder features."
+
+
+class StatusLine(SteadyLabel):
+    """The view's status: at least two lines high, so that a new message seldom changes its height — a new height
+    re-lays out the view, and the plot, resized, paints every edge again."""
+
+    def __init__(self) -> None:
+        super().__init__(word_wrap=True)
+
+    def _needed_height(self) -> int:
+        return max(super()._needed_height(), 2 * self.label.fontMetrics().height())
 
 
 def ask_name(parent, suggested: str) -> str | None:
@@ -148,8 +160,7 @@ class GraphView(View):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setVisible(False)
         self.cancel_button.clicked.connect(self.cancel)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
+        self.status = StatusLine()
         for w in (self.progress, self.cancel_button):
             row.addWidget(w)
         row.addWidget(self.status, 1)
@@ -622,7 +633,7 @@ class GraphView(View):
             self._say("Cancelled.")
 
     def _say(self, text: str, error: bool = False) -> None:
-        self.status.setStyleSheet("color: #b00020; font-weight: bold;" if error else "")
+        self.status.label.setStyleSheet("color: #b00020; font-weight: bold;" if error else "")
         self.status.setText(text)
 
     def _show_body(self, shown: bool, text: str = "") -> None:

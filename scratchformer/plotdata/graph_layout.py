@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ..graph.influence import Pruned
 from ..graph.report import describe
@@ -31,12 +32,16 @@ GAP = 1.0  # columns between the encoder's panel and the decoder's
 MIN_PANEL = 2  # columns a panel spans at least (room for its title when it has one token)
 BOTTOM = -0.8  # a panel's lower edge: its title goes under the embeddings' row
 CELL_W, CELL_H = 0.8, 0.55  # the share of a column and of a layer's row that a cell's nodes spread over
-WIDTHS = (0.6, 1.1, 1.7, 2.5, 3.5, 4.8)  # an edge's width (pixels on screen, points in a file) by strength bucket
-ALPHAS = (60, 95, 130, 165, 200, 235)  # and its opacity (of 255)
+# An edge's width (pixels on screen, points in a file) and opacity (of 255) by strength bucket: the weak ones (most of
+# a large graph's) 1 pixel wide, told apart by opacity, since a wider line costs Qt several times as much to draw
+# (20,000 edges: 20 ms a paint, 70 ms with the weak ones 1 to 2 pixels wide).
+WIDTHS = (1.0, 1.0, 1.0, 2.0, 3.0, 4.5)
+ALPHAS = (55, 95, 140, 170, 205, 235)
 POSITIVE, NEGATIVE = (178, 24, 43), (33, 102, 172)  # RdBu_r's ends: red pushes its target up, blue down
 NODE_RGB = {"feature": (230, 126, 34), "error": (150, 150, 150), "embedding": (67, 150, 108),
             "logit": (120, 40, 160), "group": (52, 101, 164)}  # fmt: skip
 SYMBOLS = {"feature": "o", "error": "d", "embedding": "s", "logit": "p", "group": "h"}  # pyqtgraph's names
+CANDIDATES = 8  # labels tried per label shown, at most (the most influential first)
 MIN_SIZE, MAX_SIZE, LOGIT_SIZE = 6.0, 22.0, 20.0  # marker diameters (pixels on screen, points in a file)
 
 
@@ -213,10 +218,9 @@ def layout_graph(result, kept: Pruned | None = None, groups: list[Supernode] = (
         infl.append(float(influence[mine].sum()))
     x, y, infl_a = np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64), np.array(infl, dtype=np.float64)
     # the kept edges between drawn nodes, a group's summed, the strongest max_edges of them
-    edges = kept.edges.numpy() if hasattr(kept.edges, "numpy") else np.asarray(kept.edges)
-    t_idx, s_idx = np.nonzero(edges)  # edge s → t
-    adjacency = g.adjacency
-    w = (adjacency[t_idx, s_idx].numpy() if hasattr(adjacency, "numpy") else np.asarray(adjacency)[t_idx, s_idx])
+    # edge s → t; PyTorch's nonzero lets other threads run meanwhile (numpy's held the window's 30 ms and more)
+    t_idx, s_idx = (x.numpy() for x in torch.as_tensor(kept.edges).nonzero(as_tuple=True))
+    w = torch.as_tensor(g.adjacency)[t_idx, s_idx].numpy()
     dt, ds = drawn_of[t_idx], drawn_of[s_idx]
     ok = (dt >= 0) & (ds >= 0) & (dt != ds)
     dt, ds, w = dt[ok], ds[ok], np.asarray(w, dtype=np.float64)[ok]
@@ -284,17 +288,19 @@ def place_labels(layout: GraphLayout, char_w: float, line_h: float, unit_h: floa
                  visible: tuple[float, float, float, float] | None = None) -> list[int]:  # fmt: skip
     """The drawn nodes whose labels fit, most influential first (the logit and groups before all), each label where
     label_box puts it and none overlapping another (the sizes as label_box takes them). `visible` (x0, x1, y0, y1)
-    skips nodes outside it. At most `limit` labels."""
-    order = sorted((i for i in range(len(layout)) if layout.labels[i]),
-                   key=lambda i: (layout.kinds[i] not in ("logit", "group"), -layout.influence[i]))  # fmt: skip
+    skips nodes outside it. At most `limit` labels, out of the CANDIDATES × limit most influential."""
+    shown = np.array([bool(t) for t in layout.labels], dtype=bool)
+    if visible is not None:
+        x0, x1, y0, y1 = visible
+        shown &= (layout.x >= x0) & (layout.x <= x1) & (layout.y >= y0) & (layout.y <= y1)
+    first = np.array([k in ("logit", "group") for k in layout.kinds], dtype=bool)
+    candidates = np.flatnonzero(shown)
+    order = candidates[np.lexsort((-layout.influence[candidates], ~first[candidates]))][: CANDIDATES * limit]
     boxes = np.zeros((0, 4))
     chosen = []
-    for i in order:
+    for i in order.tolist():
         if len(chosen) >= limit:
             break
-        x, y = layout.x[i], layout.y[i]
-        if visible is not None and not (visible[0] <= x <= visible[1] and visible[2] <= y <= visible[3]):
-            continue
         box = np.array(label_box(layout, i, char_w, line_h, unit_h))
         if len(boxes) and bool(((boxes[:, 0] < box[1]) & (box[0] < boxes[:, 1]) & (boxes[:, 2] < box[3])
                                 & (box[2] < boxes[:, 3])).any()):  # fmt: skip
