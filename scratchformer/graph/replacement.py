@@ -49,6 +49,7 @@ from ..transformer.masks import causal_mask, pad_from_ids
 from ..transformer.norms import RMSNorm
 
 SMALL_MODEL = 50_000_000  # parameters: below this the replacement runs in float64
+BIG_TABLE = 1_000_000  # parameters of one tensor (a vocabulary's embeddings) copied straight into that precision
 
 
 @dataclass
@@ -102,7 +103,10 @@ class LocalReplacement:
         self.dtype = dtype or (torch.float64 if n_params < SMALL_MODEL else torch.float32)
         self.device = next(model.parameters()).device
         self.config = model.config
-        self.model = copy.deepcopy(model).to(self.dtype).eval().requires_grad_(False)
+        # the large tables (a vocabulary's embeddings) are copied once, straight into the replacement's precision
+        memo = {id(p): nn.Parameter(p.detach().to(self.dtype, copy=True), requires_grad=False)
+                for p in model.parameters() if p.numel() >= BIG_TABLE}  # fmt: skip
+        self.model = copy.deepcopy(model, memo).to(self.dtype).eval().requires_grad_(False)
         self.transcoders = {s: copy.deepcopy(d).to(self.device, self.dtype).requires_grad_(False)
                             for s, d in transcoders.items()}  # fmt: skip
         c = self.config

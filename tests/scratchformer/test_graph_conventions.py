@@ -133,3 +133,18 @@ def test_the_command_takes_them(graphs, capsys):
     assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--demeaned"]) == 0
     out = capsys.readouterr()
     assert "The demeaned logit (minus the mean logit) of" in out.out and "demeaned" in out.err
+
+
+def test_the_replacement_copies_large_tables_once_and_leaves_the_model_alone(en_hi, graphs, monkeypatch):
+    import scratchformer.graph.replacement as replacement
+
+    before = {k: v.clone() for k, v in en_hi.model.state_dict().items()}
+    monkeypatch.setattr(replacement, "BIG_TABLE", 1000)  # en-hi's tables are small: copy them the large way
+    again = build_graph(en_hi, en_hi.prepare_run(SOURCE, TARGET), prune=False)
+    assert torch.equal(again.graph.adjacency, graphs[0].graph.adjacency)
+    rep = again.replacement_model
+    assert all(p.dtype == torch.float64 and not p.requires_grad for p in rep.model.parameters())
+    mine = {p.data_ptr() for p in en_hi.model.parameters()}
+    assert not any(p.data_ptr() in mine for p in rep.model.parameters())  # copies, not the model's own tensors
+    after = en_hi.model.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
