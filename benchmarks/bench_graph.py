@@ -113,6 +113,7 @@ def run_side(python: str, job: dict, where: Path) -> dict:
     path.write_text(json.dumps(job), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1", "WANDB_MODE": "disabled"}
+    python = os.path.abspath(python)  # it runs in the temporary folder (not resolved: a venv's python is a link)
     done = subprocess.run([python, str(SIDE), str(path)], capture_output=True, text=True, env=env,
                           cwd=tempfile.gettempdir())  # fmt: skip
     if done.returncode != 0:
@@ -182,11 +183,13 @@ def en_hi_time(repeats: int = 3) -> tuple[float, int, int]:
     return best, len(r.graph.nodes), r.graph.n_features
 
 
-def make_folder(folder: str, steps: int) -> None:
+def make_folder(folder: str, steps: int, threads: int) -> None:
     from bench_sweep import run
     from bench_sweep_pairs import NAMES, PLACES, THINGS, TRAIN
 
-    trained = run(sys.executable, TRAIN, folder, str(steps), json.dumps([NAMES, PLACES, THINGS]))
+    # --threads here too: on this busy two-core machine 300 steps took 3.3 min on one thread, over 10 min on two
+    code = f"import torch; torch.set_num_threads({threads})\n" + TRAIN
+    trained = run(sys.executable, code, folder, str(steps), json.dumps([NAMES, PLACES, THINGS]))
     print(f"GPT-2 trained on IOI sentences ({steps} steps): accuracy {trained['accuracy']:.3f}, last loss "
           f"{trained['loss']:.4f}")  # fmt: skip
 
@@ -224,6 +227,10 @@ def main() -> None:
     parser.add_argument("--tc-steps", type=int, default=400, help="training steps of each transcoder (default 400)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each side (default 1)")
     parser.add_argument("--repeats", type=int, default=2, help="graphs built per prompt and side, the best timed")
+    parser.add_argument("--ct-batch-size", type=int, default=512,
+                        help="circuit-tracer's batch_size (default 512, its own default)")  # fmt: skip
+    parser.add_argument("--ct-also", type=int, nargs="*", default=[16, 64], metavar="B",
+                        help="also time circuit-tracer at these batch sizes (default 16 64: a CPU's)")  # fmt: skip
     args = parser.parse_args()
     import torch
 
@@ -232,7 +239,7 @@ def main() -> None:
         tmp = Path(tmp)
         folder = args.folder or str(tmp / "gpt2")
         if not args.folder:
-            make_folder(folder, args.train_steps)
+            make_folder(folder, args.train_steps, args.threads)
         set_dir = args.transcoders or str(tmp / "transcoders")
         if not args.transcoders:
             make_transcoders(folder, set_dir, args.tc_steps, args.threads, tmp)
@@ -242,9 +249,14 @@ def main() -> None:
         job = {"folder": folder, "transcoders": paths, "input_hook": INPUT_HOOK, "output_hook": OUTPUT_HOOK,
                "prompts": [{"ids": m["ids"], "target": m["target"], "ours": m["path"]} for m in mine],
                "threads": args.threads, "repeats": args.repeats, "out": str(tmp / "theirs.pt"),
-               "why": True}  # fmt: skip
+               "batch_size": args.ct_batch_size, "why": True}  # fmt: skip
         side = run_side(args.ct_python, job, tmp)
         theirs = torch.load(tmp / "theirs.pt", weights_only=False)
+        also = {}  # batch size → circuit-tracer's time for every prompt (attribute + prune + scores, best of repeats)
+        for size in args.ct_also:
+            job |= {"batch_size": size, "why": False, "out": str(tmp / f"theirs_{size}.pt"),
+                    "prompts": [{**p, "ours": None} for p in job["prompts"]]}  # fmt: skip
+            also[size] = sum(min(p["times"]) for p in run_side(args.ct_python, job, tmp)["prompts"])
     print(
         f"circuit-tracer {side['circuit_tracer']} (TransformerLens {side['transformer_lens']}, transformers "
         f"{side['transformers']}) beside scratchformer, PyTorch {side['torch']}, {args.threads} thread(s) a side"
@@ -274,7 +286,8 @@ def main() -> None:
               f"its pruning of our adjacency: nodes {'same' if c['same_nodes_on_ours'] else 'DIFFERENT'}, edges "
               f"{'same' if c['same_edges_on_ours'] else 'DIFFERENT'}")  # fmt: skip
         to, tt, ta = min(m["times"]), min(t["times"]), min(t["attribute_times"])
-        print(f"  time: ours {to:.3f} s, theirs {tt:.3f} s ({ta:.3f} s of it attribute): {tt / to:.1f}×")
+        print(f"  time: ours {to:.3f} s, theirs {tt:.3f} s ({ta:.3f} s of it attribute; batch_size "
+              f"{args.ct_batch_size}): {tt / to:.1f}×")  # fmt: skip
         t_ours, t_theirs, t_attr = t_ours + to, t_theirs + tt, t_attr + ta
         worst = max(worst, c["max_rel_big"])
         ok &= c["same_features"] and c["same_nodes"] and c["same_edges"] and c["same_nodes_on_ours"]
@@ -282,6 +295,9 @@ def main() -> None:
     print(f"\nall prompts: ours {t_ours:.3f} s, theirs {t_theirs:.3f} s ({t_attr:.3f} s attribute): "
           f"{t_theirs / t_ours:.1f}× faster (target 2×); largest relative edge difference {worst:.2e} "
           f"({'within' if worst <= TOLERANCE else 'NOT within'} {TOLERANCE:g})")  # fmt: skip
+    for size, seconds in also.items():
+        print(f"circuit-tracer at batch_size {size}: {seconds:.3f} s for all prompts: ours {seconds / t_ours:.2f}× as "
+              f"fast (the speed-up)")  # fmt: skip
     best, nodes, feats = en_hi_time()
     print(f"en-hi, “the girl eats an apple”, the first translated token: {best:.3f} s ({nodes} nodes, {feats} "
           f"features; target < 2 s)")  # fmt: skip
