@@ -81,6 +81,7 @@ def ask_folder(parent) -> str | None:
 
 class GraphView(View):
     title = "Graph"
+    explains = "graph"
     tooltip = ("The attribution graph of one prediction through transcoder features: which features, at which "
                "layers and positions, made it")  # fmt: skip
 
@@ -446,6 +447,7 @@ class GraphView(View):
                   f"{notes}".strip())  # fmt: skip
         self._show_details()
         self._set_enabled()
+        self.main.refresh_explanation()
 
     def describe(self, i: int) -> str:
         """What hovering drawn node i says (scratchformer.plotdata.graph_layout.node_text)."""
@@ -734,3 +736,13 @@ class GraphView(View):
 
     def view_title(self) -> str:
         return self.built.layout.title if self.built is not None else self.title
+
+    def explain_facts(self) -> dict:
+        built = self.built
+        if built is None:
+            return {}
+        g, r = built.result.graph, built.result
+        return {"graph": f"The logit of “{g.token}” ({float(g.real[g.logit_index]):.3f}) at decoder position "
+                         f"{g.position}; {int(built.kept.nodes.sum())} of {len(g.nodes)} nodes kept at "
+                         f"{built.threshold:.0%} carry {100 * built.kept.kept_influence:.1f} % of the influence; "
+                         f"replacement score {r.replacement:.3f}, completeness {r.completeness:.3f}."}

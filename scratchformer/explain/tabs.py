@@ -173,6 +173,19 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
                "saturates, so the view can set it beside the real patches; path patching follows one head's "
                "output into one later head. A click on a cell opens its patched run in Compare.",
     },
+    "graph": {
+        "what": "The attribution graph of one prediction: every transcoder feature active at a layer and position, "
+                "one error node per layer and position (what its transcoder misses of the real feed-forward), the "
+                "input embeddings at the bottom and the explained logit on top. An edge is one node's direct effect "
+                "on another in the local replacement model (attention patterns and norms frozen at this run), red "
+                "raising its target and blue lowering it, wider for a larger share; for an encoder-decoder the "
+                "source's nodes are on the left and the decoder's on the right, joined through the cross-attention.",
+        "why": "A logit is a sum of contributions, and the graph follows them back through features rather than "
+               "neurons: which input tokens, through which features, made the model say this. Pruning keeps the "
+               "nodes that carry most of the influence on the logit (the Nodes slider); the replacement score says "
+               "how much of it runs through features rather than error nodes — a low score means the transcoders "
+               "explain little of this prediction.",
+    },
 }
 
 # The lens tab for an encoder-only model read through its masked-language-model head.
@@ -362,6 +375,9 @@ def _numbers(tab: str, trace: Trace, config: TransformerConfig, batch: int, fact
     if tab == "patching":
         return facts.get("patching") or ("Pick a word to change and press Sweep; the metric is then written out "
                                          "here with this run's numbers.")
+    if tab == "graph":
+        return facts.get("graph") or ("Open the tab on a run of a model with transcoders (en-hi ships a set) to "
+                                      "build the graph of its prediction; its numbers are then written out here.")
     if tab == "importance":
         heads = sum(layers * h for layers, h in _attention_counts(trace).values())
         return f"This model has {heads} heads, so the measurement runs the input {heads + 1} times (once untouched)."
