@@ -106,8 +106,8 @@ class GraphView(View):
         row = QHBoxLayout()
         layout.addLayout(row)
         self.choice_combo = QComboBox()
-        self.choice_combo.setToolTip("The transcoders the graph reads: the model's bundled set, the dictionaries "
-                                     "attached to the run (Run › Attach dictionary…), or a set picked with …")
+        self.choice_combo.setToolTip("The transcoders the graph reads: the bundled set, the dictionaries attached "
+                                     "to the run (Run › Attach dictionary…), or a set opened with Transcoders…")
         self.choice_combo.activated.connect(lambda _i: self.refresh())
         self.pick_button = QPushButton("Transcoders…")
         self.pick_button.setToolTip("Pick a transcoder set: a folder with one transcoder per feed-forward, as "
@@ -265,9 +265,9 @@ class GraphView(View):
 
     def _problem(self, result) -> str | None:
         """Why this run has no graph to build, in one sentence (read on the UI thread: no file is opened)."""
-        request = result.request
-        if request.windows is not None or request.padded or result.inputs.src is not None and \
-                result.inputs.src.shape[0] != 1:  # fmt: skip
+        request, inputs = result.request, result.inputs
+        batched = any(ids is not None and ids.shape[0] != 1 for ids in (inputs.src, inputs.tgt))
+        if request.windows is not None or request.padded or batched:
             return ("A graph explains one prediction of one sentence: run one sentence, not a batch of windows or a "
                     "padded batch.")  # fmt: skip
         if not result.bundle.config.has_decoder or result.inputs.tgt is None:
@@ -275,7 +275,7 @@ class GraphView(View):
         if self.choice_combo.currentData() is None:
             return (f"{result.bundle.name} ships no transcoder set: pick one with Transcoders… (a folder with one "
                     "transcoder per feed-forward, as `scratchformer features train --kind transcoder --every-layer` "
-                    "writes it), or attach the transcoders with Run › Attach dictionary….")  # fmt: skip
+                    "writes it), or attach its transcoders (Run › Attach dictionary…).")  # fmt: skip
         return None
 
     def refresh(self) -> None:
@@ -294,8 +294,8 @@ class GraphView(View):
                 self._show_body(False, problem)
                 self._say(problem, error=True)
             return
-        ask = Ask(result, id(result), self.choice_combo.currentData(), int(self.position_combo.currentData()),
-                  self.threshold())  # fmt: skip
+        ask = Ask(result.bundle, result.inputs, id(result), self.choice_combo.currentData(),
+                  int(self.position_combo.currentData()), self.threshold())  # fmt: skip
         if ask.key() == self._asked:
             return
         self._start_build(ask)
@@ -316,7 +316,7 @@ class GraphView(View):
         groups = list(self.groups)
         self._build_jobs.start(lambda job: build(ask, groups, job), on_result=self._built, on_error=self._failed,
                                on_progress=self._progressed, doing="Building the graph")  # fmt: skip
-        self._working(f"Building the graph of {ask.result.bundle.name}'s prediction at decoder position "
+        self._working(f"Building the graph of {ask.bundle.name}'s prediction at decoder position "
                       f"{ask.position} through the {ask.choice.label()}…")  # fmt: skip
 
     def _built(self, built: Built | None) -> None:

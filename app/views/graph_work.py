@@ -5,7 +5,7 @@ adjacency, so pruning again needs no new attribution), the transcoders it was re
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scratchformer.errors import UserError
@@ -35,7 +35,8 @@ class Ask:
     """One graph to build: the run it explains, through which transcoders, at which decoder position, pruned at
     which node threshold."""
 
-    result: object = field(compare=False)  # app.work.worker.RunResult
+    bundle: object = field(compare=False)  # the run's ModelBundle
+    inputs: object = field(compare=False)  # and its Inputs (not the run itself, whose trace a new run lets go)
     run_id: int
     choice: Choice
     position: int
@@ -66,7 +67,7 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     from scratchformer.graph.transcoders import open_set
 
     t0 = time.perf_counter()
-    bundle, inputs = ask.result.bundle, ask.result.inputs
+    bundle, inputs = ask.bundle, ask.inputs
     folder = ask.choice.folders[0] if ask.choice.kind == "folder" else None
     attached = list(ask.choice.folders) if ask.choice.kind == "attached" else []
     job.progress("opening the transcoders")
@@ -77,6 +78,7 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, EDGE_THRESHOLD)
     if job.cancelled():
         return None
+    result = replace(result, replacement_model=None)  # a copy of the model the view never reruns: let it go
     job.progress("laying it out")
     layout = layout_graph(result, result.kept, groups)
     return Built(ask, result, sets, result.kept, ask.threshold, layout, list(groups), time.perf_counter() - t0)
