@@ -19,6 +19,7 @@ from app.views.step_view import StepView
 from scratchformer.features.bundled import bundled_transcoders
 from scratchformer.features.points import ffn_input
 from scratchformer.graph.influence import prune
+from tests.app.conftest import run_and_wait
 
 
 def show_graph(qtbot, w, built: bool = True) -> GraphView:
@@ -218,3 +219,31 @@ def test_hover_and_click_on_nothing_say_nothing(qtbot, en_hi):
     assert view.plot.node_at(view.plot.mapToScene(corner)) == -1
     qtbot.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=corner)
     assert view.selected == set() and not view.card_button.isEnabled()
+
+
+def test_the_attached_transcoders_are_read_and_a_feature_opens_its_features_step(qtbot, en_hi):
+    folders = sorted(str(p) for p in bundled_transcoders("en-hi").iterdir())
+    en_hi.dictionaries = list(folders)  # Run › Attach dictionary…, each transcoder of the set
+    run_and_wait(qtbot, en_hi)
+    assert en_hi.current_trace() is not None, en_hi.message_text()
+    view = next(v for v in en_hi.views if isinstance(v, GraphView))
+    en_hi.tabs.setCurrentWidget(view)
+    attached = next(i for i in range(view.choice_combo.count()) if view.choice_combo.itemData(i).kind == "attached")
+    view.choice_combo.setCurrentIndex(attached)
+    view.refresh()
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built is not None, timeout=60_000)
+    assert view.built.ask.choice.kind == "attached"
+    from scratchformer.graph import build_graph
+
+    result = en_hi.current_result()
+    bundled = build_graph(result.bundle, result.inputs).to_dict()  # the same transcoders, read as the bundled set
+    assert sorted(view.built.layout.ids) == sorted(n["id"] for n in bundled["nodes"])
+    lay = view.built.layout
+    i = next(k for k in range(len(lay)) if lay.kinds[k] == "feature")
+    node = view.built.result.graph.nodes[lay.members[i][0]]
+    view.select([i])
+    view.step_button.click()
+    step = f"{ffn_input(en_hi.current_bundle().model, node.step)}.dict.features"
+    assert en_hi.current_step().name == step and isinstance(en_hi.current_view(), StepView)
+    assert float(en_hi.current_trace()[step].tensor[0, node.position, node.feature]) == pytest.approx(
+        node.activation, rel=1e-4)  # the graph's activation is the trace's
