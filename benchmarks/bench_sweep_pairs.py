@@ -39,6 +39,7 @@ import json, random, sys, torch, transformers
 from scratchformer.loading.tokenizers import gpt2_tokenizer
 folder, steps = sys.argv[1], int(sys.argv[2])
 NAMES, PLACES, THINGS = json.loads(sys.argv[3])
+torch.set_num_threads(int(sys.argv[4]))
 torch.manual_seed(0)
 rng = random.Random(1)  # the benchmark's pairs come from seed 0
 tok = gpt2_tokenizer().hf
@@ -172,7 +173,8 @@ def main() -> None:
         if not args.folder and args.random:
             run(sys.executable, MAKE, folder)
         elif not args.folder:
-            trained = run(sys.executable, TRAIN, folder, str(args.train_steps), json.dumps([NAMES, PLACES, THINGS]))
+            trained = run(sys.executable, TRAIN, folder, str(args.train_steps), json.dumps([NAMES, PLACES, THINGS]),
+                          str(args.threads))  # fmt: skip
             print(f"trained on IOI sentences: accuracy {trained['accuracy']:.3f}, last loss {trained['loss']:.4f}")
         pairs = Path(tmp) / "ioi.jsonl"
         pairs.write_text("".join(json.dumps(p) + "\n" for p in ioi_pairs(args.pairs)), encoding="utf-8")
