@@ -99,7 +99,8 @@ class GraphPlot(pg.PlotWidget):
         self._relabel.setSingleShot(True)
         self._relabel.setInterval(RELABEL_MS)
         self._relabel.timeout.connect(self.place_labels)
-        self.box.sigRangeChanged.connect(lambda *_: self._relabel.start())
+        self._closed = False
+        self.box.sigRangeChanged.connect(self._range_changed)
         self.scene().sigMouseMoved.connect(self._moved)
         self.scene().sigMouseClicked.connect(self._clicked)
 
@@ -217,9 +218,13 @@ class GraphPlot(pg.PlotWidget):
         ticks = [(x, abbreviate(t, TICK_CHARS)) for k, (x, t) in enumerate(lay.columns) if k % every == 0]
         self.getPlotItem().getAxis("bottom").setTicks([ticks])
 
+    def _range_changed(self, *_args) -> None:
+        if not self._closed:
+            self._relabel.start()
+
     def shutdown(self) -> None:
+        self._closed = True
         self._relabel.stop()
-        self._relabel.timeout.disconnect()
 
     # --- finding nodes -----------------------------------------------------------------------------------------------
 

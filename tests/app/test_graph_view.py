@@ -11,7 +11,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage
 
 from app.views.graph_view import GraphView
@@ -104,6 +104,9 @@ def test_a_supernodes_edges_are_the_sums_of_its_members(qtbot, en_hi, monkeypatc
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
     plain = view.built.layout
     features = [i for i in range(len(plain)) if plain.kinds[i] == "feature"][:3]
+    band = QRectF(QPointF(plain.x.min() - 1, plain.y.min() - 1), QPointF(plain.x.max() + 1, plain.y.max() + 1))
+    view.plot._band(band, False)  # a Shift-drawn band around every node selects them all
+    assert view.selected == set(plain.ids)
     view.select(features[:1])
     view.select(features[1:], add=True)  # as Ctrl-click or a Ctrl-drawn band adds
     assert view.selected == {plain.ids[i] for i in features}
