@@ -2,8 +2,9 @@
 same page `scratchformer export --format html` writes.
 
 The file is chosen first; then a job (app/work/jobs.py) on the window's page runner builds the page — explanations,
-maps, derivations made ahead, the lens, all model work — and writes it atomically, off the UI thread. The status
-line says what was written, or in one sentence why not.
+maps, derivations made ahead, the lens, all model work — and writes it atomically, off the UI thread. When the Graph
+view has built the run's attribution graph, the page carries it too, opening at the view's Nodes threshold. The
+status line says what was written, or in one sentence why not.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scratchformer.errors import UserError
-from scratchformer.page import page_data, run_arguments, write_page
+from scratchformer.page import page_data, page_graph, run_arguments, write_page
 
 from . import actions
 
@@ -26,18 +27,21 @@ def suggested_name(window) -> str:
 
 
 def page_job(window, path: Path):
-    """The job's work: build the page of the window's run and write it; returns (path, bytes, steps)."""
+    """The job's work: build the page of the window's run (with the Graph view's graph of it, if built) and write
+    it; returns (path, bytes, steps, whether it carries a graph)."""
     result, batch = window.current_result(), window.current_batch()
+    shown = next((g for v in window.views if hasattr(v, "graph_of") and (g := v.graph_of(result)) is not None), None)
     request = result.request
     # the options that repeat this run, for the page's `scratchformer derive` hint (none for windows of a text)
     run_args = "" if request.windows else run_arguments(request.model, request.source, request.target,
                                                         request.start_only)  # fmt: skip
 
     def work(job):
+        graph = page_graph(shown[0], default=shown[1]) if shown is not None else None
         data = page_data(result.bundle, result.trace, result.inputs, item=batch, run_args=run_args,
-                         progress=lambda text: job.progress(text), cancelled=job.cancelled)  # fmt: skip
+                         progress=lambda text: job.progress(text), cancelled=job.cancelled, graph=graph)  # fmt: skip
         size = write_page(path, data, overwrite=True)  # replacing was confirmed in the dialog
-        return path, size, len(result.trace)
+        return path, size, len(result.trace), graph is not None
 
     return work
 
@@ -72,8 +76,9 @@ def export_page(window, path: str | Path | None = None):
     actions._tell(window, f"Writing the interactive page {target.name}…")
 
     def done(answer) -> None:
-        written, size, steps = answer
-        actions._tell(window, f"Wrote {written} ({size / 1e6:.1f} MB): the interactive page of {steps} steps.")
+        written, size, steps, graph = answer
+        also = ", with the Graph view's attribution graph" if graph else ""
+        actions._tell(window, f"Wrote {written} ({size / 1e6:.1f} MB): the interactive page of {steps} steps{also}.")
 
     def progress(text: str) -> None:
         actions._tell(window, f"Writing the interactive page {target.name}: {text}…")

@@ -347,6 +347,14 @@ class GraphView(View):
 
     # --- pruning and grouping ----------------------------------------------------------------------------------------
 
+    def graph_of(self, result) -> tuple | None:
+        """(GraphResult, the Nodes slider's threshold) of the graph this view built for the run `result`, or None:
+        what File › Export › Interactive page… puts into the page."""
+        built = self.built
+        if built is None or built.ask.run_id != id(result):
+            return None
+        return built.result, built.threshold
+
     def threshold(self) -> float:
         return self.slider.value() / 100
 

@@ -24,7 +24,7 @@ def _r(v: float, digits: int = 3) -> float:
 def page_graph(result, default: float = 0.8) -> dict:
     """The index's "graph" entry for a GraphResult (scratchformer.graph.build_graph): nodes (x, y, size, kind,
     label, hover text), edges (source, target, weight, width bucket), the axes and panels, and per threshold the
-    drawn nodes and edges it keeps; `default` is the threshold the page opens at."""
+    drawn nodes and edges it keeps; the page opens at the slider's threshold nearest `default`."""
     g = result.graph
     widest = prune(g, max(THRESHOLDS), EDGE_THRESHOLD)
     notes = []
@@ -57,7 +57,7 @@ def page_graph(result, default: float = 0.8) -> dict:
                   for i in range(len(drawn))],
         "edges": [[s, d, _r(w, 4), int(b)] for (s, d), w, b in zip(edges, layout.edge_weight.tolist(),
                                                                    layout.edge_bucket.tolist())],
-        "levels": levels, "default": THRESHOLDS.index(default) if default in THRESHOLDS else 3,
+        "levels": levels, "default": min(range(len(THRESHOLDS)), key=lambda k: abs(THRESHOLDS[k] - default)),
         "logit": where[logit], "total": len(g.nodes),
         "columns": [[_r(x), t] for x, t in layout.columns], "rows": [[_r(y), t] for y, t in layout.rows],
         "panels": [{"title": p.title, "x0": _r(p.x0), "x1": _r(p.x1), "y0": _r(p.y0), "y1": _r(p.y1)}

@@ -60,3 +60,24 @@ def test_closing_while_the_page_is_written_leaves_no_thread(qtbot, make_window, 
     assert w.page_jobs.busy()
     w.close()  # the runner is shut down with the window; the conftest fails the test if a thread survives
     assert not w.page_jobs.busy()
+
+
+def test_the_page_carries_the_graph_view_s_graph_at_its_threshold(qtbot, make_window, tmp_path, monkeypatch):
+    from app.views.graph_view import GraphView
+
+    w = make_window(source=SOURCE, target="", model="en-hi")
+    run_and_wait(qtbot, w)
+    view = next(v for v in w.views if isinstance(v, GraphView))
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not w.is_busy() and not view.is_busy() and view.built is not None, timeout=60_000)
+    view.set_threshold(0.9)
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built.threshold == 0.9, timeout=60_000)
+    target = tmp_path / "with-graph.html"
+    monkeypatch.setattr(actions, "ask_save_path", lambda *a: str(target))
+    _page_action(w).trigger()
+    qtbot.waitUntil(lambda: not w.page_jobs.busy(), timeout=60_000)
+    assert "with the Graph view's attribution graph" in w.message_text(), w.message_text()
+    graph = read_page(target.read_text(encoding="utf-8"))[0]["graph"]
+    opened = graph["levels"][graph["default"]]
+    assert opened["threshold"] == 0.9
+    assert {graph["nodes"][i]["id"] for i in opened["nodes"]} == set(view.built.layout.ids)
