@@ -14,16 +14,9 @@ from scratchformer.graph import build_graph
 from scratchformer.graph.attribution import logit_without
 from scratchformer.graph.influence import total_effects
 from scratchformer.loading.bundle import load_model
+from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
 
 SOURCE, TARGET = "the girl eats an apple", "लड़की सेब"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

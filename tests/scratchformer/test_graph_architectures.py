@@ -17,6 +17,7 @@ from scratchformer.graph.influence import total_effects
 from scratchformer.loading.bundle import load_model
 from scratchformer.loading.model_bundle import ModelBundle
 from scratchformer.transformer.model import Transformer
+from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
 
 VARIANTS = {
     "pre-LN encoder-decoder with final norms": ("en-hi", dict(norm_first=True, final_layer_norm=True)),
@@ -46,14 +47,6 @@ VARIANTS = {
     "mixture of experts": ("llama-tiny", dict(n_experts=4, experts_per_token=2)),
     "soft-capping and a sliding window": ("llama-tiny", dict(attn_softcap=20.0, final_softcap=30.0, sliding_window=3)),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

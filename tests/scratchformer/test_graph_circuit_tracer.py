@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
+
 ROOT = Path(__file__).resolve().parents[2]
 CT_PYTHON = ROOT / ".venv-circuit-tracer" / "bin" / "python"
 PROMPT = "When Mary and John went to the store, John gave a drink to"
@@ -25,14 +27,6 @@ if not CT_PYTHON.exists():
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_graph  # noqa: E402 - the converter, our side's graphs and the comparison
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny_gpt2(where: Path) -> tuple[str, str]:

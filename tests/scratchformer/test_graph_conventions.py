@@ -15,16 +15,9 @@ from scratchformer.graph.attribution import logit_without, rows
 from scratchformer.graph.replacement import _pad
 from scratchformer.graph.transcoders import open_set
 from scratchformer.loading.bundle import load_model
+from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
 
 SOURCE, TARGET = "the girl eats an apple", "लड़की सेब"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

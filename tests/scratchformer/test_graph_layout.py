@@ -28,14 +28,7 @@ from scratchformer.plotdata.graph_layout import (
     node_text,
     place_labels,
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
 
 
 @pytest.fixture(scope="module")
