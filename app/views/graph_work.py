@@ -75,8 +75,10 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     if job.cancelled():
         return None
     job.progress("reading the edges")
-    result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, EDGE_THRESHOLD)
-    if job.cancelled():
+    result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, EDGE_THRESHOLD,
+                         progress=lambda stage, done, total: job.progress(f"{stage}: {done} of {total} targets"),
+                         cancelled=job.cancelled)  # fmt: skip
+    if result is None or job.cancelled():  # the build stops at its next batch of edges once cancelled
         return None
     result = replace(result, replacement_model=None)  # a copy of the model the view never reruns: let it go
     job.progress("laying it out")

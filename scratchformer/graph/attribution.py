@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .progress import tick
 from .replacement import LocalReplacement, ffn_side
 
 BATCH = 32  # targets per backward pass; on a 4-layer GPT-2-shape, 64 took 1.2× as long (its passes outgrow the cache)
@@ -127,6 +128,7 @@ def rows(rep: LocalReplacement, targets: list[int], position: int, token_id: int
         ends = torch.tensor([x.shape[1] for x in parts]).cumsum(0)  # where each part ends among the targets
         wrt = leaves.tensors()  # features, errors, embeddings: the sources' order
         for a in range(0, len(targets), b):
+            tick("reading the edges", a, len(targets))  # the caller's progress; Cancelled when it gives up
             chunk = torch.tensor(targets[a : a + b])
             k = len(chunk)
             which = torch.searchsorted(ends, chunk, right=True)  # (k,): the part of each target

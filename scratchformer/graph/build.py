@@ -30,6 +30,7 @@ from ..errors import UserError
 from ..loading.memory import default_budget, size_text
 from . import influence as inf
 from .attribution import Graph, attribute, rows
+from .progress import Cancelled, watching
 from .replacement import SMALL_MODEL, LocalReplacement
 from .transcoders import open_set
 
@@ -97,17 +98,21 @@ def default_position(bundle, inputs) -> int:
 def build_graph(bundle, inputs, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
                 edge_threshold: float = 0.98, prune: bool = True, max_features: int = MAX_FEATURES,
                 budget: int | None = None, dictionaries=(), demeaned: bool = False,
-                like_circuit_tracer: bool = False) -> GraphResult:  # fmt: skip
+                like_circuit_tracer: bool = False, progress=None, cancelled=None) -> GraphResult | None:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
     transcoder folders (with a set or instead of one); neither: the bundled set.
-    `prune` False keeps every node and edge; `demeaned`, `like_circuit_tracer`: see the module's text. Bad input
-    raises UserError with one sentence."""
+    `prune` False keeps every node and edge; `demeaned`, `like_circuit_tracer`: see the module's text.
+    `progress(stage, done, total)` hears how far the edges have got; once `cancelled()` turns true the build stops
+    and returns None. Bad input raises UserError with one sentence."""
     conventions = {"demeaned": demeaned or like_circuit_tracer, "token_embeddings": like_circuit_tracer,
                    "held": 1 if like_circuit_tracer else 0}  # fmt: skip
-    with _one_thread(bundle.model):
-        return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune, max_features,
-                      budget, dictionaries, conventions)  # fmt: skip
+    try:
+        with _one_thread(bundle.model), watching(progress, cancelled):
+            return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,
+                          max_features, budget, dictionaries, conventions)  # fmt: skip
+    except Cancelled:
+        return None
 
 
 @contextmanager

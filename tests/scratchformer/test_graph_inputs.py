@@ -107,3 +107,21 @@ def test_the_command_reads_a_decoder_only_models_text_as_it_is(llama_set, capsys
     d = json.loads(capsys.readouterr().out)
     assert max(n["position"] for n in d["nodes"]) == 3  # <s> 3 1 4: the last position explained, nothing added
     assert d["pruned"]["nodes"] == 0
+
+
+def test_a_build_says_how_far_it_got_and_stops_when_cancelled():
+    bundle = load_model("en-hi")
+    inputs = bundle.prepare_run(SOURCE)
+    heard = []
+    result = build_graph(bundle, inputs, progress=lambda stage, done, total: heard.append((stage, done, total)))
+    assert result is not None and heard
+    n_targets = result.graph.n_features + 1
+    assert all(stage == "reading the edges" and 0 <= done < total for stage, done, total in heard)
+    assert any(total == n_targets for _, _, total in heard)
+    asked = []
+
+    def cancelled() -> bool:  # gives up at the second batch of edges
+        asked.append(1)
+        return len(asked) > 1
+
+    assert build_graph(bundle, inputs, cancelled=cancelled) is None and len(asked) == 2
