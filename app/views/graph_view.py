@@ -577,9 +577,18 @@ class GraphView(View):
 
     def node_step(self, node) -> str | None:
         """The trace step a node's numbers come from: a feature's features step (or the step its transcoder reads),
-        an error's feed-forward output; None for an embedding or the logit."""
+        an error's feed-forward output, an embedding's token + position as the layers read them (the last step of
+        its side's embedding), the logit's logits; None when the run has no such step."""
         result = self.main.current_result()
-        if node is None or result is None or not node.step:
+        if node is None or result is None:
+            return None
+        if node.kind == "embedding":
+            prefix = "src_embed." if node.side == "encoder" else "tgt_embed."
+            names = [n for n in result.trace.names() if n.startswith(prefix)]
+            return names[-1] if names else None
+        if node.kind == "logit":
+            return "generator.logits" if result.trace.find("generator.logits") is not None else None
+        if not node.step:
             return None
         if node.kind == "feature":
             return feature_step(result.trace, result.bundle, node.step, self.built.ask.choice, self.main.dictionaries)
@@ -592,8 +601,7 @@ class GraphView(View):
         node = self.selected_node()
         step = self.node_step(node)
         if step is None:
-            self._say("Click a feature or an error node first: its step in the trace is where its numbers are.",
-                      error=True)  # fmt: skip
+            self._say("Click a node first: its step in the trace is where its numbers are.", error=True)
             return
         if not self.main.go_to_step(step):
             return
@@ -659,7 +667,7 @@ class GraphView(View):
         for w in (self.slider, self.export_button, self.group_button, self.ungroup_button):
             w.setEnabled(has)
         self.card_button.setEnabled(node is not None and node.kind == "feature")
-        self.step_button.setEnabled(node is not None and node.kind in ("feature", "error"))
+        self.step_button.setEnabled(node is not None)
 
     # --- exports -----------------------------------------------------------------------------------------------------
 

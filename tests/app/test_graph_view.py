@@ -193,6 +193,23 @@ def test_a_feature_has_its_card_and_its_step(qtbot, en_hi, tmp_path):
     assert isinstance(en_hi.current_view(), StepView)
 
 
+def test_an_embedding_and_the_logit_go_to_their_steps(qtbot, en_hi):
+    """An embedding node is the token + position its side's layers read (the last step of that embedding), the
+    logit is the output layer's logits."""
+    view = show_graph(qtbot, en_hi)
+    lay = view.built.layout
+    nodes = [view.built.result.graph.nodes[lay.members[k][0]] for k in range(len(lay))]
+    src = next(k for k, n in enumerate(nodes) if n.kind == "embedding" and n.side == "encoder")
+    view.select([src])
+    assert view.step_button.isEnabled()
+    view.step_button.click()
+    assert en_hi.current_step().name == "src_embed.sum" and isinstance(en_hi.current_view(), StepView)
+    view = show_graph(qtbot, en_hi)
+    view.select([next(k for k, n in enumerate(nodes) if n.kind == "logit")])
+    view.step_button.click()
+    assert en_hi.current_step().name == "generator.logits"
+
+
 def test_a_set_that_misses_a_layer_is_one_sentence(qtbot, en_hi, tmp_path):
     root = tmp_path / "set"
     root.mkdir()
