@@ -16,31 +16,8 @@ cd "$(dirname "$0")/.."
 CIRCUIT_TRACER="circuit-tracer==0.5.0"
 TLENS="transformer-lens>=3.0,<4"  # what circuit-tracer imports; pip picks it anyway, said here so it stays so
 VENV=.venv-circuit-tracer
-PROJECT=.venv
-
-if [ ! -x "$PROJECT/bin/python" ]; then
-  echo "circuit-tracer-env: $PROJECT is missing; run bash scripts/setup.sh first."
-  exit 2
-fi
-base=$("$PROJECT/bin/python" -c 'import sys; print(sys._base_executable)')
-project_site=$(cd "$PROJECT" && "$PWD/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-system_site=$(grep -qs '^include-system-site-packages *= *true' "$PROJECT/pyvenv.cfg" && echo yes || echo no)
-stamp="$CIRCUIT_TRACER $base $project_site $system_site"
-
-exec 9>"/tmp/scratchformer-circuit-tracer-env.lock"  # two runs at once (two test workers) make it once
-flock 9
-if [ -f "$VENV/.made" ] && [ "$(cat "$VENV/.made")" = "$stamp" ] \
-  && "$VENV/bin/python" -c "import importlib.metadata as m; m.version('circuit-tracer')" >/dev/null 2>&1; then
-  exit 0
-fi
-rm -rf "$VENV"
-if [ "$system_site" = yes ]; then  # .venv sees the base Python's packages (its PyTorch): so does this one
-  "$base" -m venv --system-site-packages "$VENV"
-else
-  "$base" -m venv "$VENV"
-fi
-own_site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "import site; site.addsitedir('$project_site')" >"$own_site/zz_scratchformer_project_venv.pth"
+source scripts/side-env.sh
+side_env_open circuit-tracer-env "$VENV" "$CIRCUIT_TRACER" circuit-tracer
 echo "circuit-tracer-env: installing $CIRCUIT_TRACER into $VENV (PyTorch comes from $PROJECT)."
 # pip sees .venv's packages through the .pth file: it leaves them alone ("outside environment") and warns that
 # .venv's sentence-transformers wants transformers 5, which only this environment's own transformers 4 shadows
@@ -55,4 +32,4 @@ if not where.startswith(sys.argv[1]):
 print(f"circuit-tracer-env: circuit-tracer {circuit_tracer.__version__} (transformers {transformers.__version__}) "
       f"with .venv's PyTorch {torch.__version__}.")
 PY
-echo "$stamp" >"$VENV/.made"
+side_env_close "$VENV"

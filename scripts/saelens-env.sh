@@ -15,31 +15,8 @@ cd "$(dirname "$0")/.."
 SAELENS="sae-lens==6.54.12"
 TLENS="transformer-lens>=3.0,<4"  # what SAELens 6 imports; pip picks it anyway, said here so it stays so
 VENV=.venv-saelens
-PROJECT=.venv
-
-if [ ! -x "$PROJECT/bin/python" ]; then
-  echo "saelens-env: $PROJECT is missing; run bash scripts/setup.sh first."
-  exit 2
-fi
-base=$("$PROJECT/bin/python" -c 'import sys; print(sys._base_executable)')
-project_site=$(cd "$PROJECT" && "$PWD/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-system_site=$(grep -qs '^include-system-site-packages *= *true' "$PROJECT/pyvenv.cfg" && echo yes || echo no)
-stamp="$SAELENS $base $project_site $system_site"
-
-exec 9>"/tmp/scratchformer-saelens-env.lock"  # two runs at once (two test workers) make it once
-flock 9
-if [ -f "$VENV/.made" ] && [ "$(cat "$VENV/.made")" = "$stamp" ] \
-  && "$VENV/bin/python" -c "import importlib.metadata as m; m.version('sae-lens')" >/dev/null 2>&1; then
-  exit 0
-fi
-rm -rf "$VENV"
-if [ "$system_site" = yes ]; then  # .venv sees the base Python's packages (its PyTorch): so does this one
-  "$base" -m venv --system-site-packages "$VENV"
-else
-  "$base" -m venv "$VENV"
-fi
-own_site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "import site; site.addsitedir('$project_site')" >"$own_site/zz_scratchformer_project_venv.pth"
+source scripts/side-env.sh
+side_env_open saelens-env "$VENV" "$SAELENS" sae-lens
 echo "saelens-env: installing $SAELENS into $VENV (PyTorch and transformers come from $PROJECT)."
 "$VENV/bin/python" -m pip install -q "$SAELENS" "$TLENS"
 "$VENV/bin/python" - "$project_site" <<'EOF'
@@ -50,4 +27,4 @@ if not where.startswith(sys.argv[1]):
              "run on the same build.")
 print(f"saelens-env: SAELens {sae_lens.__version__} with .venv's PyTorch {torch.__version__}.")
 EOF
-echo "$stamp" >"$VENV/.made"
+side_env_close "$VENV"
