@@ -259,6 +259,13 @@ class Run:
         result = a.compute(self.bundle, self.inputs, self.trace, position, method, steps, baseline, batch, max_steps)
         return result.to_dict()
 
+    def graph_inputs(self):
+        """The inputs a graph explains: the run's, but a decoder-only model's text read as it is, never continued
+        (as `scratchformer graph` reads it)."""
+        if self.bundle.config.has_encoder:
+            return self.inputs
+        return self.bundle.prepare_run(self.source, self.target or "", self._start_only)
+
     def graph(self, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
               edge_threshold: float = 0.98, prune: bool = True, max_features: int | None = None,
               dictionaries: list | None = None) -> dict:  # fmt: skip
@@ -269,12 +276,9 @@ class Run:
         continued, as the command reads it."""
         from .graph.build import MAX_FEATURES, build_graph
 
-        inputs = self.inputs
-        if not self.bundle.config.has_encoder:
-            inputs = self.bundle.prepare_run(self.source, self.target or "", self._start_only)
-        result = build_graph(self.bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,
-                             MAX_FEATURES if max_features is None else max_features, default_budget(),
-                             list(dictionaries or []))  # fmt: skip
+        result = build_graph(self.bundle, self.graph_inputs(), transcoders, position, node_threshold,
+                             edge_threshold, prune, MAX_FEATURES if max_features is None else max_features,
+                             default_budget(), list(dictionaries or []))  # fmt: skip
         return result.to_dict()
 
     def sweep(self, corrupt_source: str | None = None, corrupt_word: str | None = None, answer: str | None = None,

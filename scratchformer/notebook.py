@@ -165,10 +165,7 @@ class PageView:
             if self.graph:
                 from .graph.build import build_graph
 
-                inputs = run.inputs
-                if not run.bundle.config.has_encoder:  # the text as it is, as Run.graph reads it
-                    inputs = run.bundle.prepare_run(run.source, run.target or "", run._start_only)
-                graph = page_graph(build_graph(run.bundle, inputs, self.transcoders))
+                graph = page_graph(build_graph(run.bundle, run.graph_inputs(), self.transcoders))
             self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again, graph=graph))
         return self._html
 
