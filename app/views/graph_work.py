@@ -9,9 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scratchformer.errors import UserError
+from scratchformer.graph.influence import EDGE_THRESHOLD
 from scratchformer.plotdata.graph_layout import GraphLayout, Supernode, layout_graph
-
-EDGE_THRESHOLD = 0.98  # the share of the influence the kept edges carry (the command's default)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from .common import add_input_args, add_model_args, memory_budget, open_model, p
 
 def add_parser(sub) -> None:
     from ..graph.build import MAX_FEATURES
+    from ..graph.influence import EDGE_THRESHOLD, NODE_THRESHOLD
 
     p = sub.add_parser("graph", help="attribution graph of one prediction through transcoder features",
                        description="Replace every feed-forward by its transcoder (plus an error node), freeze the "
@@ -36,16 +37,16 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--node-threshold",
         type=float,
-        default=0.8,
+        default=NODE_THRESHOLD,
         metavar="F",
-        help="keep the nodes that carry this share of the influence on the logit (default 0.8)",
+        help=f"keep the nodes that carry this share of the influence on the logit (default {NODE_THRESHOLD})",
     )
     p.add_argument(
         "--edge-threshold",
         type=float,
-        default=0.98,
+        default=EDGE_THRESHOLD,
         metavar="F",
-        help="keep the edges that carry this share of the influence on the logit (default 0.98)",
+        help=f"keep the edges that carry this share of the influence on the logit (default {EDGE_THRESHOLD})",
     )
     p.add_argument("--no-prune", action="store_true", help="keep every node and edge")
     p.add_argument("--max-features", type=int, default=MAX_FEATURES, metavar="N",

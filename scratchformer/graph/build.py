@@ -95,10 +95,11 @@ def default_position(bundle, inputs) -> int:
     return inputs.tgt.shape[1] - 1
 
 
-def build_graph(bundle, inputs, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
-                edge_threshold: float = 0.98, prune: bool = True, max_features: int = MAX_FEATURES,
-                budget: int | None = None, dictionaries=(), demeaned: bool = False,
-                like_circuit_tracer: bool = False, progress=None, cancelled=None) -> GraphResult | None:  # fmt: skip
+def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
+                node_threshold: float = inf.NODE_THRESHOLD, edge_threshold: float = inf.EDGE_THRESHOLD,
+                prune: bool = True, max_features: int = MAX_FEATURES, budget: int | None = None, dictionaries=(),
+                demeaned: bool = False, like_circuit_tracer: bool = False, progress=None,
+                cancelled=None) -> GraphResult | None:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
     transcoder folders (with a set or instead of one); neither: the bundled set.

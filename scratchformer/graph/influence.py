@@ -31,6 +31,9 @@ import torch
 
 from .attribution import Graph
 
+NODE_THRESHOLD = 0.8  # the default share of the influence on the logit the kept nodes carry
+EDGE_THRESHOLD = 0.98  # and the kept edges
+
 
 def normalise(adjacency: torch.Tensor) -> torch.Tensor:
     """Â: each row of |A| divided by its sum (rows without inputs stay 0): (n, n) → (n, n)."""
@@ -84,7 +87,7 @@ class Pruned:
     kept_influence: float  # the kept nodes' share of the total influence (the logit's own weight left out)
 
 
-def prune(graph: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Pruned:
+def prune(graph: Graph, node_threshold: float = NODE_THRESHOLD, edge_threshold: float = EDGE_THRESHOLD) -> Pruned:
     """The pruned graph (see the module's text)."""
     n, w = len(graph.nodes), logit_weights(graph)
     a = graph.adjacency

@@ -9,11 +9,10 @@ edge threshold, written as lists of drawn indices.
 
 from __future__ import annotations
 
-from ..graph.influence import prune
+from ..graph.influence import EDGE_THRESHOLD, prune
 from ..plotdata.graph_layout import ALPHAS, NEGATIVE, NODE_RGB, POSITIVE, WIDTHS, layout_graph, node_text
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # the slider's node thresholds (shares of the influence)
-EDGE_THRESHOLD = 0.98
 MAX_NODES = 400  # drawn nodes a page carries at most (the most influential at the widest threshold)
 
 
