@@ -1,0 +1,102 @@
+"""The Graph view's part that draws the layout built and answers the mouse: the status sentence of what is drawn,
+hover texts, and the selection of drawn nodes (click, Ctrl-click, a band). A mixin of GraphView
+(app/views/graph_view.py): its methods read the view's `built`, `selected`, plot and details label."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QToolTip
+
+from scratchformer.plotdata.graph_layout import node_text
+
+HINT = ("Hover a node for its numbers; click a feature for its card and its step; Ctrl-click or Shift-drag to select "
+        "nodes, then Group… makes them one supernode.")  # fmt: skip
+
+
+class GraphSelection:
+    """Drawing the layout, hovering and selecting its nodes."""
+
+    def _draw(self, keep_range: bool) -> None:
+        built = self.built
+        lay = built.layout
+        self._hover = -1
+        self.plot.draw(lay, keep_range)
+        self.plot.select({i for i, nid in enumerate(lay.ids) if nid in self.selected})
+        self.selected = {lay.ids[i] for i in self.plot.selected}
+        g = built.result.graph
+        kept = int(built.kept.nodes.sum())
+        n_feat = sum(1 for k in lay.kinds if k == "feature")
+        capped = f" (the {len(lay.edge_weight)} strongest drawn)" if lay.edges_kept > len(lay.edge_weight) else ""
+        groups = f"; {len(lay.groups)} supernode{'s' if len(lay.groups) != 1 else ''}" if lay.groups else ""
+        notes = " ".join(f"Note: {n}" for n in built.result.notes)
+        self._say(f"The logit of “{g.token}” at decoder position {g.position}: {kept} of {len(g.nodes)} nodes kept "
+                  f"({n_feat} features drawn) carrying {100 * built.kept.kept_influence:.1f} % of the influence, "
+                  f"{lay.edges_kept} edges{capped}{groups}; replacement score {built.result.replacement:.3f}, "
+                  f"completeness {built.result.completeness:.3f}; built in {built.result.seconds:.2f} s. "
+                  f"{notes}".strip())  # fmt: skip
+        self._show_details()
+        self._set_enabled()
+        self.main.refresh_explanation()
+
+    def describe(self, i: int) -> str:
+        """What hovering drawn node i says (scratchformer.plotdata.graph_layout.node_text)."""
+        b = self.built
+        return node_text(b.result, b.kept, b.layout, i)
+
+    def _hovered(self, i: int) -> None:
+        """A node's text in a tooltip by the mouse, its first line in the inspector's hover line."""
+        if self.built is None or i == self._hover:
+            return
+        self._hover = i
+        if i < 0:
+            QToolTip.hideText()
+            return
+        self.hover_text = self.describe(i)
+        QToolTip.showText(QCursor.pos(), self.hover_text, self.plot)
+        self.main.show_hover(self.hover_text.splitlines()[0])
+
+    def _show_details(self) -> None:
+        """The selected node's text (one selected), or how many are selected, or the hint."""
+        lay = self.built.layout if self.built is not None else None
+        chosen = [lay.index_of(nid) for nid in sorted(self.selected)] if lay is not None else []
+        chosen = [i for i in chosen if i is not None]
+        if len(chosen) == 1:
+            self.details.setText(self.describe(chosen[0]))
+        elif chosen:
+            self.details.setText(f"{len(chosen)} nodes selected: Group… draws them as one supernode.")
+        else:
+            self.details.setText(HINT)
+
+    def select(self, nodes: list[int], add: bool = False, toggle: bool = False) -> None:
+        """Select drawn nodes (layout indices): instead of the selection, or added to it, or toggled in it."""
+        lay = self.built.layout if self.built is not None else None
+        if lay is None:
+            return
+        ids = {lay.ids[i] for i in nodes if 0 <= i < len(lay)}
+        self.selected = (self.selected ^ ids) if toggle else (self.selected | ids) if add else ids
+        self.plot.select({i for i, nid in enumerate(lay.ids) if nid in self.selected})
+        self._show_details()
+        self._set_enabled()
+
+    def _clicked(self, i: int, ctrl: bool) -> None:
+        if self.built is None:
+            return
+        if i < 0:
+            if not ctrl:
+                self.select([])
+            return
+        self.select([i], toggle=ctrl)
+
+    def _banded(self, nodes: list[int], add: bool) -> None:
+        if self.built is not None:
+            self.select(nodes, add=add)
+
+    def selected_node(self):
+        """The one graph node selected (scratchformer.graph.attribution.Node), or None."""
+        lay = self.built.layout if self.built is not None else None
+        if lay is None or len(self.selected) != 1:
+            return None
+        i = lay.index_of(next(iter(self.selected)))
+        if i is None or lay.kinds[i] == "group":
+            return None
+        return self.built.result.graph.nodes[lay.members[i][0]]

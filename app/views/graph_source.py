@@ -1,0 +1,97 @@
+"""The Graph view's part that says which graph: the transcoders it is read through (the bundled set, the attached
+dictionaries, sets picked with Transcoders…), the decoder position explained, and why a run has no graph. A mixin of
+GraphView (app/views/graph_view.py): its methods read the view's combos, `picked` and `main`."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog
+
+from scratchformer.plotdata import abbreviate
+
+from .graph_work import Choice
+
+
+def ask_folder(parent) -> str | None:
+    """A transcoder set's folder (replaceable in tests)."""
+    return QFileDialog.getExistingDirectory(parent, "A transcoder set: one folder per feed-forward") or None
+
+
+class GraphSource:
+    """Which graph the view builds: the transcoder choices and the positions of the run shown."""
+
+    def choices(self, result) -> list[Choice]:
+        """The transcoders this run can be read through: the bundled set, the attached dictionaries, picked sets."""
+        from scratchformer.features.bundled import bundled_transcoders
+
+        out = []
+        if bundled_transcoders(result.bundle.name) is not None:
+            out.append(Choice("bundled"))
+        if self.main.dictionaries:
+            out.append(Choice("attached", tuple(self.main.dictionaries)))
+        out += [Choice("folder", (f,)) for f in self.picked]
+        return out
+
+    def _fill_choices(self, result) -> Choice | None:
+        choices = self.choices(result)
+        current = self.choice_combo.currentData()
+        if [self.choice_combo.itemData(i) for i in range(self.choice_combo.count())] != choices:
+            self.choice_combo.blockSignals(True)
+            self.choice_combo.clear()
+            for c in choices:
+                self.choice_combo.addItem(c.label(), c)
+                self.choice_combo.setItemData(self.choice_combo.count() - 1, " + ".join(c.folders) or c.label(),
+                                              Qt.ItemDataRole.ToolTipRole)  # fmt: skip
+            self.choice_combo.setCurrentIndex(max(0, choices.index(current)) if current in choices else 0)
+            self.choice_combo.blockSignals(False)
+        return self.choice_combo.currentData()
+
+    def _fill_positions(self, result) -> None:
+        if self._run_id == id(result):
+            return
+        from scratchformer.graph.build import default_position
+
+        self._run_id = id(result)
+        tokens = list(result.inputs.target_tokens[0]) if result.inputs.target_tokens else []
+        self.position_combo.blockSignals(True)
+        self.position_combo.clear()
+        for p, token in enumerate(tokens):
+            self.position_combo.addItem(f"{p} “{abbreviate(token, 10)}”", p)
+            self.position_combo.setItemData(p, f"The prediction made at decoder position {p}, which reads {token!r}",
+                                            Qt.ItemDataRole.ToolTipRole)  # fmt: skip
+        if tokens and result.bundle.config.has_decoder:
+            self.position_combo.setCurrentIndex(min(default_position(result.bundle, result.inputs), len(tokens) - 1))
+        self.position_combo.blockSignals(False)
+
+    def _problem(self, result) -> str | None:
+        """Why this run has no graph to build, in one sentence (read on the UI thread: no file is opened)."""
+        request, inputs = result.request, result.inputs
+        batched = any(ids is not None and ids.shape[0] != 1 for ids in (inputs.src, inputs.tgt))
+        if request.windows is not None or request.padded or batched:
+            return ("A graph explains one prediction of one sentence: run one sentence, not a batch of windows or a "
+                    "padded batch.")  # fmt: skip
+        if not result.bundle.config.has_decoder or result.inputs.tgt is None:
+            return f"{result.bundle.name} has no decoder and so predicts no token: a graph explains a predicted token."
+        if self.choice_combo.currentData() is None:
+            return (f"{result.bundle.name} ships no transcoder set: pick one with Transcoders… (a folder with one "
+                    "transcoder per feed-forward, as `scratchformer features train --kind transcoder --every-layer` "
+                    "writes it), or attach its transcoders (Run › Attach dictionary…).")  # fmt: skip
+        return None
+
+    def _pick_dialog(self) -> None:
+        folder = ask_folder(self)
+        if folder:
+            self.use_transcoders(folder)
+
+    def use_transcoders(self, folder: str) -> None:
+        """Read the graph through the transcoder set in `folder` (checked when the graph is built)."""
+        folder = str(folder)
+        self.picked = [folder] + [f for f in self.picked if f != folder]
+        result = self.main.current_result()
+        if result is None:
+            return
+        self._fill_choices(result)
+        wanted = Choice("folder", (folder,))
+        items = [self.choice_combo.itemData(i) for i in range(self.choice_combo.count())]
+        self.choice_combo.setCurrentIndex(items.index(wanted))
+        self.refresh()
