@@ -1,6 +1,7 @@
-"""The Graph view's part that prunes and groups the graph built: the Nodes slider prunes the same graph again (the
-full adjacency is kept, so only the pruning is redone, in a job) and supernodes are laid out with it. A mixin of
-GraphView (app/views/graph_view.py): its methods read the view's `built`, `groups`, `selected`, slider and jobs."""
+"""The Graph view's part that prunes and groups the graph built: the Nodes and Edges sliders prune the same graph
+again (the full adjacency is kept, so only the pruning is redone, in a job, a moment after a slider stops) and
+supernodes are laid out with it. A mixin of GraphView (app/views/graph_view.py): its methods read the view's
+`built`, `groups`, `selected`, sliders, prune timer and jobs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .graph_work import Built, relayout
 
 
 class GraphPruning:
-    """The pruning threshold, pruning again off the UI thread, grouping and ungrouping."""
+    """The pruning thresholds, pruning again off the UI thread, grouping and ungrouping."""
 
     def graph_of(self, result) -> tuple | None:
         """(GraphResult, the Nodes slider's threshold) of the graph this view built for the run `result`, or None:
@@ -27,21 +28,35 @@ class GraphPruning:
         """Move the Nodes slider to `value` (0.5 … 1); the graph is pruned again shortly after."""
         self.slider.setValue(round(value * 100))
 
+    def edge_threshold(self) -> float:
+        return self.edge_slider.value() / 100
+
+    def set_edge_threshold(self, value: float) -> None:
+        """Move the Edges slider to `value` (0.5 … 1); the graph is pruned again shortly after."""
+        self.edge_slider.setValue(round(value * 100))
+
     def _slider_moved(self, value: int) -> None:
         self.threshold_label.setText(f"{value} %")
         if self.built is not None and not self._closing:
             self._prune_timer.start()
 
+    def _edge_slider_moved(self, value: int) -> None:
+        self.edge_label.setText(f"{value} %")
+        if self.built is not None and not self._closing:
+            self._prune_timer.start()  # the same wait: moving both sliders prunes once
+
     def _prune_now(self) -> None:
-        self._relayout(f"Pruning again at {self.threshold():.0%} of the influence…")
+        self._relayout(f"Pruning again: the nodes that carry {self.threshold():.0%} of the influence, the edges "
+                       f"{self.edge_threshold():.0%}…")  # fmt: skip
 
     def _relayout(self, text: str) -> None:
         built = self.built
         if built is None or self._closing:
             return
-        threshold, groups = self.threshold(), list(self.groups)
-        self._layout_jobs.start(lambda job: relayout(built, threshold, groups, job), on_result=self._laid_out,
-                                on_error=self._failed, doing="Laying the graph out")  # fmt: skip
+        threshold, edge_threshold, groups = self.threshold(), self.edge_threshold(), list(self.groups)
+        self._layout_jobs.start(lambda job: relayout(built, threshold, edge_threshold, groups, job),
+                                on_result=self._laid_out, on_error=self._failed,
+                                doing="Laying the graph out")  # fmt: skip
         self._working(text)
 
     def _laid_out(self, built: Built | None) -> None:

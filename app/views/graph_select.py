@@ -31,8 +31,9 @@ class GraphSelection:
         notes = " ".join(f"Note: {n}" for n in built.result.notes)
         self._say(f"The logit of “{g.token}” at decoder position {g.position}: {kept} of {len(g.nodes)} nodes kept "
                   f"({n_feat} features drawn) carrying {100 * built.kept.kept_influence:.1f} % of the influence, "
-                  f"{lay.edges_kept} edges{capped}{groups}; replacement score {built.result.replacement:.3f}, "
-                  f"completeness {built.result.completeness:.3f}; built in {built.result.seconds:.2f} s. "
+                  f"{lay.edges_kept} of {built.all_edges} edges kept{capped}{groups}; replacement score "
+                  f"{built.result.replacement:.3f}, completeness {built.result.completeness:.3f}; built in "
+                  f"{built.result.seconds:.2f} s. "
                   f"{notes}".strip())  # fmt: skip
         self._show_details()
         self._set_enabled()

@@ -6,10 +6,10 @@ The graph is built in a job (app/work/jobs.py: progress, Cancel, the latest requ
 bundled transcoder set, the dictionaries attached to the run (Run › Attach dictionary…) or a set picked with
 Transcoders…; it is drawn from scratchformer.plotdata.graph_layout (the export draws the same layout): x by
 position (an encoder-decoder's source on the left, its decoder input on the right), y by layer, markers by influence,
-edges by weight. The Nodes slider prunes the same graph again (the full adjacency is kept, so nothing is
-recomputed but the pruning, in a job). Hover a node for its numbers and its strongest incoming contributions; click a
-feature to see its card and to go to its step in the trace; Ctrl-click or Shift-drag to select nodes, then Group…
-draws them as one named supernode whose edges are the sums of its members'.
+edges by weight. The Nodes and Edges sliders prune the same graph again (the full adjacency is kept, so nothing is
+recomputed but the pruning, in a job). Hover a node for its numbers and its strongest incoming contributions; click
+a feature to see its card and to go to its step in the trace; Ctrl-click or Shift-drag to select nodes, then
+Group… draws them as one named supernode whose edges are the sums of its members'.
 
 This module holds the view's widgets, the build and its progress; its parts are mixins in modules of their own:
 graph_source (which graph), graph_prune (pruning and supernodes), graph_select (drawing, hover, selection),
@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from scratchformer.graph.influence import EDGE_THRESHOLD, NODE_THRESHOLD
 from scratchformer.plotdata.graph_layout import Supernode
 
 from ..widgets.graph_plot import GraphPlot
@@ -48,7 +49,7 @@ from .graph_export import GraphExports
 from .graph_prune import GraphPruning
 from .graph_select import HINT, GraphSelection
 from .graph_source import GraphSource
-from .graph_work import EDGE_THRESHOLD, Ask, Built, build
+from .graph_work import Ask, Built, build
 
 PRUNE_AFTER_MS = 150  # the slider prunes again this long after it stops moving
 NO_RUN = "Run a model: its graph explains one prediction of the run through transcoder features."
@@ -123,12 +124,21 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         row.addWidget(QLabel("Nodes"))
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(50, 100)
-        self.slider.setValue(80)
+        self.slider.setValue(round(100 * NODE_THRESHOLD))
         self.slider.setMinimumWidth(70)
-        self.slider.setToolTip("Pruning: keep the nodes that carry this share of the influence on the logit (the "
-                               f"edges keep {EDGE_THRESHOLD:.0%} among them); the graph is not built again")
+        self.slider.setToolTip("Pruning: keep the nodes that carry this share of the influence on the logit; the "
+                               "graph is not built again")  # fmt: skip
         self.slider.valueChanged.connect(self._slider_moved)
-        self.threshold_label = QLabel("80 %")
+        self.threshold_label = QLabel(f"{self.slider.value()} %")
+        self.edge_slider = QSlider(Qt.Orientation.Horizontal)
+        self.edge_slider.setRange(50, 100)
+        self.edge_slider.setValue(round(100 * EDGE_THRESHOLD))
+        self.edge_slider.setMinimumWidth(70)
+        self.edge_slider.setToolTip("Pruning: among the kept nodes, keep the edges that carry this share of the "
+                                    "influence on the logit (an edge's share of its target's inputs times the "
+                                    "target's influence); the graph is not built again")  # fmt: skip
+        self.edge_slider.valueChanged.connect(self._edge_slider_moved)
+        self.edge_label = QLabel(f"{self.edge_slider.value()} %")
         self.group_button = QPushButton("Group…")
         self.group_button.setToolTip("Draw the selected nodes as one named supernode (its edges: the sums of theirs)")
         self.group_button.clicked.connect(self._group_dialog)
@@ -142,9 +152,11 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         menu.addAction("Picture (PNG, SVG, PDF)…", self._export_picture_dialog)
         menu.addAction("JSON (as `scratchformer graph --json`)…", self._export_json_dialog)
         self.export_button.setMenu(menu)
-        for w in (self.slider, self.threshold_label, self.group_button, self.ungroup_button, self.export_button):
+        for w in (self.slider, self.threshold_label, QLabel("Edges"), self.edge_slider, self.edge_label,
+                  self.group_button, self.ungroup_button, self.export_button):  # fmt: skip
             row.addWidget(w)
         row.setStretch(1, 1)
+        row.setStretch(4, 1)
         row = QHBoxLayout()
         layout.addLayout(row)
         self.progress = QProgressBar()
@@ -227,7 +239,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
                 self._say(problem, error=True)
             return
         ask = Ask(result.bundle, result.inputs, id(result), self.choice_combo.currentData(),
-                  int(self.position_combo.currentData()), self.threshold())  # fmt: skip
+                  int(self.position_combo.currentData()), self.threshold(), self.edge_threshold())  # fmt: skip
         if ask.key() == self._asked:
             return
         self._start_build(ask)
@@ -259,8 +271,8 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         self.built = built
         self._show_body(True)
         self._draw(keep_range=same_view)
-        if built.threshold != self.threshold():  # the slider moved while it was built
-            self._prune_now()
+        if (built.threshold, built.edge_threshold) != (self.threshold(), self.edge_threshold()):
+            self._prune_now()  # a slider moved while it was built
 
     def _failed(self, sentence: str) -> None:
         self._idle()
@@ -334,7 +346,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
     def _set_enabled(self) -> None:
         has = self.built is not None
         node = self.selected_node() if has else None
-        for w in (self.slider, self.export_button, self.group_button, self.ungroup_button):
+        for w in (self.slider, self.edge_slider, self.export_button, self.group_button, self.ungroup_button):
             w.setEnabled(has)
         self.card_button.setEnabled(node is not None and node.kind == "feature")
         self.step_button.setEnabled(node is not None)

@@ -32,7 +32,7 @@ class Choice:
 @dataclass(frozen=True)
 class Ask:
     """One graph to build: the run it explains, through which transcoders, at which decoder position, pruned at
-    which node threshold."""
+    which node and edge thresholds."""
 
     bundle: object = field(compare=False)  # the run's ModelBundle
     inputs: object = field(compare=False)  # and its Inputs (not the run itself, whose trace a new run lets go)
@@ -40,6 +40,7 @@ class Ask:
     choice: Choice
     position: int
     threshold: float
+    edge_threshold: float = EDGE_THRESHOLD
 
     def key(self) -> tuple:
         return (self.run_id, self.choice, self.position)
@@ -47,7 +48,8 @@ class Ask:
 
 @dataclass
 class Built:
-    """A built graph and the picture of it at `threshold` with `groups` (the view keeps the latest)."""
+    """A built graph and the picture of it pruned at `threshold` (nodes) and `edge_threshold`, with `groups` (the
+    view keeps the latest)."""
 
     ask: Ask
     result: object  # scratchformer.graph.GraphResult
@@ -57,6 +59,8 @@ class Built:
     layout: GraphLayout
     groups: list[Supernode]
     seconds: float  # building (attribution, pruning, layout)
+    edge_threshold: float = EDGE_THRESHOLD
+    all_edges: int = 0  # the full graph's non-zero edges (what pruning keeps a share of)
 
 
 def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
@@ -74,7 +78,7 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     if job.cancelled():
         return None
     job.progress("reading the edges")
-    result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, EDGE_THRESHOLD,
+    result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, ask.edge_threshold,
                          progress=lambda stage, done, total: job.progress(f"{stage}: {done} of {total} targets"),
                          cancelled=job.cancelled)  # fmt: skip
     if result is None or job.cancelled():  # the build stops at its next batch of edges once cancelled
@@ -82,21 +86,25 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     result = replace(result, replacement_model=None)  # a copy of the model the view never reruns: let it go
     job.progress("laying it out")
     layout = layout_graph(result, result.kept, groups)
-    return Built(ask, result, sets, result.kept, ask.threshold, layout, list(groups), time.perf_counter() - t0)
+    all_edges = int((result.graph.adjacency != 0).sum())  # (n, n) → a count, once here rather than on the UI thread
+    return Built(ask, result, sets, result.kept, ask.threshold, layout, list(groups), time.perf_counter() - t0,
+                 ask.edge_threshold, all_edges)  # fmt: skip
 
 
-def relayout(built: Built, threshold: float, groups: list[Supernode], job) -> Built | None:
-    """The same graph pruned again at `threshold` (the full adjacency is kept: no new attribution) and laid out with
-    `groups` (the work of a job: pruning a graph of thousands of nodes takes a fraction of a second)."""
+def relayout(built: Built, threshold: float, edge_threshold: float, groups: list[Supernode], job) -> Built | None:
+    """The same graph pruned again at `threshold` (nodes) and `edge_threshold` (the full adjacency is kept: no new
+    attribution) and laid out with `groups` (the work of a job: pruning a graph of thousands of nodes takes a
+    fraction of a second)."""
     from scratchformer.graph.influence import prune
 
     t0 = time.perf_counter()
-    kept = built.kept if threshold == built.threshold else prune(built.result.graph, threshold, EDGE_THRESHOLD)
+    same = threshold == built.threshold and edge_threshold == built.edge_threshold
+    kept = built.kept if same else prune(built.result.graph, threshold, edge_threshold)
     if job.cancelled():
         return None
     layout = layout_graph(built.result, kept, groups)
     return Built(built.ask, built.result, built.transcoders, kept, threshold, layout, list(groups),
-                 time.perf_counter() - t0)  # fmt: skip
+                 time.perf_counter() - t0, edge_threshold, built.all_edges)  # fmt: skip
 
 
 def transcoder_folder(bundle, choice: Choice, step: str) -> str | None:

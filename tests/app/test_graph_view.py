@@ -98,6 +98,42 @@ def test_the_slider_prunes_the_same_graph_again_as_the_core_does(qtbot, en_hi):
     assert counts[0.6] < counts[0.8] < counts[0.95]
 
 
+def test_the_edges_slider_prunes_the_edges_as_the_core_does_off_the_ui_thread(qtbot, en_hi, monkeypatch):
+    import scratchformer.graph.influence as influence
+
+    threads = []
+    real = influence.prune
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(influence, "prune", recording)
+    view = show_graph(qtbot, en_hi)
+    result = view.built.result
+    view.set_threshold(0.9)
+    edges = {}
+    for edge_t in (0.6, 1.0, 0.85):
+        t0 = time.perf_counter()
+        view.set_edge_threshold(edge_t)
+        assert time.perf_counter() - t0 < 0.1  # the slider only starts the wait; the pruning runs in a job
+        assert view.edge_label.text() == f"{round(edge_t * 100)} %"
+        qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+        assert view.built.result is result and view.built.edge_threshold == edge_t  # no new attribution
+        kept = real(result.graph, 0.9, edge_t)
+        n_edges = int(kept.edges.sum())
+        assert view.built.layout.edges_kept == n_edges
+        assert sum(len(c.xData) // 2 for c in view.plot._edges if c.xData is not None) == n_edges
+        want = sorted(result.graph.nodes[i].id for i in range(len(result.graph.nodes)) if bool(kept.nodes[i]))
+        assert sorted(view.built.layout.ids) == want
+        all_edges = int((result.graph.adjacency != 0).sum())
+        assert f"{len(want)} of {len(result.graph.nodes)} nodes kept" in view.status.text()
+        assert f"{n_edges} of {all_edges} edges kept" in view.status.text()
+        edges[edge_t] = n_edges
+    assert edges[0.6] < edges[0.85] < edges[1.0]
+    assert threads and all(t is not threading.main_thread() for t in threads)
+
+
 def test_a_supernodes_edges_are_the_sums_of_its_members(qtbot, en_hi, monkeypatch):
     view = show_graph(qtbot, en_hi)
     view.set_threshold(0.95)
