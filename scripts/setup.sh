@@ -16,8 +16,10 @@ APT_PACKAGES=(xvfb libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 lib
 # python3-venv: Debian's and Ubuntu's own python3 cannot make a virtual environment without it
 # chromium: the interactive page's browser tests (tests/scratchformer/test_page_browser.py). Only on Debian, whose
 # `chromium` is a real package (Ubuntu's is a stub for a snap); without it those tests skip, saying so.
+# firefox-esr: the same page tests' second engine (tests/scratchformer/firefox.py, test_page_firefox.py), driven
+# over WebDriver BiDi; Debian's package again (Ubuntu has no firefox-esr); without it the Firefox runs skip.
 if [ -r /etc/os-release ] && grep -qx 'ID=debian' /etc/os-release; then
-  APT_PACKAGES+=(chromium)
+  APT_PACKAGES+=(chromium firefox-esr)
 fi
 
 if command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
