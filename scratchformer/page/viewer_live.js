@@ -55,33 +55,57 @@
   const CLUSTER = /\P{M}\p{M}*|\p{M}+/gu; // a character and the combining marks NFC may fold into it
   const PY_SPACE = "[\\t\\n\\v\\f\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+";
   const PY_EDGES = new RegExp(`^${PY_SPACE}|${PY_SPACE}$`, "g"); // what Python's str.isspace() calls space
+  const PY_ONE_SPACE = new RegExp(PY_SPACE.slice(0, -1));
   const pyStrip = (text) => String(text ?? "").replace(PY_EDGES, ""); // Python's str.strip()
   const lower = (text) => { let out = ""; for (const ch of text) out += ch.toLowerCase(); return out; };
+  const caseless = (text) => text.toLowerCase().toUpperCase().toLowerCase(); // near Python's str.casefold (ß → ss)
+  // "The tokenizer could not keep all of the source: “pizza” → <unk>." (model_bundle.lost_note), invisible
+  // characters written out as Python's ascii() writes them
+  const SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"};
+  const visible = (text) => text.replace(/(?! )[\p{C}\p{Z}]/gu, (ch) => {
+    const n = ch.codePointAt(0), hex = n.toString(16);
+    if (SHORT[ch]) return SHORT[ch];
+    return n < 0x100 ? `\\x${hex.padStart(2, "0")}` : n < 0x10000 ? `\\u${hex.padStart(4, "0")}`
+      : `\\U${hex.padStart(8, "0")}`;
+  });
+  function lostNote(side, lost, shown = 6) {
+    const listed = lost.slice(0, shown).map(([a, b]) => `“${visible(a)}” → ${visible(b)}`).join(", ");
+    const more = lost.length > shown ? ` and ${lost.length - shown} more` : "";
+    return `The tokenizer could not keep all of the ${side}: ${listed}${more}.`;
+  }
 
   function tokenizer(spec) {
     const byWord = new Map(spec.tokens.map((t, i) => [t, i]));
     for (const id of spec.not_words) if (byWord.get(spec.tokens[id]) === id) byWord.delete(spec.tokens[id]);
     const added = spec.added.slice().sort((a, b) => b[0].length - a[0].length); // longest first
     const starts = new Set(added.map(([t]) => t[0])), special = new Set(spec.special);
-    function encode(text) { // → {ids, unknown: the raw words read as the unknown token}
-      const ids = [], unknown = [];
-      const word = (raw) => { // one white-space-free piece of raw text
+    // text → {ids, unknown: the words read as the unknown token, as typed; lost: [typed, what it became] for each
+    // part the ids do not keep (TextTokenizer.losses: an unknown word, a word normalisation changed, dropped
+    // punctuation)}
+    function encode(text) {
+      const ids = [], unknown = [], lost = [], covered = new Uint8Array(text.length);
+      const cover = (a, b) => covered.fill(1, a, b);
+      const word = (at0, raw) => { // one white-space-free piece of raw text, at text[at0]
         // normalised a letter and its marks at a time, so each normalised character knows its raw letter
         // (an unknown word is reported as typed: "İstanbul", not "i̇stanbul")
         let normal = "";
         const from = [], to = [];
         for (const m of raw.matchAll(CLUSTER)) {
           const part = lower(m[0].normalize("NFC"));
-          for (let k = 0; k < part.length; k++) { from.push(m.index); to.push(m.index + m[0].length); }
+          for (let k = 0; k < part.length; k++) { from.push(at0 + m.index); to.push(at0 + m.index + m[0].length); }
           normal += part;
         }
         const whole = lower(raw.normalize("NFC")), aligned = whole === normal;
+        if (!aligned) cover(at0, at0 + raw.length);
         let run = "", start = 0, at = 0;
         const flush = () => {
           if (!run) return;
           const id = byWord.has(run) ? byWord.get(run) : spec.unk;
+          const typed = aligned ? text.slice(from[start], to[at - 1]) : run;
+          if (aligned) cover(from[start], to[at - 1]);
           ids.push(id);
-          if (id === spec.unk) unknown.push(aligned ? raw.slice(from[start], to[at - 1]) : run);
+          if (id === spec.unk) { unknown.push(typed); lost.push([typed, spec.tokens[id]]); }
+          else if (caseless(typed.trim()) !== caseless(run)) lost.push([typed, run]); // NFC changed it: é → é
           run = "";
         };
         for (const ch of whole) {
@@ -94,7 +118,7 @@
       const words = (from, to) => {
         let start = -1;
         for (let p = from; p <= to; p++) {
-          if (p === to || RUST_SPACE.test(text[p])) { if (start >= 0) word(text.slice(start, p)); start = -1; }
+          if (p === to || RUST_SPACE.test(text[p])) { if (start >= 0) word(start, text.slice(start, p)); start = -1; }
           else if (start < 0) start = p;
         }
       };
@@ -104,11 +128,20 @@
         if (!hit) { i++; continue; }
         words(last, i);
         ids.push(hit[1]);
-        if (hit[1] === spec.unk) unknown.push(hit[0]);
+        cover(i, i + hit[0].length);
+        if (hit[1] === spec.unk) { unknown.push(hit[0]); lost.push([hit[0], hit[0]]); }
         i = last = i + hit[0].length;
       }
       words(last, text.length);
-      return {ids, unknown};
+      for (let i = 0; i < text.length;) { // runs of characters no token covers (white space is no loss)
+        if (covered[i] || PY_ONE_SPACE.test(text[i])) { i++; continue; }
+        let j = i;
+        while (j < text.length && !covered[j] && !PY_ONE_SPACE.test(text[j])) j++;
+        lost.push([text.slice(i, j), "nothing (dropped)"]);
+        i = j;
+      }
+      const once = new Map(lost.map((pair) => [JSON.stringify(pair), pair])); // each part once, first place kept
+      return {ids, unknown, lost: [...once.values()]};
     }
     const strings = (ids) => ids.map((i) => spec.tokens[i]);
     function decode(ids) { // special tokens skipped; WordPiece's decoder: words joined by spaces, "##" glued on
@@ -130,7 +163,7 @@
     // ids of one side, as ModelBundle.prepare makes them: the source between its prefix and suffix, the decoder
     // input behind the start token (and an encoder-decoder's target prefix); too many tokens is refused
     function read(text, side) {
-      const tok = side === "source" ? src : tgt, {ids, unknown} = tok.encode(text);
+      const tok = side === "source" ? src : tgt, {ids, unknown, lost} = tok.encode(text);
       const before = side === "source" ? c.src_prefix : [c.start_id, ...(side === "target" ? c.tgt_prefix : [])];
       const after = side === "source" ? c.src_suffix : [];
       const budget = c.max_len - before.length - after.length;
@@ -139,7 +172,7 @@
       }
       const all = [...before, ...ids, ...after];
       if (!all.length) return fail(`The ${side} is empty; type at least one word.`);
-      return {ids: all, tokens: tok.strings(all), unknown};
+      return {ids: all, tokens: tok.strings(all), unknown, lost, notes: lost.length ? [lostNote(side, lost)] : []};
     }
     function readSource(text) {
       const clean = pyStrip(text);
@@ -204,17 +237,19 @@
     }
     function translate(sourceText, options) {
       const maxLen = options && Number.isInteger(options.maxLen) ? Math.max(0, options.maxLen) : undefined;
-      const source = readSource(sourceText), notes = [];
+      const source = readSource(sourceText);
       if (source.error) return source;
+      const notes = [...source.notes];
       const ids = hasEncoder ? translateIds(source, m.encode(source.ids, null), maxLen)
         : continueIds(source, maxLen, notes);
       return {ids, tokens: tgt.strings(ids), text: tgt.decode(ids), unknown: source.unknown, notes};
     }
     function trace(sourceText, targetText) {
-      const source = readSource(sourceText), typed = pyStrip(targetText), notes = [];
+      const source = readSource(sourceText), typed = pyStrip(targetText);
       if (source.error) return source;
       const target = hasEncoder && typed ? read(typed, "target") : null;
       if (target && target.error) return target;
+      const notes = [...source.notes, ...(target ? target.notes : [])]; // what the tokenizer could not keep
       const steps = [], rec = (name, kind, dims, shape, data) => steps.push({name, kind, dims, shape, data});
       const enc = hasEncoder ? m.encode(source.ids, rec) : null; // the encoder's steps come first
       let ids, generated = [], mode = "typed";
