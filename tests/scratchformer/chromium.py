@@ -16,6 +16,7 @@ server, tests/test_notebook_browser.py) and still nothing beyond: the proxy that
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -277,3 +278,7 @@ class Browser:
         """A key press and release (e.g. "ArrowRight", "ArrowRight", 39)."""
         for kind in ("rawKeyDown", "keyUp"):
             self.page("Input.dispatchKeyEvent", type=kind, key=key, code=code, windowsVirtualKeyCode=key_code)
+
+    def screenshot(self) -> bytes:
+        """The viewport as PNG bytes."""
+        return base64.b64decode(self.page("Page.captureScreenshot", format="png")["data"])
