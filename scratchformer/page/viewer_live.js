@@ -236,7 +236,10 @@
       return read(pyStrip(text), "target");
     }
     function translate(sourceText, options) {
-      const maxLen = options && Number.isInteger(options.maxLen) ? Math.max(0, options.maxLen) : undefined;
+      const maxLen = options ? options.maxLen ?? undefined : undefined;
+      if (maxLen !== undefined && !(Number.isInteger(maxLen) && maxLen >= 1)) {
+        return fail(`The number of new tokens must be at least 1, not ${JSON.stringify(maxLen)}.`);
+      }
       const source = readSource(sourceText);
       if (source.error) return source;
       const notes = [...source.notes];

@@ -181,6 +181,22 @@ def test_llama_tiny_rotary_grouped_query_decoder_matches_python(browser, pages, 
     assert ours["decoder_input"] == "generated" and any(s["name"].endswith("k_rotated") for s in ours["steps"])
 
 
+@in_browser
+def test_from_arrays_takes_weights_unpacked_elsewhere_and_refuses_missing_ones(browser, pages):
+    b = engine(browser, pages("copy"))
+    model = "JSON.parse(document.getElementById('sf-live-model').textContent)"
+    same = b.evaluate(f"""(async () => {{
+        const json = {model}, arrays = {{}};
+        for (const [name, w] of Object.entries(json.weights)) arrays[name] = await sfLive.unpack(w.data, w.dtype);
+        const a = sfLive.fromArrays(json, arrays).trace("3 1 4", null), b = engine.trace("3 1 4", null);
+        return a.translation === b.translation
+          && a.steps.every((s, i) => s.data.every((v, j) => Object.is(v, b.steps[i].data[j])));
+    }})()""", await_promise=True)  # fmt: skip
+    assert same is True
+    said = b.evaluate(f"sfLive.fromArrays({model}, {{}})")
+    assert said["error"].startswith("The page could not read its model: the weight ")
+
+
 def _random_bundle(**changes) -> ModelBundle:
     """en-hi's tokenizers on a seeded random model of another architecture."""
     base = load_model("en-hi", "cpu")
@@ -244,6 +260,10 @@ def test_bad_input_gives_one_sentence_never_an_exception(browser, pages):
             assert b.evaluate(f"engine.translate({json.dumps(source)})") == ours
     assert b.evaluate("engine.trace(null, null)") == {"error": "The source text is empty; type a sentence first."}
     assert list(b.evaluate("engine.tokenize('x', 'sideways')")) == ["error"]
+    assert b.evaluate("engine.translate('we', {maxLen: 0})") == {
+        "error": "The number of new tokens must be at least 1, not 0."
+    }
+    assert len(b.evaluate("engine.translate('the girl eats a pizza', {maxLen: 3})")["ids"]) == 3
     for text in ["😀😀 🙂", "a" * 10_000]:  # unknown words, one token each: a run, not an error
         ours = js(b, f"engine.trace({json.dumps(text)}, null)")
         assert ours["source_tokens"] == sf.run("en-hi", text).tokens["source"]
@@ -302,6 +322,14 @@ def test_the_packed_weights_are_the_model_s_own_bit_for_bit(name):
     assert all(torch.equal(state[alias], state[key]) for alias, key in model["tied"].items())
     stored = {w["dtype"] for w in model["weights"].values()}
     assert stored == ({"f16"} if name in ("en-hi", "llama-tiny") else {"f32"})  # as each model.safetensors holds
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_the_step_list_it_carries_is_every_trace_s(name):
+    run = sf.run(name, load_model(name, "cpu").examples()[-1].source)
+    listed = live_model(run.bundle)["steps"]
+    assert [(s["name"], s["kind"], tuple(s["dims"])) for s in listed] == [(s.name, s.kind, s.dims) for s in run.trace]
+    assert all(s["title"] and s["formula"] and s["sublayer"] for s in listed)
 
 
 @pytest.mark.parametrize("name", ("copy", "reverse", "sort"))
