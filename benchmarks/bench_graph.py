@@ -77,9 +77,9 @@ def to_circuit_tracer(set_dir: str | Path, out_dir: str | Path, n_layers: int) -
 
 
 def ours(folder: str, set_dir: str, prompts: list[str], out_dir: Path, repeats: int, node_threshold: float = 0.8,
-         edge_threshold: float = 0.98) -> list[dict]:  # fmt: skip
+         edge_threshold: float = 0.98, precision: str | None = None) -> list[dict]:  # fmt: skip
     """Our graphs of the prompts (circuit-tracer's conventions), each saved as out_dir/ours_I.pt for the other side;
-    the best of `repeats` builds is timed, the model and transcoders open."""
+    the best of `repeats` builds is timed, the model and transcoders open. `precision`: build_graph's."""
     import torch
 
     from scratchformer.graph import build_graph
@@ -95,7 +95,7 @@ def ours(folder: str, set_dir: str, prompts: list[str], out_dir: Path, repeats: 
         for _ in range(repeats):
             t = time.perf_counter()
             r = build_graph(bundle, inputs, sets, node_threshold=node_threshold, edge_threshold=edge_threshold,
-                            like_circuit_tracer=True)  # fmt: skip
+                            like_circuit_tracer=True, precision=precision)  # fmt: skip
             times.append(time.perf_counter() - t)
         g = r.graph
         feats = [n for n in g.nodes if n.kind == "feature"]
@@ -227,6 +227,9 @@ def main() -> None:
     parser.add_argument("--tc-steps", type=int, default=400, help="training steps of each transcoder (default 400)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each side (default 1)")
     parser.add_argument("--repeats", type=int, default=2, help="graphs built per prompt and side, the best timed")
+    parser.add_argument("--precision", choices=("float32", "float64"), default="float32",
+                        help="our graphs' arithmetic set beside circuit-tracer's float32 (default float32); the "
+                        "other is timed too")  # fmt: skip
     parser.add_argument("--ct-batch-size", type=int, default=512,
                         help="circuit-tracer's batch_size (default 512, its own default)")  # fmt: skip
     parser.add_argument("--ct-also", type=int, nargs="*", default=[16, 64], metavar="B",
@@ -245,7 +248,11 @@ def main() -> None:
             make_transcoders(folder, set_dir, args.tc_steps, args.threads, tmp)
         n_layers = json.loads((Path(folder) / "config.json").read_text())["n_layer"]
         paths = to_circuit_tracer(set_dir, tmp / "circuit-tracer", n_layers)
-        mine = ours(folder, set_dir, PROMPTS, tmp, args.repeats)
+        mine = ours(folder, set_dir, PROMPTS, tmp, args.repeats, precision=args.precision)
+        other = "float64" if args.precision == "float32" else "float32"
+        (tmp / other).mkdir()
+        t_other = sum(min(m["times"]) for m in ours(folder, set_dir, PROMPTS, tmp / other, args.repeats,
+                                                    precision=other))  # fmt: skip
         job = {"folder": folder, "transcoders": paths, "input_hook": INPUT_HOOK, "output_hook": OUTPUT_HOOK,
                "prompts": [{"ids": m["ids"], "target": m["target"], "ours": m["path"]} for m in mine],
                "threads": args.threads, "repeats": args.repeats, "out": str(tmp / "theirs.pt"),
@@ -259,7 +266,8 @@ def main() -> None:
             also[size] = sum(min(p["times"]) for p in run_side(args.ct_python, job, tmp)["prompts"])
     print(
         f"circuit-tracer {side['circuit_tracer']} (TransformerLens {side['transformer_lens']}, transformers "
-        f"{side['transformers']}) beside scratchformer, PyTorch {side['torch']}, {args.threads} thread(s) a side"
+        f"{side['transformers']}) beside scratchformer ({args.precision}), PyTorch {side['torch']}, {args.threads} "
+        f"thread(s) a side"
     )
     for line in side["why_not_from_pretrained"]:
         print(f"  circuit-tracer's own loader: {line}")
@@ -298,6 +306,7 @@ def main() -> None:
     for size, seconds in also.items():
         print(f"circuit-tracer at batch_size {size}: {seconds:.3f} s for all prompts: ours {seconds / t_ours:.2f}× as "
               f"fast (the speed-up)")  # fmt: skip
+    print(f"ours in {args.precision} (above) against ours in {other}: {t_ours:.3f} s against {t_other:.3f} s")
     best, nodes, feats = en_hi_time()
     print(f"en-hi, “the girl eats an apple”, the first translated token: {best:.3f} s ({nodes} nodes, {feats} "
           f"features; target < 2 s)")  # fmt: skip

@@ -99,12 +99,18 @@ def make_nodes(rep: LocalReplacement, tokens: dict[str, list[str]], position: in
     return nodes
 
 
+def _target_parts_and_hidden(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False,
+                             gates=None) -> tuple[list[torch.Tensor], torch.Tensor]:  # fmt: skip
+    """Every active feature's pre-activation, step by step ((B, n_step) each), then the logit ((B, 1)), in one
+    replacement pass; and the pass's final hidden state (B, T, d_model)."""
+    pre, hidden = rep.forward(leaves, linear, gates)
+    return [pre[s] for s in rep.active] + [rep.logits(hidden, position, token_id)[:, None]], hidden
+
+
 def _target_parts(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None
                   ) -> list[torch.Tensor]:  # fmt: skip
-    """Every active feature's pre-activation, step by step ((B, n_step) each), then the logit ((B, 1)), in one
-    replacement pass."""
-    pre, hidden = rep.forward(leaves, linear, gates)
-    return [pre[s] for s in rep.active] + [rep.logits(hidden, position, token_id)[:, None]]
+    """The targets of one replacement pass, step by step (see _target_parts_and_hidden)."""
+    return _target_parts_and_hidden(rep, leaves, position, token_id, linear, gates)[0]
 
 
 def _targets(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None):
@@ -170,7 +176,11 @@ def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int
     adjacency = torch.zeros(n, n, dtype=rep.dtype)
     adjacency[:n_feat, : n - 1] = incoming[:n_feat].cpu()
     adjacency[n - 1, : n - 1] = incoming[n_feat].cpu()
-    zero, full = target_values(rep, position, token_id, "zero"), target_values(rep, position, token_id)
+    zero = target_values(rep, position, token_id, "zero")
+    with torch.no_grad():  # every node at its value: the targets, and every logit at the position
+        parts, hidden = _target_parts_and_hidden(rep, rep.leaves(1), position, token_id)
+        full = torch.cat(parts, dim=1)[0]  # (n_features + 1,)
+        every = rep.logits(hidden, position)[0].cpu()  # (vocab,)
     index = torch.tensor([*range(n_feat), n - 1])
     bias = torch.zeros(n, dtype=rep.dtype).index_put((index,), zero.cpu())
     totals = torch.zeros(n, dtype=rep.dtype).index_put((index,), full.cpu())
@@ -181,9 +191,6 @@ def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int
     values = torch.ones(n, dtype=rep.dtype)
     values[:n_feat] = torch.cat([a.value for a in rep.active.values()]).cpu()
     values[n - 1] = totals[n - 1]
-    with torch.no_grad():
-        _, hidden = rep.forward(rep.leaves(1))
-        every = rep.logits(hidden, position)[0].cpu()  # (vocab,)
     error = float((every - real_logits.to(every.dtype)).abs().max())
     return Graph(nodes, adjacency, values, bias, totals, real, n_feat, n_err, n_emb, position, token_id, token, error)
 

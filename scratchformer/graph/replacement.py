@@ -35,6 +35,7 @@ or pre-norm, sandwich or parallel layers, encoder-decoder or decoder-only — an
 from __future__ import annotations
 
 import copy
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -103,9 +104,10 @@ class LocalReplacement:
         self.dtype = dtype or (torch.float64 if n_params < SMALL_MODEL else torch.float32)
         self.device = next(model.parameters()).device
         self.config = model.config
-        # the large tables (a vocabulary's embeddings) are copied once, straight into the replacement's precision
-        memo = {id(p): nn.Parameter(p.detach().to(self.dtype, copy=True), requires_grad=False)
-                for p in model.parameters() if p.numel() >= BIG_TABLE}  # fmt: skip
+        # parameters already in the replacement's precision are shared, not copied (it only reads them); the large
+        # tables (a vocabulary's embeddings) are copied once, straight into it
+        memo = {id(p): nn.Parameter(p.detach().to(self.dtype), requires_grad=False)
+                for p in model.parameters() if p.numel() >= BIG_TABLE or p.dtype == self.dtype}  # fmt: skip
         self.model = copy.deepcopy(model, memo).to(self.dtype).eval().requires_grad_(False)
         self.transcoders = {s: copy.deepcopy(d).to(self.device, self.dtype).requires_grad_(False)
                             for s, d in transcoders.items()}  # fmt: skip
@@ -121,6 +123,7 @@ class LocalReplacement:
         self.demeaned, self.token_embeddings, self.held = demeaned, token_embeddings, held
         self.embedding_rest: dict[str, torch.Tensor] = {}  # side → (T, d_model): the constant part (token_embeddings)
         self.held_errors: dict[str, torch.Tensor] = {}  # step → (T, d_model): the errors held as constants
+        self._output_weight = model.generator.proj.weight if model.generator is not None else None  # the model's
         self._mean_row: torch.Tensor | None = None  # the output layer's mean row (demeaned)
         self.ffn_in: dict[str, torch.Tensor] = {}  # step → (T, d_model)
         self.ffn_out: dict[str, torch.Tensor] = {}  # step → (T, d_model)
@@ -136,6 +139,7 @@ class LocalReplacement:
             self.captured_hidden = self._run()[0]  # (T, d_model)
         self._mode = "replace"
         self.active: dict[str, Active] = {}
+        self.all_active: dict[str, torch.Tensor] = {}  # step → (T, d_sae) bool
         self.errors: dict[str, torch.Tensor] = {}  # step → (T, d_model): FFN output − reconstruction of kept features
         self._transcode(keep)
 
@@ -264,6 +268,7 @@ class LocalReplacement:
                 pre = d.pre(self.ffn_in[step])  # (T, d_sae)
                 f = d.activate(pre)  # (T, d_sae)
                 on = f != 0
+                self.all_active[step] = on.clone()  # every active feature, kept as a node or not
                 if keep is not None:
                     on &= keep[step].to(on.device)
                 on[: self.held] = False  # held positions: their features are part of the held error
@@ -277,7 +282,6 @@ class LocalReplacement:
                     self.held_errors[step][: self.held] = self.errors[step][: self.held]
                     self.errors[step][: self.held] = 0.0
                 self._gates[step] = torch.ones(len(pos), dtype=self.dtype, device=self.device)
-        self.all_active = {s: (d.activate(d.pre(self.ffn_in[s])) != 0) for s, d in self.transcoders.items()}
 
     def keep_only(self, keep: dict[str, torch.Tensor]) -> None:
         """Keep only the features of `keep` (step → (T, d_sae) bool) as nodes; the others join the errors."""
@@ -316,6 +320,19 @@ class LocalReplacement:
             self._gates, self._leaves = saved, None
         return dict(self._pre), hidden
 
+    def captured_logits(self, position: int) -> torch.Tensor:
+        """(vocab,) float64: the capture run's logits at a decoder position — the model's own forward, in the
+        replacement's precision (before a final soft-capping, which the graph does not explain)."""
+        with torch.no_grad():
+            return self.logits(self.captured_hidden[None], position)[0].double().cpu()
+
+    def mean_row(self) -> torch.Tensor:
+        """The output layer's mean row (d_model,), which a demeaned logit subtracts: averaged (in float64) once per
+        model, since every replacement of it is a new copy."""
+        if self._mean_row is None:
+            self._mean_row = mean_output_row(self._output_weight).to(self.device, self.dtype)
+        return self._mean_row
+
     def logits(self, hidden: torch.Tensor, position: int, token: int | None = None) -> torch.Tensor:
         """The output layer at one decoder position: hidden (B, T, d) → logits (B, vocab), or (B,) for one token
         (`demeaned`: minus the mean of every logit). Gemma 2's final soft-capping is not applied: the graph explains
@@ -328,14 +345,28 @@ class LocalReplacement:
             return g.logits(x)  # (B, vocab)
         w = g.proj.weight[token]  # (d_model,)
         if self.demeaned:  # logit − mean logit = x (W[token] − mean_j W[j]) (+ the same of the bias)
-            if self._mean_row is None:
-                self._mean_row = g.proj.weight.mean(0)  # (d_model,)
-            w = w - self._mean_row
+            w = w - self.mean_row()
         out = x @ w  # (B,)
         if g.final_logits_bias is not None:
             bias = g.final_logits_bias.reshape(-1)
             out = out + (bias[token] - bias.mean() if self.demeaned else bias[token])
         return out
+
+
+_MEAN_ROWS: dict[int, tuple] = {}  # id(weight) → (weakref to it, its version, its mean row)
+
+
+def mean_output_row(weight: torch.Tensor) -> torch.Tensor:
+    """mean_j W[j] (float64) of a model's output weight (vocab, d_model), kept while that tensor lives unchanged:
+    a 50 257-row vocabulary takes milliseconds to average, and every graph of the model reads the same row."""
+    held = _MEAN_ROWS.get(id(weight))
+    if held is not None and held[0]() is weight and held[1] == weight._version:
+        return held[2]
+    for key in [k for k, v in _MEAN_ROWS.items() if v[0]() is None]:  # tensors gone since
+        del _MEAN_ROWS[key]
+    row = weight.detach().double().mean(0)  # (d_model,)
+    _MEAN_ROWS[id(weight)] = (weakref.ref(weight), weight._version, row)
+    return row
 
 
 def _pad(d: Dictionary, pos: torch.Tensor, feat: torch.Tensor, length: int):

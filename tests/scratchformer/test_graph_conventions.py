@@ -141,3 +141,27 @@ def test_the_replacement_copies_large_tables_once_and_leaves_the_model_alone(en_
     assert not any(p.data_ptr() in mine for p in rep.model.parameters())  # copies, not the model's own tensors
     after = en_hi.model.state_dict()
     assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_a_float32_graph_is_the_float64_graph_to_float32_rounding_and_shares_the_weights(en_hi, graphs, capsys):
+    inputs = en_hi.prepare_run(SOURCE, TARGET)
+    fast = build_graph(en_hi, inputs, prune=False, precision="float32")
+    exact = graphs[0].graph
+    g = fast.graph
+    assert fast.replacement_model.dtype == torch.float32 and g.adjacency.dtype == torch.float32
+    assert keys(g) == keys(exact) and g.token_id == exact.token_id
+    scale = exact.adjacency.abs().max(dim=1, keepdim=True).values.clamp_min(1e-12)  # each target's largest edge
+    assert float(((g.adjacency.double() - exact.adjacency).abs() / scale).max()) < 1e-4
+    assert g.logit_error < 1e-4 and abs(fast.replacement - graphs[0].replacement) < 1e-5
+    targets = [*range(g.n_features), g.logit_index]
+    sums = g.adjacency.sum(1) + g.bias
+    assert float((sums[targets] - g.real[targets]).abs().max()) < 1e-4  # still closes to the model's own values
+    mine = {p.data_ptr() for p in en_hi.model.parameters()}
+    assert all(p.data_ptr() in mine and not p.requires_grad for p in fast.replacement_model.model.parameters())
+    assert all(p.requires_grad == q.requires_grad for p, q in zip(en_hi.model.parameters(),
+                                                                 load_model("en-hi").model.parameters()))  # fmt: skip
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--target", TARGET, "--graph-precision", "float32",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["logit"]["id"] == exact.token_id
+    with pytest.raises(Exception, match="float64 or float32"):
+        build_graph(en_hi, inputs, precision="float16")
