@@ -32,6 +32,7 @@ class GraphCardPart:
         bundle, corpus = self.main.current_bundle(), self.corpus()
         key = (node.step, built.ask.choice, corpus)
         self._card_node = (node.step, node.feature)
+        self.qk_panel.setVisible(False)  # the card or the QK panel takes the room below, not both
         self.details_scroll.setMaximumHeight(110)  # the card takes the room below
         if key in self._cards:
             self._draw_card(key)

@@ -1,9 +1,10 @@
 """The Graph view's part that draws the layout built and answers the mouse: the status sentence of what is drawn,
-hover texts, and the selection of drawn nodes (click, Ctrl-click, a band). A mixin of GraphView
-(app/views/graph_view.py): its methods read the view's `built`, `selected`, plot and details label."""
+hover texts, the selection of drawn nodes (click, Ctrl-click, a band) and of one edge (a click on it). A mixin of
+GraphView (app/views/graph_view.py): its methods read the view's `built`, `selected`, `edge`, plot and details."""
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QToolTip
 
@@ -23,6 +24,9 @@ class GraphSelection:
         self.plot.draw(lay, keep_range)
         self.plot.select({i for i, nid in enumerate(lay.ids) if nid in self.selected})
         self.selected = {lay.ids[i] for i in self.plot.selected}
+        k = self._edge_index()  # the edge picked, if pruning kept it
+        self.edge = self.edge if k >= 0 else None
+        self.plot.pick_edge(k)
         g = built.result.graph
         kept = int(built.kept.nodes.sum())
         n_feat = sum(1 for k in lay.kinds if k == "feature")
@@ -57,7 +61,11 @@ class GraphSelection:
         self.main.show_hover(self.hover_text.splitlines()[0])
 
     def _show_details(self) -> None:
-        """The selected node's text (one selected), or how many are selected, or the hint."""
+        """The selected edge's text, or the selected node's (one selected), or how many are selected, or the hint."""
+        k = self._edge_index()
+        if k >= 0:
+            self.details.setText(self._edge_text(k))
+            return
         lay = self.built.layout if self.built is not None else None
         chosen = [lay.index_of(nid) for nid in sorted(self.selected)] if lay is not None else []
         chosen = [i for i in chosen if i is not None]
@@ -75,6 +83,8 @@ class GraphSelection:
             return
         ids = {lay.ids[i] for i in nodes if 0 <= i < len(lay)}
         self.selected = (self.selected ^ ids) if toggle else (self.selected | ids) if add else ids
+        self.edge = None
+        self.plot.pick_edge(-1)
         self.plot.select({i for i, nid in enumerate(lay.ids) if nid in self.selected})
         self._show_details()
         self._set_enabled()
@@ -101,3 +111,51 @@ class GraphSelection:
         if i is None or lay.kinds[i] == "group":
             return None
         return self.built.result.graph.nodes[lay.members[i][0]]
+
+    # --- one edge -----------------------------------------------------------------------------------------------------
+
+    def _edge_clicked(self, k: int) -> None:
+        """Edge k of the layout picked (a click on it, beside every node): the node selection goes."""
+        lay = self.built.layout if self.built is not None else None
+        if lay is None or not 0 <= k < len(lay.edge_source):
+            return
+        self.selected = set()
+        self.plot.select(set())
+        self.edge = (lay.ids[int(lay.edge_source[k])], lay.ids[int(lay.edge_target[k])])
+        self.plot.pick_edge(k)
+        self._show_details()
+        self._set_enabled()
+
+    def _edge_index(self) -> int:
+        """The drawn edge between the ends of `edge` (ids of drawn nodes), or -1."""
+        lay = self.built.layout if self.built is not None else None
+        if lay is None or self.edge is None:
+            return -1
+        s, t = lay.index_of(self.edge[0]), lay.index_of(self.edge[1])
+        if s is None or t is None:
+            return -1
+        hit = np.flatnonzero((lay.edge_source == s) & (lay.edge_target == t))
+        return int(hit[0]) if len(hit) else -1
+
+    def selected_edge_nodes(self):
+        """(source, target) graph nodes of the edge picked when both its ends are single nodes, else None."""
+        lay = self.built.layout if self.built is not None else None
+        if lay is None or self._edge_index() < 0:
+            return None
+        ends = [lay.index_of(nid) for nid in self.edge]
+        if any(lay.kinds[i] == "group" for i in ends):
+            return None
+        nodes = self.built.result.graph.nodes
+        return nodes[lay.members[ends[0]][0]], nodes[lay.members[ends[1]][0]]
+
+    def _edge_text(self, k: int) -> str:
+        lay = self.built.layout
+        s, t = int(lay.edge_source[k]), int(lay.edge_target[k])
+        first = lambda i: self.describe(i).splitlines()[0]  # noqa: E731
+        text = f"Edge {first(s)} → {first(t)}: weight {float(lay.edge_weight[k]):+.4g}, its direct effect."
+        ends = self.selected_edge_nodes()
+        if ends is not None and (ends[0].side, ends[0].position) != (ends[1].side, ends[1].position):
+            text += " It crosses positions, so attention carried it: Why attention? splits a head's score there."
+        elif ends is not None:
+            text += " It stays at one position: the residual stream carried it, not attention."
+        return text

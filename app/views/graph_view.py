@@ -13,7 +13,8 @@ Group… draws them as one named supernode whose edges are the sums of its membe
 
 This module holds the view's widgets, the build and its progress; its parts are mixins in modules of their own:
 graph_source (which graph), graph_prune (pruning and supernodes), graph_select (drawing, hover, selection),
-graph_card (a feature's card, a node's step) and graph_export (the picture and the JSON).
+graph_card (a feature's card, a node's step), graph_qk (why attention moved it, with its panel in graph_qk_panel),
+graph_export (the picture and the JSON) and graph_progress (the progress bar, Cancel and the status line).
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ from scratchformer.graph.influence import EDGE_THRESHOLD, NODE_THRESHOLD
 from scratchformer.plotdata.graph_layout import Supernode
 
 from ..widgets.graph_plot import GraphPlot
-from ..widgets.steady_label import SteadyLabel
 from ..work.jobs import JobRunner
 from .base import View, placeholder
 from .feature_card import CardScroll, CardWidget
 from .graph_card import GraphCardPart
 from .graph_export import GraphExports
+from .graph_progress import GraphProgress, StatusLine
 from .graph_prune import GraphPruning
+from .graph_qk import GraphQKPart
+from .graph_qk_panel import QKPanel, attentions_of
 from .graph_select import HINT, GraphSelection
 from .graph_source import GraphSource
 from .graph_work import Ask, Built, build
@@ -55,24 +58,14 @@ PRUNE_AFTER_MS = 150  # the slider prunes again this long after it stops moving
 NO_RUN = "Run a model: its graph explains one prediction of the run through transcoder features."
 
 
-class StatusLine(SteadyLabel):
-    """The view's status: at least two lines high, so that a new message seldom changes its height — a new height
-    re-lays out the view, and the plot, resized, paints every edge again."""
-
-    def __init__(self) -> None:
-        super().__init__(word_wrap=True)
-
-    def _needed_height(self) -> int:
-        return max(super()._needed_height(), 2 * self.label.fontMetrics().height())
-
-
 def ask_name(parent, suggested: str) -> str | None:
     """The supernode's name (replaceable in tests); None when cancelled."""
     name, ok = QInputDialog.getText(parent, "Group into a supernode", "Name of the supernode:", text=suggested)
     return name if ok else None
 
 
-class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphExports, View):
+class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQKPart, GraphExports, GraphProgress,
+                View):  # fmt: skip
     title = "Graph"
     explains = "graph"
     tooltip = ("The attribution graph of one prediction through transcoder features: which features, at which "
@@ -91,6 +84,9 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         self._build_jobs = JobRunner("scratchformer-graph", latest_only=True)
         self._layout_jobs = JobRunner("scratchformer-graph-layout", latest_only=True)
         self._card_jobs = JobRunner("scratchformer-graph-cards", latest_only=True)
+        self._qk_jobs = JobRunner("scratchformer-graph-qk", latest_only=True)
+        self._qk_replacement: tuple | None = None  # (GraphResult, the replacement model made again for its splits)
+        self.edge: tuple[str, str] | None = None  # (source id, target id) of the drawn edge picked
         self._closing = False
         self._hover = -1  # the node under the mouse
         self.hover_text = ""  # what hovering it says
@@ -176,6 +172,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         self.plot.hovered.connect(self._hovered)
         self.plot.clicked.connect(self._clicked)
         self.plot.banded.connect(self._banded)
+        self.plot.edge_clicked.connect(self._edge_clicked)
         self.split.addWidget(self.plot)
         below = QWidget()
         bl = QVBoxLayout(below)
@@ -188,7 +185,12 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         self.step_button = QPushButton("Go to its step")
         self.step_button.setToolTip("Show the selected node's step in the trace (the Step view)")
         self.step_button.clicked.connect(self.go_to_step)
-        for w in (self.card_button, self.step_button):
+        self.qk_button = QPushButton("Why attention?")
+        self.qk_button.setToolTip("Split an attention head's score into what the graph's nodes put into its query and "
+                                  "its key: at the selected edge (its target's position against its source's) or "
+                                  "node (its position against the key the head attends to most)")  # fmt: skip
+        self.qk_button.clicked.connect(self.why_attention)
+        for w in (self.card_button, self.step_button, self.qk_button):
             buttons.addWidget(w)
         buttons.addStretch(1)
         bl.addLayout(buttons)
@@ -208,6 +210,13 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         self.card_scroll = CardScroll(self.card)
         self.card_scroll.setVisible(False)
         bl.addWidget(self.card_scroll, 1)
+        self.qk_panel = QKPanel()
+        self.qk_panel.setVisible(False)
+        self.qk_panel.changed.connect(self.split_qk)
+        self.qk_panel.node_picked.connect(self.pick_node)
+        self.qk_panel.export_requested.connect(self._export_qk)
+        self.qk_panel.close_requested.connect(lambda: self._show_qk(False))
+        bl.addWidget(self.qk_panel, 1)
         self.split.addWidget(below)
         self.split.setStretchFactor(0, 3)
         self.split.setStretchFactor(1, 1)
@@ -256,7 +265,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         self._prune_timer.stop()
         fresh = self.built is None or self.built.ask.key()[0] != ask.run_id
         if fresh:
-            self.groups, self.selected = [], set()
+            self.groups, self.selected, self.edge = [], set(), None
         groups = list(self.groups)
         self._build_jobs.start(lambda job: build(ask, groups, job), on_result=self._built, on_error=self._failed,
                                on_progress=self._progressed, doing="Building the graph")  # fmt: skip
@@ -268,7 +277,9 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         if built is None or self._closing:
             return
         same_view = self.built is not None and self.built.ask.key() == built.ask.key()
+        self.forget_qk()  # a new graph: the replacement kept for the splits was the last one's
         self.built = built
+        self.qk_panel.set_graph(attentions_of(built.ask.bundle.model), built.result.tokens, built.result.graph.position)
         self._show_body(True)
         self._draw(keep_range=same_view)
         if (built.threshold, built.edge_threshold) != (self.threshold(), self.edge_threshold()):
@@ -282,6 +293,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
 
     def _forget(self) -> None:
         self.built = None
+        self.forget_qk()
         self._asked = None
         self.plot.clear_graph()
         self.card_scroll.setVisible(False)
@@ -293,48 +305,6 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
         name = ask_name(self, f"group {len(self.groups) + 1}")
         if name is not None:
             self.group_selected(name)
-
-    # --- progress, cancel, status ------------------------------------------------------------------------------------
-
-    def _working(self, text: str) -> None:
-        self.progress.setRange(0, 0)
-        self.progress.setFormat("")
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
-        self._say(text)
-
-    def _progressed(self, *news) -> None:
-        if len(news) == 2 and all(isinstance(n, int) for n in news):  # the cards: (inputs read, all inputs)
-            self.progress.setRange(0, news[1])
-            self.progress.setValue(news[0])
-            self.progress.setFormat("input %v of %m")
-        elif news:
-            self.progress.setRange(0, 0)
-            self.progress.setFormat(str(news[0]))
-
-    def _idle(self) -> None:
-        if self._build_jobs.busy() or self._layout_jobs.busy() or self._card_jobs.busy():
-            return
-        self.progress.setVisible(False)
-        self.cancel_button.setVisible(False)
-
-    def cancel(self) -> None:
-        """Stop what is being made (its result is dropped when it ends); the graph drawn, if any, stays."""
-        building = self._build_jobs.busy()
-        for jobs in (self._build_jobs, self._layout_jobs, self._card_jobs):
-            jobs.cancel()
-        self._prune_timer.stop()
-        self.progress.setVisible(False)
-        self.cancel_button.setVisible(False)
-        if building:
-            self._asked = None  # Build (or the next change) asks again
-            self._say("Cancelled; nothing new is drawn. Build builds the graph again.")
-        else:
-            self._say("Cancelled.")
-
-    def _say(self, text: str, error: bool = False) -> None:
-        self.status.label.setStyleSheet("color: #b00020; font-weight: bold;" if error else "")
-        self.status.setText(text)
 
     def _show_body(self, shown: bool, text: str = "") -> None:
         self.split.setVisible(shown)
@@ -350,18 +320,19 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphE
             w.setEnabled(has)
         self.card_button.setEnabled(node is not None and node.kind == "feature")
         self.step_button.setEnabled(node is not None)
+        self.qk_button.setEnabled(has)
 
     # --- the window's hooks ------------------------------------------------------------------------------------------
 
     def is_busy(self) -> bool:
-        return (self._build_jobs.busy() or self._layout_jobs.busy() or self._card_jobs.busy()
+        return (self._build_jobs.busy() or self._layout_jobs.busy() or self._card_jobs.busy() or self._qk_jobs.busy()
                 or self._prune_timer.isActive())  # fmt: skip
 
     def shutdown(self) -> None:
         self._closing = True
         self._prune_timer.stop()
         self.plot.shutdown()
-        for jobs in (self._build_jobs, self._layout_jobs, self._card_jobs):
+        for jobs in (self._build_jobs, self._layout_jobs, self._card_jobs, self._qk_jobs):
             jobs.shutdown()
 
     def view_title(self) -> str:

@@ -164,3 +164,96 @@ def feature_step(trace, bundle, step: str, choice: Choice, dictionaries: list[st
     if root is not None and any(Path(d).resolve().parent == Path(root).resolve() for d in dictionaries):
         return features
     return at
+
+
+# --- why attention moved it: a head's score split by the graph's nodes (scratchformer.graph.qk) ----------------------
+
+QK_TOP = 15  # products (and each side's nodes) the QK panel lists; the rest is one row
+
+
+@dataclass(frozen=True)
+class QKAsk:
+    """One attention score to split: head `head` of `attention` at query position `query` against key position
+    `key`. head None: the head that attends most from the query to the key (with key None too: the head whose
+    strongest weight from the query is the largest); key None: the key that head attends to most."""
+
+    attention: str
+    head: int | None
+    query: int
+    key: int | None
+
+    def spec(self, head: int, key: int) -> str:
+        """As `scratchformer graph --qk` reads it: 'decoder.1.cross_attn.head0@1,4'."""
+        return f"{self.attention}.head{head}@{self.query},{key}"
+
+
+@dataclass
+class QKMade:
+    """A split made for the graph `result`, with the replacement model it was read from (the view keeps it for the
+    next split of the same graph) and the names of the nodes the split lists."""
+
+    result: object  # the GraphResult split (the view's, or an older one's when a new graph was built meanwhile)
+    ask: QKAsk
+    replacement: object  # scratchformer.graph.replacement.LocalReplacement
+    split: object  # scratchformer.graph.qk.QKSplit
+    names: dict[str, str]  # node id → 'decoder layer 1 feature 123 at 2 “सेब”'
+
+
+def replacement_of(built: Built):
+    """The local replacement model the graph was read from, made again (the build lets its copy go to spare the
+    memory; this is the capture run and the transcoders again, not the edges): the graph's feature nodes are the only
+    features kept, so its nodes are the graph's, in the graph's order, which is checked. A job's work."""
+    import torch
+
+    from scratchformer.graph.attribution import make_nodes
+    from scratchformer.graph.replacement import LocalReplacement, ffn_side
+
+    ask, result = built.ask, built.result
+    g = result.graph
+    keep = {step: torch.zeros(len(result.tokens[ffn_side(step)]), d.W_enc.shape[1], dtype=torch.bool)
+            for step, d in built.transcoders.items()}  # step → (T, d_sae) of its side  # fmt: skip
+    for node in g.nodes[: g.n_features]:
+        keep[node.step][node.position, node.feature] = True
+    tgt = ask.inputs.tgt[:, : g.position + 1]  # (1, P + 1): cut after the explained position, as the build cuts it
+    rep = LocalReplacement(ask.bundle, built.transcoders, ask.inputs.src, tgt, keep=keep)
+    again = make_nodes(rep, result.tokens, g.position, g.token)
+    if [n.id for n in again] != [n.id for n in g.nodes]:
+        raise UserError("The replacement model made again does not have this graph's nodes; press Build to build "
+                        "the graph again.")  # fmt: skip
+    return rep
+
+
+def strongest_head(pattern, query: int, key: int | None) -> int:
+    """The head that attends most from `query` to `key` (key None: whose largest weight from `query` is the
+    largest): pattern (h, Tq, Tk) → a head; 0 when the query is outside the pattern (the split then says so)."""
+    if not 0 <= query < pattern.shape[1]:
+        return 0
+    row = pattern[:, query]  # (h, Tk)
+    if key is not None and 0 <= key < row.shape[1]:
+        return int(row[:, key].argmax())
+    return int(row.max(dim=1).values.argmax())
+
+
+def qk_split(built: Built, replacement, ask: QKAsk, job) -> QKMade | None:
+    """Split the score `ask` names into query-node × key-node products (the work of a job; `replacement`: the one
+    kept from an earlier split of this graph, or None to make it again). None once cancelled; a head the core
+    refuses (a soft-capped score, QK-norm) raises its UserError sentence."""
+    from scratchformer.graph.qk import split_score
+    from scratchformer.graph.report import describe
+
+    if replacement is None:
+        job.progress("making the replacement model again")
+        replacement = replacement_of(built)
+    if job.cancelled():
+        return None
+    job.progress("splitting the score")
+    g = built.result.graph
+    head = ask.head
+    if head is None:
+        pattern = replacement.patterns.get(ask.attention)  # (1, h, Tq, Tk), or None (the split names the problem)
+        head = strongest_head(pattern[0], ask.query, ask.key) if pattern is not None else 0
+    split = split_score(replacement, g, ask.attention, head, ask.query, ask.key, top=QK_TOP)
+    ids = {a for a, _, _ in split.pairs} | {b for _, b, _ in split.pairs}
+    ids |= {a for a, _ in split.by_query} | {b for _, b in split.by_key}
+    names = {n.id: describe(n) for n in g.nodes if n.id in ids}
+    return QKMade(built.result, ask, replacement, split, names)

@@ -3,7 +3,8 @@ large the graph — one line item per edge colour and width (connect='pairs': th
 scatter item per node kind — so a graph of thousands of nodes draws in a few tens of milliseconds.
 
 Hovering finds the nearest node by one numpy pass (in pixels); a click (Ctrl: add or remove) and a rubber band
-(Shift- or Ctrl-drag) select nodes; a plain drag pans and the wheel zooms. The labels and the token axis are chosen
+(Shift- or Ctrl-drag) select nodes, a click beside a node but on an edge picks that edge; a plain drag pans and the
+wheel zooms. The labels and the token axis are chosen
 again for the scale shown, a moment after the view stops moving, so they never overlap.
 """
 
@@ -63,6 +64,7 @@ class GraphPlot(pg.PlotWidget):
 
     hovered = Signal(int)  # -1: off every node
     clicked = Signal(int, bool)  # (node or -1, Ctrl held)
+    edge_clicked = Signal(int)  # an edge (index into the layout's edges) clicked where there is no node
     banded = Signal(object, bool)  # (nodes inside the band, add to the selection)
 
     def __init__(self) -> None:
@@ -89,6 +91,10 @@ class GraphPlot(pg.PlotWidget):
         self._ring = pg.ScatterPlotItem(pen=pg.mkPen(20, 20, 20, width=2), brush=pg.mkBrush(0, 0, 0, 0), symbol="o")
         self._ring.setZValue(20)
         self.addItem(self._ring)
+        self.picked_edge = -1  # the edge drawn picked (layout edge index), -1 for none
+        self._edge_mark = pg.PlotCurveItem(pen=pg.mkPen(20, 20, 20, width=3))
+        self._edge_mark.setZValue(15)  # over every edge (their z: their widths), under the nodes
+        self.addItem(self._edge_mark)
         self._labels: list[pg.TextItem] = []
         self.shown_labels: list[int] = []  # the nodes whose labels are shown now
         self._tick_px = 0.0  # the widest token label on the axis, in pixels
@@ -118,6 +124,7 @@ class GraphPlot(pg.PlotWidget):
         for dots in self._nodes.values():
             dots.setData([], [])
         self._ring.setData([], [])
+        self.pick_edge(-1)
         for label in self._labels:
             label.hide()
         self.shown_labels = []
@@ -179,6 +186,16 @@ class GraphPlot(pg.PlotWidget):
     def select(self, nodes: set[int]) -> None:
         self.selected = {i for i in nodes if self.graph is not None and 0 <= i < len(self.graph)}
         self._show_ring()
+
+    def pick_edge(self, k: int) -> None:
+        """Mark edge k of the layout (-1: none) with a dark line over it."""
+        lay = self.graph
+        self.picked_edge = k if lay is not None and 0 <= k < len(lay.edge_source) else -1
+        if self.picked_edge < 0:
+            self._edge_mark.setData([], [])
+            return
+        s, t = int(lay.edge_source[k]), int(lay.edge_target[k])
+        self._edge_mark.setData([lay.x[s], lay.x[t]], [lay.y[s], lay.y[t]])
 
     def _show_ring(self) -> None:
         lay = self.graph
@@ -243,6 +260,29 @@ class GraphPlot(pg.PlotWidget):
         k = int(np.argmin(d))
         return k if d[k] <= lay.size[k] / 2 + NEAR_PX else -1
 
+    def edge_at(self, scene_pos) -> int:
+        """The drawn edge nearest a scene position, within NEAR_PX of its line (index into the layout's edges); -1
+        for none. One numpy pass over the edges, in pixels."""
+        lay = self.graph
+        if lay is None or not len(lay.edge_source) or not self.box.sceneBoundingRect().contains(scene_pos):
+            return -1
+        at = self.box.mapSceneToView(scene_pos)
+        px, py = self.box.viewPixelSize()
+        if not (px > 0 and py > 0):
+            return -1
+        ax, ay = (lay.x[lay.edge_source] - at.x()) / px, (lay.y[lay.edge_source] - at.y()) / py  # (e,) each
+        dx, dy = (lay.x[lay.edge_target] - at.x()) / px - ax, (lay.y[lay.edge_target] - at.y()) / py - ay
+        along = np.clip(-(ax * dx + ay * dy) / np.maximum(dx * dx + dy * dy, 1e-12), 0.0, 1.0)  # nearest point
+        d = np.hypot(ax + along * dx, ay + along * dy)  # (e,) pixels from the point to each edge
+        k = int(np.argmin(d))
+        return k if d[k] <= NEAR_PX else -1
+
+    def edge_point(self, k: int) -> QPoint:
+        """The middle of edge k, in this widget's coordinates (for clicks in tests)."""
+        s, t = int(self.graph.edge_source[k]), int(self.graph.edge_target[k])
+        mid = QPointF(float(self.graph.x[s] + self.graph.x[t]) / 2, float(self.graph.y[s] + self.graph.y[t]) / 2)
+        return self.mapFromScene(self.box.mapViewToScene(mid))
+
     def node_point(self, i: int) -> QPoint:
         """Where node i is drawn, in this widget's coordinates (for clicks in tests and by keyboard users)."""
         scene = self.box.mapViewToScene(QPointF(float(self.graph.x[i]), float(self.graph.y[i])))
@@ -262,7 +302,12 @@ class GraphPlot(pg.PlotWidget):
         if event.button() != Qt.MouseButton.LeftButton:
             return
         ctrl = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-        self.clicked.emit(self.node_at(event.scenePos()), ctrl)
+        node = self.node_at(event.scenePos())
+        edge = self.edge_at(event.scenePos()) if node < 0 and not ctrl else -1
+        if edge >= 0:
+            self.edge_clicked.emit(edge)
+            return
+        self.clicked.emit(node, ctrl)
 
     def _band(self, rect: QRectF, add: bool) -> None:
         self.banded.emit(self.nodes_in(rect), add)
