@@ -182,7 +182,8 @@ TAB_TEXTS: dict[str, dict[str, str]] = {
                 "source's nodes are on the left and the decoder's on the right, joined through the cross-attention.",
         "why": "A logit is a sum of contributions, and the graph follows them back through features rather than "
                "neurons: which input tokens, through which features, made the model say this. Pruning keeps the "
-               "nodes that carry most of the influence on the logit (the Nodes slider); the replacement score says "
+               "nodes that carry most of the influence on the logit (the Nodes slider), and the edges among them "
+               "that carry most of it (the Edges slider); the replacement score says "
                "how much of it runs through features rather than error nodes — a low score means the transcoders "
                "explain little of this prediction.",
     },

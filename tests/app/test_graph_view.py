@@ -1,7 +1,7 @@
 """The Graph view (issue 45): en-hi's attribution graph built off the UI thread and drawn as the core returns it, a
-hover that says a node's numbers, the Nodes slider pruning the same graph again as the core prunes, supernodes whose
-edges are their members' sums, Cancel drawing nothing, a feature's card and its step, exports that decode (PNG, SVG,
-PDF, JSON), and bad input as one sentence."""
+hover that says a node's numbers, the Nodes and Edges sliders pruning the same graph again as the core prunes,
+supernodes whose edges are their members' sums, Cancel drawing nothing, a feature's card and its step, exports that
+decode (PNG, SVG, PDF, JSON), and bad input as one sentence. The QK panel: tests/app/test_graph_qk_view.py."""
 
 from __future__ import annotations
 
