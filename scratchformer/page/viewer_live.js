@@ -270,8 +270,8 @@
       const hidden = m.decode(ids, 0, enc, m.newCache(T), m.padOf(ids, true), rec); // the whole decoder input
       m.generate(hidden, T, rec);
       const tokens = tgt.strings(ids);
-      return {source_tokens: hasEncoder ? source.tokens : tokens, target_tokens: tokens,
-        source_ids: hasEncoder ? source.ids : ids, target_ids: ids, decoder_input: mode,
+      return {source_tokens: hasEncoder ? source.tokens : [...tokens], target_tokens: tokens, // a decoder-only
+        source_ids: hasEncoder ? source.ids : [...ids], target_ids: ids, decoder_input: mode, // model: its text
         translation: generated.length ? tgt.decode(generated) : "", generated,
         unknown: hasEncoder ? source.unknown : src.encode(pyStrip(sourceText)).unknown,
         unknown_target: target ? target.unknown : [], notes, steps};

@@ -1,11 +1,11 @@
 """The live page's engine (scratchformer/page/viewer_live_core.js + viewer_live.js) against Python's own run: in
-headless Chromium (tests/scratchformer/chromium.py), on a small page holding the engine and live_model's JSON under
-the page's Content-Security-Policy, every step of the trace (name, kind, axes, shape, values), the tokens and the
-greedy translation are compared with `scratchformer.run` on the same sentence, for every bundled model; plus the
-tokenizer on awkward text, bad input, the time a trace takes and what live_refusal refuses.
+headless Chromium and Firefox (tests/scratchformer/page_browsers.py), on a small page holding the engine and
+live_model's JSON under the page's Content-Security-Policy, every step of the trace (name, kind, axes, shape,
+values), the tokens and the greedy translation are compared with `scratchformer.run` on the same sentence, for every
+bundled model; plus the tokenizer on awkward text, bad input, the time a trace takes and what live_refusal refuses.
 
 Values: float32 keeps about 7 significant digits, so a step with values in the hundreds (attention scores) differs
-from Python's by up to a few 1e-5 whoever computes it; each step is held to 1e-4 × max(1, its largest value), which
+from Python's by up to a few 1e-4 whoever computes it; each step is held to 1e-4 × max(1, its largest value), which
 is an absolute 1e-4 for steps within ±1 (attention weights, probabilities). The worst of both is printed."""
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ from scratchformer.page.packing import unpack_values
 from scratchformer.running.generation import Continuation
 from scratchformer.transformer.config import TransformerConfig
 from scratchformer.transformer.model import Transformer
-from tests.scratchformer.chromium import NOT_INSTALLED, Browser, find_chromium
+from tests.scratchformer.page_browsers import ENGINES, installed, not_installed, start_browser
 
-in_browser = pytest.mark.skipif(find_chromium() is None, reason=NOT_INSTALLED)
 BUNDLED = ("en-hi", "copy", "reverse", "sort", "llama-tiny")
 TOLERANCE = 1e-4
 PAGE = Path(live.__file__).parent
@@ -52,7 +51,7 @@ function sfBytes(a) {{
   return btoa(s);
 }}
 window.sfDump = (t) => t.error ? t : Object.assign({{}}, t, {{steps: t.steps.map((s) =>
-  ({{name: s.name, kind: s.kind, dims: s.dims, shape: s.shape, data: sfBytes(s.data)}}))}});
+  ({{name: s.name, kind: s.kind, dims: [...s.dims], shape: [...s.shape], data: sfBytes(s.data)}}))}});
 sfLive.load(JSON.parse(document.getElementById("sf-live-model").textContent)).then((e) => {{
   window.engine = e;
   document.body.dataset.ready = e.error ? "error: " + e.error : "1";
@@ -73,18 +72,20 @@ def harness(bundle, path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with Browser(timeout=60) as b:
+@pytest.fixture(scope="module", params=ENGINES)
+def browser(request):
+    """One browser per engine (Chromium, Firefox) for the module's tests; an engine not installed is skipped."""
+    if not installed(request.param):
+        pytest.skip(not_installed(request.param))
+    with start_browser(request.param, timeout=60) as b:
         b.shown = None
         yield b
-    if WORST:
-        print(
-            "\nlive engine vs Python, worst difference per model: absolute, relative to the step's largest value, "
-            "absolute on attention weights and probabilities"
-        )
-        for name, (absolute, scaled, unit) in WORST.items():
-            print(f"  {name:<12} {absolute:.2e}  {scaled:.2e}  {unit:.2e}")
+    mine = {name: worst for name, worst in WORST.items() if name.endswith(f"({request.param})")}
+    if mine:
+        print(f"\nlive engine vs Python in {request.param}, worst difference per model: absolute, relative to the "
+              "step's largest value, absolute on attention weights and probabilities")  # fmt: skip
+        for name, (absolute, scaled, unit) in mine.items():
+            print(f"  {name:<24} {absolute:.2e}  {scaled:.2e}  {unit:.2e}")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def pages(tmp_path_factory):
     return page
 
 
-def engine(b: Browser, page: Path) -> Browser:
+def engine(b, page: Path):
     """The browser showing `page` with its engine loaded."""
     if b.shown != page:
         b.open(page)
@@ -109,7 +110,7 @@ def engine(b: Browser, page: Path) -> Browser:
     return b
 
 
-def js(b: Browser, call: str):
+def js(b, call: str):
     return b.evaluate(f"sfDump({call})")
 
 
@@ -135,10 +136,10 @@ def compare(name: str, trace, ours: dict) -> None:
         assert scaled <= TOLERANCE, f"{step.name}: differs by {diff:.3g}"
 
 
-def check_run(b: Browser, name: str, source: str, target: str | None = None) -> dict:
+def check_run(b, name: str, source: str, target: str | None = None) -> dict:
     run = sf.run(name, source, target)
     ours = js(b, f"engine.trace({json.dumps(source)}, {json.dumps(target)})")
-    compare(name, run.trace, ours)
+    compare(f"{name} ({b.engine})", run.trace, ours)
     assert ours["source_tokens"] == run.tokens["source"] and ours["target_tokens"] == run.tokens["target"]
     assert ours["translation"] == run.translation and ours["decoder_input"] == run.inputs.decoder_input
     assert ours["unknown"] == run.inputs.unknown_words
@@ -152,7 +153,6 @@ def check_run(b: Browser, name: str, source: str, target: str | None = None) -> 
 # --- the engine computes what Python computes -------------------------------------------------------------------
 
 
-@in_browser
 @pytest.mark.parametrize("source, target", [
     ("the girl eats an apple", None),
     ("The OLD man sees funny daughters!", None),  # capitals and punctuation
@@ -165,7 +165,6 @@ def test_en_hi_every_step_tokens_and_translation_match_python(browser, pages, so
     check_run(browser, "en-hi", source, target)
 
 
-@in_browser
 @pytest.mark.parametrize("name, source", [("copy", "3 1 4 1 5 9 2 6"), ("reverse", "2 7 1 8 2 8"),
                                           ("sort", "3 1 4 1 5 9 2 6")])  # fmt: skip
 def test_the_algorithmic_models_match_python(browser, pages, name, source):
@@ -173,7 +172,6 @@ def test_the_algorithmic_models_match_python(browser, pages, name, source):
     check_run(browser, name, source)
 
 
-@in_browser
 @pytest.mark.parametrize("text", ["3 1 4 1 5 9 2 6 <sep>", "2 7 <pad> 1 8 <sep>"])
 def test_llama_tiny_rotary_grouped_query_decoder_matches_python(browser, pages, text):
     engine(browser, pages("llama-tiny"))
@@ -181,7 +179,6 @@ def test_llama_tiny_rotary_grouped_query_decoder_matches_python(browser, pages, 
     assert ours["decoder_input"] == "generated" and any(s["name"].endswith("k_rotated") for s in ours["steps"])
 
 
-@in_browser
 def test_from_arrays_takes_weights_unpacked_elsewhere_and_refuses_missing_ones(browser, pages):
     b = engine(browser, pages("copy"))
     model = "JSON.parse(document.getElementById('sf-live-model').textContent)"
@@ -205,7 +202,6 @@ def _random_bundle(**changes) -> ModelBundle:
     return ModelBundle(Transformer(config).eval(), base.src_tokenizer, base.tgt_tokenizer, "mixture", "test")
 
 
-@in_browser
 @pytest.mark.parametrize("changes, source, target", [
     (dict(norm_first=True, final_layer_norm=True, norm="rmsnorm", activation="silu", ffn_gated=True, n_kv_heads=2,
           linear_bias=False, tie_output=False, scale_embedding=False), "the girl eats an apple", "लड़की सेब खाती है"),
@@ -218,7 +214,7 @@ def test_mixtures_of_the_switches_it_reads_match_python(browser, pages, changes,
     inputs = bundle.prepare_run(source, target, continuation=Continuation())
     _, trace = bundle.run(inputs, keep_output=False)
     ours = js(browser, f"engine.trace({json.dumps(source)}, {json.dumps(target)})")
-    compare("mixtures", trace, ours)
+    compare(f"mixtures ({browser.engine})", trace, ours)
     assert ours["target_tokens"] == inputs.target_tokens[0]
 
 
@@ -229,7 +225,6 @@ AWKWARD = ["the <s> girl</s>x", "THE </S> girl", "pizza-time, ok?", "Ünïcode c
            "«the» “girl” — eats…", "the girl<unk>eats", "e\u0301te the", "the\u200bgirl", "Straße apple!"]  # fmt: skip
 
 
-@in_browser
 def test_the_tokenizer_reads_awkward_text_as_python_does(browser, pages):
     bundle = load_model("en-hi", "cpu")
     engine(browser, pages("en-hi"))
@@ -249,7 +244,6 @@ def _python_error(bundle, source: str, target: str = "") -> str:
     return str(caught.value)
 
 
-@in_browser
 def test_bad_input_gives_one_sentence_never_an_exception(browser, pages):
     bundle = load_model("en-hi", "cpu")
     b = engine(browser, pages("en-hi"))
@@ -270,7 +264,6 @@ def test_bad_input_gives_one_sentence_never_an_exception(browser, pages):
     assert not browser.console
 
 
-@in_browser
 def test_a_decoder_only_text_near_max_len_is_cut_with_python_s_note(browser, pages):
     bundle = load_model("llama-tiny", "cpu")
     b = engine(browser, pages("llama-tiny"))
@@ -278,14 +271,13 @@ def test_a_decoder_only_text_near_max_len_is_cut_with_python_s_note(browser, pag
     run = sf.run("llama-tiny", near)
     ours = js(b, f"engine.trace({json.dumps(near)}, null)")
     assert ours["notes"] == run.inputs.notes and "4 new tokens fit" in ours["notes"][0]
-    compare("llama-tiny", run.trace, ours)
+    compare(f"llama-tiny ({b.engine})", run.trace, ours)
     assert b.evaluate(f"engine.trace({json.dumps('1 ' * 300)}, null)") == {"error": _python_error(bundle, "1 " * 300)}
 
 
 # --- speed and size ---------------------------------------------------------------------------------------------
 
 
-@in_browser
 def test_a_twelve_word_sentence_traces_and_translates_in_well_under_100_ms(browser, pages):
     b = engine(browser, pages("en-hi"))
     source = "the old man sees the funny daughters and the girl eats apples"
@@ -299,7 +291,7 @@ def test_a_twelve_word_sentence_traces_and_translates_in_well_under_100_ms(brows
         return {{trace, translate}};
     }})()""")
     trace, translate = statistics.median(times["trace"]), statistics.median(times["translate"])
-    print(f"\nen-hi, 12 words in Chromium: trace (with its greedy translation) {trace:.1f} ms, translate alone "
+    print(f"\nen-hi, 12 words in {b.engine}: trace (with its greedy translation) {trace:.1f} ms, translate alone "
           f"{translate:.1f} ms (medians of 9)")  # fmt: skip
     assert trace + translate < 100
 
