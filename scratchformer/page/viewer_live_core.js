@@ -1,7 +1,7 @@
 // scratchformer's live page, part 1 of 2: the forward pass in plain JavaScript (viewer_live.js, part 2, reads text
 // and decodes). Every step Python's trace records is computed here in the same order, under the same name and
 // shape (batch axis of 1 included), from the same weights: Float32Array between steps, as torch's float32 tensors,
-// and every sum in float64 numbers, so the values match Python's to about 1e-6.
+// and every sum in float64 numbers, so the values match Python's to about 1e-6 of their size (float32's rounding).
 // Layouts: a (T, d) matrix is row-major, row t at t·d; heads are (h, T, d_head), as torch's (B, h, T, d_head).
 "use strict";
 (() => {
