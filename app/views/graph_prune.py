@@ -14,12 +14,12 @@ class GraphPruning:
     """The pruning thresholds, pruning again off the UI thread, grouping and ungrouping."""
 
     def graph_of(self, result) -> tuple | None:
-        """(GraphResult, the Nodes slider's threshold) of the graph this view built for the run `result`, or None:
-        what File › Export › Interactive page… puts into the page."""
+        """(GraphResult, the Nodes slider's threshold, the Edges slider's) of the graph this view built for the run
+        `result`, or None: what File › Export › Interactive page… puts into the page."""
         built = self.built
         if built is None or built.ask.run_id != id(result):
             return None
-        return built.result, built.threshold
+        return built.result, built.threshold, self.edge_threshold()
 
     def threshold(self) -> float:
         return self.slider.value() / 100

@@ -4,7 +4,7 @@ threshold slider keeps — so a student who receives the file can hover the grap
 
 The layout is made once, at the widest threshold the slider offers, so nodes keep their places as the slider
 moves; each threshold's pruning is the core's own (graph.influence.prune) at that node threshold and the graph's
-edge threshold, written as lists of drawn indices.
+edge threshold (the Graph view's, 0.98 by default), written as lists of drawn indices.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ def _r(v: float, digits: int = 3) -> float:
     return round(float(v), digits)
 
 
-def page_graph(result, default: float = 0.8) -> dict:
+def page_graph(result, default: float = 0.8, edge_threshold: float = EDGE_THRESHOLD) -> dict:
     """The index's "graph" entry for a GraphResult (scratchformer.graph.build_graph): nodes (x, y, size, kind,
     label, hover text), edges (source, target, weight, width bucket), the axes and panels, and per threshold the
-    drawn nodes and edges it keeps; the page opens at the slider's threshold nearest `default`."""
+    drawn nodes and edges it keeps; the page opens at the slider's threshold nearest `default`, and every level
+    keeps the edges that carry `edge_threshold` of the influence (the Graph view's Edges slider)."""
     g = result.graph
-    widest = prune(g, max(THRESHOLDS), EDGE_THRESHOLD)
+    widest = prune(g, max(THRESHOLDS), edge_threshold)
     notes = []
     kept = widest.nodes.clone()
     if int(kept.sum()) > MAX_NODES:  # the most influential, the logit and every embedding stay
@@ -43,7 +44,7 @@ def page_graph(result, default: float = 0.8) -> dict:
     edges = list(zip(layout.edge_source.tolist(), layout.edge_target.tolist()))
     levels = []
     for t in THRESHOLDS:
-        p = prune(g, t, EDGE_THRESHOLD)
+        p = prune(g, t, edge_threshold)
         nodes = [i for i, j in enumerate(drawn) if bool(p.nodes[j])]
         mine = [k for k, (s, d) in enumerate(edges) if bool(p.edges[drawn[d], drawn[s]])]
         levels.append({"threshold": t, "nodes": nodes, "edges": mine, "kept_influence": _r(p.kept_influence)})
@@ -56,7 +57,8 @@ def page_graph(result, default: float = 0.8) -> dict:
                   for i in range(len(drawn))],
         "edges": [[s, d, _r(w, 4), int(b)] for (s, d), w, b in zip(edges, layout.edge_weight.tolist(),
                                                                    layout.edge_bucket.tolist())],
-        "levels": levels, "default": min(range(len(THRESHOLDS)), key=lambda k: abs(THRESHOLDS[k] - default)),
+        "levels": levels, "edge_threshold": _r(edge_threshold),
+        "default": min(range(len(THRESHOLDS)), key=lambda k: abs(THRESHOLDS[k] - default)),
         "logit": where[logit], "total": len(g.nodes),
         "columns": [[_r(x), t] for x, t in layout.columns], "rows": [[_r(y), t] for y, t in layout.rows],
         "panels": [{"title": p.title, "x0": _r(p.x0), "x1": _r(p.x1), "y0": _r(p.y0), "y1": _r(p.y1)}

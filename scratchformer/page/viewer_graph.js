@@ -96,7 +96,7 @@
       host.dataset.nodes = String(marks.querySelectorAll("[data-node]").length);
       host.dataset.edges = String(lines.childElementCount);
       host.dataset.threshold = String(level.threshold);
-      $("sf-graph-kept").textContent = `: ${host.dataset.nodes} of ${G.total} nodes and ${host.dataset.edges} edges kept, carrying ${(level.kept_influence * 100).toFixed(1)} % of the influence`;
+      $("sf-graph-kept").textContent = `: ${host.dataset.nodes} of ${G.total} nodes and ${host.dataset.edges} edges kept, carrying ${(level.kept_influence * 100).toFixed(1)} % of the influence (of the edges among them, those carrying ${Math.round((G.edge_threshold ?? 0.98) * 100)} % of it)`;
     }
 
     function say(i) {

@@ -47,6 +47,21 @@ def test_each_slider_position_keeps_what_the_core_keeps_at_that_threshold(built)
     assert len(ids) > len(G["nodes"])  # the page draws the pruned graph, not every node
 
 
+def test_the_page_keeps_the_edges_at_the_graph_views_edge_threshold(built):
+    result, G = built
+    g = result.graph
+    narrow = page_graph(result, edge_threshold=0.6)
+    assert narrow["edge_threshold"] == 0.6 and G["edge_threshold"] == EDGE_THRESHOLD
+    drawn = [n["id"] for n in narrow["nodes"]]
+    ids = {n.id: i for i, n in enumerate(g.nodes)}
+    for level in narrow["levels"]:
+        kept = prune(g, level["threshold"], 0.6)
+        edges = {(drawn[s], drawn[d]) for s, d, _w, _b in (narrow["edges"][k] for k in level["edges"])}
+        want = {(a, b) for a in drawn for b in drawn if bool(kept.edges[ids[b], ids[a]])}
+        assert edges == want
+    assert sum(len(x["edges"]) for x in narrow["levels"]) < sum(len(x["edges"]) for x in G["levels"])
+
+
 def test_the_export_writes_the_graph_into_the_page_and_refuses_it_elsewhere(tmp_path, capsys):
     out = tmp_path / "page"
     assert main(["export", "--model", "en-hi", "--source", SOURCE, "--format", "html", "--graph", "--out",
