@@ -3,7 +3,8 @@ scratchformer/page/live_explain.py) against Python's explain_step: in headless C
 (tests/scratchformer/page_browsers.py), a page holding the engine, the model and the context traces a sentence,
 explains every step of batch item 0, and each explanation must be Python's for `scratchformer.run` on the same
 sentence — what, why and numbers character for character, the links exactly — for en-hi (a translation, a typed
-target, an unknown word, a typed pad token), copy, reverse, sort and llama-tiny.
+target, an unknown word, a typed pad token, a sentence near max_len), copy, reverse, sort, llama-tiny, and four
+seeded random models mixing the switches the engine reads (as test_page_live_engine.py makes them).
 
 The one difference allowed: the browser's float32 arithmetic and torch's round differently in the last bits, so a
 number printed with three significant figures can, rarely, end one digit apart (0.962 for 0.961). Where a text is
