@@ -20,6 +20,10 @@ float16 (float32 where float16 would change them), and large runs keep every att
 item whole while other large maps are reduced to blocks within a byte budget (maps.py). The page says what was
 reduced. It marks `<body data-ready="1">` once its first map is drawn.
 
+A live page (page_data(…, live=live_text(model, source, target)), `export --format html --live`) also carries the
+model's weights and reruns it in the browser on the text typed into its boxes (live_page.py, viewer_live_page.js);
+`<body data-run="N">` counts the runs drawn, 0 for the recorded one it opens with.
+
 In a notebook: `notebook_html(page)` puts the page in an `<iframe srcdoc="…">` of fixed height (NOTEBOOK_HEIGHT),
 so each view is its own document — several views in one notebook never interfere, and the notebook grows by the
 view's data only. JupyterLab, the classic notebook and VS Code run a trusted output's iframe scripts; a notebook
@@ -33,7 +37,9 @@ from .data import MAX_ITEMS, page_data, run_arguments
 from .derivations import DERIVE_CELLS
 from .graph import page_graph
 from .html import NOTEBOOK_HEIGHT, notebook_html, page_html, read_page, write_page
+from .live_page import live_page_refusal, live_text
 from .maps import PAGE_BYTES
 
-__all__ = ["DERIVE_CELLS", "MAX_ITEMS", "NOTEBOOK_HEIGHT", "PAGE_BYTES", "notebook_html", "page_data", "page_graph",
-           "page_html", "read_page", "run_arguments", "write_page"]  # fmt: skip
+__all__ = ["DERIVE_CELLS", "MAX_ITEMS", "NOTEBOOK_HEIGHT", "PAGE_BYTES", "live_page_refusal", "live_text",
+           "notebook_html", "page_data", "page_graph", "page_html", "read_page", "run_arguments",
+           "write_page"]  # fmt: skip

@@ -20,6 +20,7 @@ from ..plotdata import architecture, block_key, block_steps
 from ..recording.trace import Trace, step_path
 from .derivations import DERIVE_CELLS, build_derivations
 from .feature_cards import attach_cards
+from .live_page import LIVE_CHUNK, live_page_refusal, live_part
 from .maps import PAGE_BYTES, build_maps
 from .packing import finite_or_text
 
@@ -59,7 +60,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
               budget: float = PAGE_BYTES, derive_cells: int = DERIVE_CELLS, max_items: int = MAX_ITEMS,
               progress: Callable[[str], None] | None = None,
               cancelled: Callable[[], bool] | None = None, cards: dict | None = None,
-              graph: dict | None = None) -> dict:  # fmt: skip
+              graph: dict | None = None, live: dict | None = None) -> dict:  # fmt: skip
     """{"index": JSON-able dict, "chunks": {id: packed text}} for page_html.
 
     `bundle`: the ModelBundle that made `trace` (its config, tokenizers and model: explanations, derivations and
@@ -69,7 +70,11 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
     `derive_cells`: how many cells are derived ahead. `progress(text)` hears how far it got; `cancelled()` may
     stop it early (UserError). `cards`: {step a dictionary reads: scratchformer.features.cards.CardSet}: the
     page carries the cards of the features it shows (page/feature_cards.py). `graph`: an attribution graph for the
-    page to draw (page/graph.py's page_graph)."""
+    page to draw (page/graph.py's page_graph). `live`: live_page.live_text(…), the text a live page's boxes open
+    with: the page then carries the model and reruns it in the browser as the reader types (a run it cannot rerun
+    is UserError, live_page_refusal's sentence, before anything else is done)."""
+    if live is not None and (why := live_page_refusal(bundle, trace)) is not None:
+        raise UserError(why)
     n_items = max(len(trace.source_tokens or trace.target_tokens), 1)
     if not 0 <= item < n_items:
         raise UserError(f"Batch item {item + 1} is out of range; this run has {n_items} batch item(s).")
@@ -115,6 +120,9 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
         "cards": shown_cards,
         "graph": graph,
     }  # fmt: skip
+    if live is not None:
+        say("packing the model for the browser")
+        index["live"], chunks[LIVE_CHUNK] = live_part(bundle, trace, live)
     return {"index": index, "chunks": chunks}
 
 

@@ -4,6 +4,11 @@ The data sit in `<script type="application/x-scratchformer">` elements, which th
 renders: the index (id "sf-index") and one per map (data-chunk="step/item"), each base64 of gzip (packing.py).
 A Content-Security-Policy in the page forbids every load (default-src 'none'): even a mistake could not make
 the browser ask the network for anything.
+
+A live page (page_data(…, live=…)) also holds the model (data-chunk="live", live_page.py), and its script adds the
+engine (viewer_live_core.js, then viewer_live.js), the optional plug-ins that explain and derive a typed sentence
+(viewer_live_explain.js, viewer_live_derive.js, each only where the package has it) and viewer_live_page.js, which
+reruns the model as the reader types. A recorded page carries none of them.
 """
 
 from __future__ import annotations
@@ -21,10 +26,56 @@ NOTEBOOK_HEIGHT = 780  # pixels: the iframe a notebook shows the page in (the pa
 _CHUNK = re.compile(r'<script type="application/x-scratchformer" (id="sf-index"|data-chunk="([^"]+)")>([^<]*)</script>')
 
 
+# a live page's scripts, in this order after viewer.js; the plug-ins (explain, derive: LIVE_OPTIONAL) may be absent
+LIVE_SCRIPTS = ("viewer_live_core.js", "viewer_live.js", "viewer_live_explain.js", "viewer_live_derive_kit.js",
+                "viewer_live_derive_rules.js", "viewer_live_derive.js", "viewer_live_page.js")  # fmt: skip
+LIVE_OPTIONAL = ("viewer_live_explain.js", "viewer_live_derive_kit.js", "viewer_live_derive_rules.js",
+                 "viewer_live_derive.js")  # fmt: skip
+# A live page's boxes, filled in and run by viewer_live_page.js (disabled until the model is read); a target box
+# only for a model with an encoder (a decoder alone reads its text and continues it)
+LIVE_FORM = """<div id="sf-live" class="sf-live">
+  <label>{source} <input id="sf-source" type="text" dir="auto" spellcheck="false" value="{source_text}" \
+disabled></label>
+  {target}<span id="sf-live-status" class="sf-small" role="status" aria-live="polite">Reading the model…</span>
+  <span id="sf-live-shown" class="sf-small"></span>
+</div>
+"""
+TARGET_BOX = """<label>Target <input id="sf-target" type="text" dir="auto" spellcheck="false" value="{text}" \
+placeholder="empty: the model translates" disabled></label>
+  """
+
+
 @cache
 def viewer_file(name: str) -> str:
     """One of the viewer's files (package data)."""
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def viewer_script(live: bool = False) -> str:
+    """The page's JavaScript: the graph's and the viewer's, and for a live page the engine and its page part."""
+    names = ["viewer_graph.js", "viewer.js"]
+    if live:
+        names += [n for n in LIVE_SCRIPTS if n not in LIVE_OPTIONAL or _has(n)]
+    return "\n".join(viewer_file(n) for n in names)
+
+
+def _has(name: str) -> bool:
+    return resources.files(__package__).joinpath(name).is_file()
+
+
+def live_form(live: dict | None) -> str:
+    """The live page's text boxes, opening with the recorded run's text; "" for a recorded page."""
+    if live is None:
+        return ""
+    target = TARGET_BOX.format(text=_attribute(live["target"])) if live["has_encoder"] else ""
+    return LIVE_FORM.format(source="Source" if live["has_encoder"] else "Text", target=target,
+                            source_text=_attribute(live["source"]))  # fmt: skip
+
+
+def _attribute(text: str) -> str:
+    """Text for an attribute's value: HTML-escaped, and its braces too, so that no text can be taken for one of
+    the viewer's {{PLACEHOLDERS}} filled after it."""
+    return html.escape(text).replace("{", "&#123;").replace("}", "&#125;")
 
 
 def page_html(data: dict) -> str:
@@ -35,7 +86,7 @@ def page_html(data: dict) -> str:
               for key, text in chunks.items()]  # fmt: skip
     page = viewer_file("viewer.html")
     for name, value in (("TITLE", html.escape(index["title"])), ("CSS", viewer_file("viewer.css")),
-                        ("JS", viewer_file("viewer_graph.js") + "\n" + viewer_file("viewer.js")),
+                        ("LIVE", live_form(index.get("live"))), ("JS", viewer_script("live" in index)),
                         ("DATA", "\n".join(parts))):  # fmt: skip
         page = page.replace("{{" + name + "}}", value, 1)
     return page

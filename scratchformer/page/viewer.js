@@ -23,6 +23,7 @@
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
+  const unpackJson = async (text) => JSON.parse(new TextDecoder().decode(await gunzip(base64Bytes(text))));
   let halfTable = null; // every float16 bit pattern → its value (IEEE 754 binary16)
   function half() {
     if (halfTable) return halfTable;
@@ -52,6 +53,8 @@
   }
   const cache = new Map(); // chunk key → Promise<Float32Array>, the last few steps shown
   function values(key, dtype) {
+    const own = hooks.values && hooks.values(key); // a live page's map of a typed sentence, already in memory
+    if (own) return Promise.resolve(own);
     if (!cache.has(key)) {
       cache.set(key, gunzip(base64Bytes(chunkText.get(key).textContent)).then((b) => unshuffle(b, dtype)));
       if (cache.size > 24) cache.delete(cache.keys().next().value);
@@ -128,6 +131,11 @@
   // ---- state -----------------------------------------------------------------------------------------------
   let D = null; // the index: steps, maps, explanations, derivations, lens (data.py)
   const state = { step: 0, item: 0, head: 0, token: 0 };
+  // what a live page (viewer_live_page.js) puts in place of the recorded run's: values(key) → Float32Array of a
+  // map it made; explain(step, item) → {what, why, numbers?, links, note?}; derive(step, head, row, col, map) →
+  // a derivation (derivations.py's compact), {error} or undefined; stored() → the line on how values are stored
+  const hooks = {};
+  let shown = null; // the map drawn last: {step, head, item, map, vals}
 
   // ---- one heatmap on a canvas ------------------------------------------------------------------------------
   function drawMap(box, vals, map, head, width, height, caption) {
@@ -275,11 +283,14 @@
       box.append(el("p", { textContent: "This map was reduced to blocks to keep the page small, so its cells cannot be derived one by one here." }));
       return;
     }
-    const d = (D.derive[String(state.step)] || {})[`${s.head},${r},${c}`];
-    if (!d || state.item !== D.derive_batch) {
+    const d = hooks.derive ? hooks.derive(state.step, s.head, r, c, s.map)
+      : state.item === D.derive_batch ? (D.derive[String(state.step)] || {})[`${s.head},${r},${c}`] : undefined;
+    if (d && d.error) { box.append(el("p", { className: "sf-note", textContent: d.error })); return; }
+    if (!d) {
       const index = fullIndex(state.step, s.map, s.head, r, c).join(" ");
       const steps = Object.keys(D.derive).map(Number);
-      box.append(el("p", { textContent: `This page holds derivations for the first batch item of ${steps.length} steps (${steps.map((i) => i + 1).join(", ") || "none"}). To derive this cell, run:` }),
+      const held = steps.length ? `This page holds derivations for the first batch item of ${steps.length} steps (${steps.map((i) => i + 1).join(", ")}).` : "This page holds no derivations of this run.";
+      box.append(el("p", { textContent: `${held} To derive this cell, run:` }),
         el("code", { textContent: `scratchformer derive ${D.run_args || "--model MODEL --source TEXT"} ${D.steps[state.step].name} ${index}` }));
       return;
     }
@@ -327,7 +338,7 @@
     const derived = Object.keys(D.derive).length;
     text += `Derivations of clicked cells are stored for ${derived} step${derived === 1 ? "" : "s"} (first batch item)`;
     text += D.items.length < D.n_items ? `; the page holds batch items 1–${D.items.length} of ${D.n_items}.` : ".";
-    $("sf-stored").textContent = text;
+    $("sf-stored").textContent = hooks.stored ? hooks.stored() : text;
   }
   const SHORT = { embedding: "Embed", positional: "PE", ffn: "FFN", linear: "Linear", softmax: "Softmax", norm: "Norm" };
   function strip() {
@@ -353,16 +364,20 @@
     });
   }
   function explain() {
-    const ex = D.explain[`${state.step}/${state.item}`], box = $("sf-explain"), s = D.steps[state.step];
+    const ex = hooks.explain ? hooks.explain(state.step, state.item) : D.explain[`${state.step}/${state.item}`];
+    const box = $("sf-explain"), s = D.steps[state.step];
     box.replaceChildren(el("h2", { textContent: "What this step does" }));
     if (s.formula) box.append(el("p", {}, el("code", { textContent: s.formula })));
     if (!ex) return;
-    box.append(el("p", { textContent: ex.what }), el("p", {}, el("b", { textContent: "Why: " }), ex.why), el("p", {}, el("b", { textContent: "In this run: " }), ex.numbers));
-    for (const [i, text] of ex.links) box.append(el("p", { className: "sf-small" }, "See ", stepLink(i), `: ${text}`));
+    box.append(el("p", { textContent: ex.what }), el("p", {}, el("b", { textContent: "Why: " }), ex.why));
+    if (ex.numbers) box.append(el("p", {}, el("b", { textContent: "In this run: " }), ex.numbers));
+    if (ex.note) box.append(el("p", { className: "sf-note", textContent: ex.note }));
+    for (const [i, text] of ex.links || []) box.append(el("p", { className: "sf-small" }, "See ", stepLink(i), `: ${text}`));
   }
   let lensDrawn = -1;
   function lens() {
     const box = $("sf-lens");
+    if (!$("sf-lens-box").open) return; // read when opened (a live page's lens is made then)
     if (D.lens.note) { box.textContent = D.lens.note; return; }
     const L = D.lens.items[String(state.item)];
     if (!L) {
@@ -370,7 +385,6 @@
       box.textContent = `The lens is stored for batch item ${Object.keys(D.lens.items).map((b) => +b + 1).join(" and ")} only.`;
       return;
     }
-    if (!$("sf-lens-box").open) return;
     if (lensDrawn !== state.item) {
       lensDrawn = state.item;
       const table = el("table"), headRow = el("tr", {}, el("th", { textContent: L.stack === "encoder" ? "point \\ position holds → head predicts" : "point \\ position reads → emits" }));
@@ -423,6 +437,7 @@
     lens();
     const vals = await values(map.chunk, map.dtype);
     if (token !== state.token) return; // a later step was asked for meanwhile
+    shown = { step: i, head: state.head, item: state.item, map, vals };
     const box = $("sf-maps");
     box.replaceChildren();
     const room = Math.max(320, box.clientWidth || 700);
@@ -446,10 +461,23 @@
     if (next !== undefined && next !== state.step) show(next);
   }
 
+  // What the page offers a live page's script (viewer_live_page.js) and tests: the index, the state, drawing a
+  // step again, and the values of the map shown (currentValues: one head, or every head with "All heads")
+  function currentValues() {
+    if (!shown) return null;
+    const { map, vals, step, item } = shown, [heads, rows, cols] = map.shape, head = shown.head;
+    const part = head === "all" ? vals : vals.subarray(head * rows * cols, (head + 1) * rows * cols);
+    return { step, name: D.steps[step].name, head, item, shape: head === "all" ? [heads, rows, cols] : [rows, cols],
+      values: Array.from(part, (v) => (isFinite(v) ? v : String(v))), levels: map.levels, cmap: map.cmap,
+      rows: map.rows, cols: map.cols, vocab_ids: map.vocab_ids || null };
+  }
+  const page = { index: () => D, state, hooks, show, header, lens, el, num, unpackJson, currentValues,
+    forgetLens: () => { lensDrawn = -1; } };
+  window.sfPage = page;
+
   // ---- start -------------------------------------------------------------------------------------------------
   async function start() {
-    const raw = await gunzip(base64Bytes(document.getElementById("sf-index").textContent));
-    D = JSON.parse(new TextDecoder().decode(raw));
+    D = await unpackJson(document.getElementById("sf-index").textContent);
     SPECIAL = D.colours.special;
     state.item = D.item;
     header();
@@ -476,6 +504,8 @@
     // a link may name a step: page.html#decoder.1.cross_attn.weights opens there (and the address follows the steps)
     const named = () => D.steps.findIndex((s) => s.name === decodeURIComponent(location.hash.slice(1)));
     window.addEventListener("hashchange", () => { const k = named(); if (k >= 0 && k !== state.step) show(k); });
+    // a live page reads its model first, so that data-ready comes with data-run: the boxes work once it is set
+    if (D.live && window.sfLivePage) await window.sfLivePage(page); // viewer_live_page.js
     await show(Math.max(0, named()));
   }
   start().catch((err) => {
