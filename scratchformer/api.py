@@ -214,14 +214,22 @@ class Run:
 
         return step_plot(self.trace, self.step(step), head, batch, self.bundle.tgt_tokenizer.token_strings)
 
-    def show(self, height: int | None = None, graph: bool = False, transcoders=None):
+    def show(self, height: int | None = None, graph: bool = False, transcoders=None, live: bool = False):
         """The interactive page of this run (the one `scratchformer export --format html` writes), inline in
         Jupyter, JupyterLab and VS Code in a frame `height` pixels high; works offline. `.save("run.html")`
         writes it as a file. `graph=True` adds the attribution graph of the run's prediction (`export --graph`),
-        through `transcoders` (a set's folder; None: the set a bundled model ships)."""
+        through `transcoders` (a set's folder; None: the set a bundled model ships). `live=True` makes the page
+        carry the model and rerun it in the browser on the sentence typed into it (`export --live`); a run it
+        cannot rerun is UserError, one sentence saying why."""
         from .notebook import PageView
 
-        return PageView(self, height, graph, transcoders)
+        if live:
+            from .page import live_page_refusal
+
+            why = live_page_refusal(self.bundle, self.trace)
+            if why is not None:
+                raise UserError(why)
+        return PageView(self, height, graph, transcoders, live)
 
     # --- analyses: what each command's --json prints, as objects ------------------------------------------------
 

@@ -145,17 +145,19 @@ def step_plot(trace: Trace, step: Step, head: int | None = None, batch: int = 0,
 class PageView:
     """The interactive page of a run, inline in a notebook (`_repr_html_`); `save(path)` writes the .html file."""
 
-    def __init__(self, run, height: int | None = None, graph: bool = False, transcoders=None) -> None:
+    def __init__(self, run, height: int | None = None, graph: bool = False, transcoders=None,
+                 live: bool = False) -> None:  # fmt: skip
         self.run = run
         self.height = height
         self.graph, self.transcoders = graph, transcoders
+        self.live = live
         self._html: str | None = None
         self._still: Plot | None = None
 
     def html(self) -> str:
         """The whole self-contained page (scratchformer.page), made on first use."""
         if self._html is None:
-            from .page import page_data, page_graph, page_html, run_arguments
+            from .page import live_text, page_data, page_graph, page_html, run_arguments
 
             run = self.run
             # what repeats this run on the command line: the spec that opened the model (a folder's display name
@@ -166,7 +168,9 @@ class PageView:
                 from .graph.build import build_graph
 
                 graph = page_graph(build_graph(run.bundle, run.graph_inputs(), self.transcoders))
-            self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again, graph=graph))
+            live = live_text(run.spec, run.source, run.target or "") if self.live else None
+            self._html = page_html(page_data(run.bundle, run.trace, run.inputs, run_args=again, graph=graph,
+                                             live=live))  # fmt: skip
         return self._html
 
     def __repr__(self) -> str:

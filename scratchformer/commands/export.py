@@ -45,6 +45,9 @@ def add_parser(sub) -> None:
                    "graph of the run's prediction (as `scratchformer graph` builds it), to hover and prune")
     p.add_argument("--transcoders", metavar="DIR", help="with --graph: the transcoder set (default: the set a bundled "
                    "model ships)")
+    p.add_argument("--live", action="store_true", help="with --format html: the page carries the model's weights and "
+                   "reruns it in the browser on the sentence you type (a model it cannot run is refused in one "
+                   "sentence)")
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
     p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); or html alone: one "
                    f"self-contained interactive page of every step ({PAGE_NAME}); with --snapshots from "
@@ -83,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         return run_page(args)
     if args.graph or args.transcoders:
         raise UserError("--graph and --transcoders put an attribution graph into the page: add --format html.")
+    if args.live:
+        raise UserError("--live makes the interactive page rerun the model: add --format html.")
     formats = parse_formats(args.format or "png")
     args.steps = args.steps or ["attention"]
     folder = prepare_folder(args.out, create=True)
@@ -113,11 +118,25 @@ def run_page(args: argparse.Namespace) -> int:
     bundle, inputs, trace, item = traced_run(args)
     run_args = page.run_arguments(args.model or default_model_name(), args.source, args.target, args.start_only,
                                   args.text_file, args.seq_len, args.batch)  # fmt: skip
+    live = _live(page, bundle, trace, args)
     data = page.page_data(bundle, trace, inputs, item=item, run_args=run_args, cards=_cards(bundle, trace, args),
-                          graph=_graph(page, bundle, inputs, args))  # fmt: skip
+                          graph=_graph(page, bundle, inputs, args), live=live)  # fmt: skip
     size = page.write_page(target, data, overwrite=args.overwrite)
-    print(f"Wrote {target} ({size / 1e6:.1f} MB): the interactive page of {len(trace)} steps; open it in a browser.")
+    what = "the live page, which reruns the model as you type," if live else "the interactive page"
+    print(f"Wrote {target} ({size / 1e6:.1f} MB): {what} of {len(trace)} steps; open it in a browser.")
     return 0
+
+
+def _live(page, bundle, trace, args: argparse.Namespace) -> dict | None:
+    """What a live page's boxes open with (--live), or None; a run the page cannot rerun fails here in one sentence
+    (asked for by name, a live page is not quietly replaced by a recorded one)."""
+    if not args.live:
+        return None
+    why = page.live_page_refusal(bundle, trace)
+    if why is not None:
+        raise UserError(why)
+    source = read_text_file(args.text_file) if args.text_file else args.source
+    return page.live_text(args.model or default_model_name(), source or "", args.target or "")
 
 
 def _graph(page, bundle, inputs, args: argparse.Namespace) -> dict | None:
