@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog
+from PySide6.QtWidgets import QCheckBox, QDialog, QFileDialog, QInputDialog, QMessageBox, QProgressDialog
 
 from scratchformer.errors import UserError
 from scratchformer.explain import explainer
@@ -45,10 +45,27 @@ PNG_SCALE = 2.0
 # ---- dialogs (replaceable in tests) -------------------------------------------------------------------------
 
 
-def ask_save_path(window, caption: str, suggested: str, filters: str) -> str | None:
-    path, _ = QFileDialog.getSaveFileName(window, caption, suggested, filters,
-                                          options=QFileDialog.Option.DontConfirmOverwrite)  # fmt: skip
-    return path or None
+def ask_save_path(window, caption: str, suggested: str, filters: str, checks: dict[str, bool] | None = None
+                  ) -> str | None:  # fmt: skip
+    """The file to save to, or None. `checks` ({label: checked}) adds a check box per entry under the file list and
+    is updated with the reader's choices; the system's own dialog cannot take widgets, so then Qt's is shown."""
+    if not checks:
+        path, _ = QFileDialog.getSaveFileName(window, caption, suggested, filters,
+                                              options=QFileDialog.Option.DontConfirmOverwrite)  # fmt: skip
+        return path or None
+    dialog = QFileDialog(window, caption, suggested, filters)
+    dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+    dialog.setOption(QFileDialog.Option.DontConfirmOverwrite)
+    dialog.setOption(QFileDialog.Option.DontUseNativeDialog)
+    boxes = {label: QCheckBox(label) for label in checks}
+    grid = dialog.layout()  # Qt's dialog lays itself out on a grid: the boxes go in rows of their own below it
+    for label, box in boxes.items():
+        box.setChecked(checks[label])
+        grid.addWidget(box, grid.rowCount(), 0, 1, -1)
+    if dialog.exec() != QDialog.DialogCode.Accepted or not dialog.selectedFiles():
+        return None
+    checks.update({label: box.isChecked() for label, box in boxes.items()})
+    return dialog.selectedFiles()[0]
 
 
 def ask_folder(window, caption: str, start: str) -> str | None:
