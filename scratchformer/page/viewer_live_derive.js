@@ -11,6 +11,7 @@
 "use strict";
 (() => {
   const K = window.sfDeriveKit, RULES = window.sfDeriveRules;
+  if (!K || !RULES) return; // parts 1 and 2 missing: no sfLiveDerive, and the page offers the command instead
   const fail = (error) => ({error});
   const message = (e) => (e && e.message ? e.message : String(e));
 

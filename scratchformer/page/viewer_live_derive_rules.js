@@ -6,6 +6,7 @@
 // a text the plan holds is left out and filled in from the plan. Sums and products run in float64, as Python's.
 "use strict";
 (() => {
+  if (!window.sfDeriveKit) return; // part 1 missing: no rules (and part 3 defines nothing)
   const K = window.sfDeriveKit, {num, paren, summed} = K;
   const join = (values) => values.map(paren).join(" + ");
 

@@ -353,3 +353,25 @@ def test_numbers_are_written_as_python_writes_them(browser, pages):
     assert mine == [[num(x), paren(x)] for x in values]
     specials = ev(b, "[-Infinity, Infinity, NaN].map(sfDeriveKit.num)")
     assert specials == [num(float("-inf")), num(float("inf")), num(float("nan"))]
+
+
+@pytest.mark.parametrize("name", ["en-hi", "copy", "reverse", "sort", "llama-tiny"])
+def test_derive_context_plans_every_step_from_earlier_steps(name):
+    """No browser: every step of a bundled live model has a rule, the plans follow live_model's step list, each
+    reads only steps before its own, names parameters the model has, and the whole is JSON."""
+    bundle = load_model(name, "cpu")
+    context = json.loads(json.dumps(derive_context(bundle), ensure_ascii=False))
+    steps = live_model(bundle)["steps"]
+    assert [p["name"] for p in context["steps"]] == [s["name"] for s in steps]
+    params = bundle.model.state_dict()
+    reads = ("tokens", "lookup", "first", "pe", "x", "source", "q", "k", "scores", "scaled", "mask", "masked",
+             "weights", "v", "context", "concat", "before", "sub", "z", "gate", "linear", "hidden",
+             "logits")  # fmt: skip
+    for i, plan in enumerate(context["steps"]):
+        assert plan["rule"] is not None, plan["name"]
+        assert all(plan[k] < i for k in reads if k in plan), plan
+        assert all(plan[k] in params for k in ("param", "weight", "bias", "gamma", "beta") if plan.get(k)), plan
+        assert "formula" in plan or plan["rule"] == "rotary", plan
+    lens = context["lens"]
+    assert lens["steps"][0] < lens["steps"][-1] and len(lens["labels"]) == len(lens["steps"])
+    assert ("omega" in context) == (bundle.config.positional == "rotary")
