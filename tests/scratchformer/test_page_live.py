@@ -398,3 +398,10 @@ def test_a_batch_is_refused_in_one_sentence(tmp_path, capsys):
     assert main(["export", "--text-file", str(text), "--seq-len", "8", "--batch", "2", "--format", "html", "--live",
                  "--out", str(tmp_path / "out")]) == 2  # fmt: skip
     assert "A live page reruns one sentence, and this run has 2 batch items" in capsys.readouterr().err
+
+
+def test_run_show_live_is_the_live_page_in_a_notebook():
+    view = sf.run("en-hi", NEW).show(live=True)
+    index, chunks = read_page(view.html())
+    assert index["live"] == {**index["live"], "model": "en-hi", "source": NEW, "target": ""} and "live" in chunks
+    assert "sf-source" in view._repr_html_()
