@@ -45,7 +45,7 @@ def page_job(window, path: Path, live: bool = False):
                                                         request.start_only)  # fmt: skip
 
     def work(job):
-        graph = page_graph(shown[0], default=shown[1]) if shown is not None else None
+        graph = page_graph(shown[0], default=shown[1], edge_threshold=shown[2]) if shown is not None else None
         refused = live_page_refusal(result.bundle, result.trace) if live else None
         text = live_text(request.model, request.source, request.target or "") if live and refused is None else None
         data = page_data(result.bundle, result.trace, result.inputs, item=batch, run_args=run_args,

@@ -71,6 +71,7 @@ def test_the_page_carries_the_graph_view_s_graph_at_its_threshold(qtbot, make_wi
     w.tabs.setCurrentWidget(view)
     qtbot.waitUntil(lambda: not w.is_busy() and not view.is_busy() and view.built is not None, timeout=60_000)
     view.set_threshold(0.9)
+    view.set_edge_threshold(0.7)
     qtbot.waitUntil(lambda: not view.is_busy() and view.built.threshold == 0.9, timeout=60_000)
     target = tmp_path / "with-graph.html"
     monkeypatch.setattr(actions, "ask_save_path", lambda *a: str(target))
@@ -81,3 +82,4 @@ def test_the_page_carries_the_graph_view_s_graph_at_its_threshold(qtbot, make_wi
     opened = graph["levels"][graph["default"]]
     assert opened["threshold"] == 0.9
     assert {graph["nodes"][i]["id"] for i in opened["nodes"]} == set(view.built.layout.ids)
+    assert graph["edge_threshold"] == 0.7  # the Edges slider's share, not the default 0.98
