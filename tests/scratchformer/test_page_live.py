@@ -308,6 +308,18 @@ def test_llama_tiny_s_live_page_continues_the_typed_text(llama_file, engine_brow
 # --- export ---------------------------------------------------------------------------------------------------
 
 
+def test_the_live_page_refers_to_nothing_outside_itself(live_file):
+    import re
+
+    page = live_file.read_text(encoding="utf-8")
+    assert not re.search(r"https?:|//[\w.-]+\.\w", page, re.I)  # no URL of any kind
+    assert not re.search(r"""<[a-z][^>]*\s(src|href|action|data)\s*=""", page, re.I)  # no element loads anything
+    assert not re.search(r"\bfetch\s*\(|XMLHttpRequest|WebSocket|EventSource|sendBeacon|importScripts|Worker\(", page)
+    assert "@import" not in page and "url(" not in page and "@font-face" not in page
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert csp == "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+
+
 def test_the_cli_writes_a_live_page_within_its_size(live_file, capsys):
     text = live_file.read_text(encoding="utf-8")
     size = live_file.stat().st_size
