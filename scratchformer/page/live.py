@@ -18,6 +18,7 @@ Python does.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import numpy as np
@@ -74,30 +75,87 @@ _UNSUPPORTED = (
 _NORMALIZER = {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}
 _PRE_TOKENIZER = ("WhitespaceSplit", "Punctuation")
 _DECODER = {"type": "WordPiece", "prefix": "##", "cleanup": False}
+# … and a byte-level BPE one, as scratchformer's gpt2_tokenizer builds it (the post-processor adds nothing: text is
+# encoded without special tokens)
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
+_BPE_OFF = ("dropout", "continuing_subword_prefix", "end_of_word_suffix", "byte_fallback", "ignore_merges")
+TOKENIZERS_READ = "word-level vocabularies and GPT-2's byte-level BPE"  # what the sentences below say is read
 
 
 def _tokenizer_json(tokenizer) -> dict:
     return json.loads(tokenizer.hf.backend_tokenizer.to_str())
 
 
-def _tokenizer_problem(tokenizer, side: str, rows: int) -> str | None:
-    """Why the engine cannot read text as this tokenizer does, or None."""
-    if tokenizer.kind != "word-level":
-        return f"its {side} tokenizer is {tokenizer.kind}, and the page reads word-level vocabularies only"
-    spec = _tokenizer_json(tokenizer)
+def _plain_added(spec: dict) -> bool:
+    """Every added token is matched as typed (no normalising, stripping or whole-word rule)."""
+    return all(not (t["normalized"] or t["lstrip"] or t["rstrip"] or t["single_word"]) for t in spec["added_tokens"])
+
+
+def _word_level_same(spec: dict) -> bool:
     pre = spec.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers", [])
-    same = (
-        spec.get("model", {}).get("type") == "WordLevel"
-        and spec.get("normalizer") == _NORMALIZER
+    return (
+        spec.get("normalizer") == _NORMALIZER
         and pre.get("type") == "Sequence"
         and tuple(s.get("type") for s in steps) == _PRE_TOKENIZER
         and steps[1].get("behavior") == "Removed"
         and spec.get("decoder") == _DECODER
-        and all(not (t["normalized"] or t["lstrip"] or t["rstrip"] or t["single_word"]) for t in spec["added_tokens"])
+        and _plain_added(spec)
     )
-    if not same:
-        return f"its {side} tokenizer reads text with other rules than scratchformer's word-level one"
+
+
+def _byte_chars() -> list[str]:
+    """GPT-2's bytes_to_unicode: byte b → the character it is written as in the vocabulary."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    extra = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(extra)) for b in range(256)]
+
+
+def _merge_pairs(spec: dict) -> list[tuple[str, str]]:
+    """The BPE model's merges in rank order, as pairs (tokenizers writes ["a", "b"]; older files "a b")."""
+    return [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in spec["model"]["merges"]]
+
+
+def _gpt2_layout(spec: dict) -> bool:
+    """The vocabulary is laid out as GPT-2's, so that the merges imply it: the 256 byte characters by code point
+    first (ids 0–255), then merge r's result at 256 + r (made of earlier ids), then added tokens only."""
+    vocab = spec["model"]["vocab"]
+    if any(vocab.get(ch) != i for i, ch in enumerate(sorted(_byte_chars()))):
+        return False
+    for r, (a, b) in enumerate(_merge_pairs(spec)):
+        made = 256 + r
+        if vocab.get(a + b) != made or not (vocab.get(a, made) < made and vocab.get(b, made) < made):
+            return False
+    added = {t["content"]: t["id"] for t in spec["added_tokens"]}
+    rest = len(vocab) - 256 - len(spec["model"]["merges"])
+    return rest == sum(1 for t, i in added.items() if vocab.get(t) == i)
+
+
+def _byte_level_same(tokenizer, spec: dict) -> bool:
+    model = spec["model"]
+    return (
+        spec.get("normalizer") is None
+        and {k: (spec.get("pre_tokenizer") or {}).get(k) for k in _BYTE_LEVEL} == _BYTE_LEVEL
+        and (spec.get("decoder") or {}).get("type") == "ByteLevel"
+        and all(model.get(k) in (None, "", False) for k in _BPE_OFF)  # each BPE option off
+        and not getattr(tokenizer.hf, "clean_up_tokenization_spaces", False)  # decode() would move spaces
+        and _plain_added(spec)
+        and _gpt2_layout(spec)
+    )
+
+
+def _tokenizer_problem(tokenizer, side: str, rows: int) -> str | None:
+    """Why the engine cannot read text as this tokenizer does, or None."""
+    spec = _tokenizer_json(tokenizer)
+    kind = spec.get("model", {}).get("type")
+    if kind == "WordLevel" and tokenizer.kind == "word-level":
+        if not _word_level_same(spec):
+            return f"its {side} tokenizer reads text with other rules than scratchformer's word-level one"
+    elif kind == "BPE" and tokenizer.kind == "gpt2-bpe":
+        if not _byte_level_same(tokenizer, spec):
+            return f"its {side} tokenizer reads text with other rules than GPT-2's byte-level BPE"
+    else:
+        return f"its {side} tokenizer is {tokenizer.kind}, and the page reads {TOKENIZERS_READ} only"
     if tokenizer.vocab_size > rows:
         return f"its {side} tokenizer knows {tokenizer.vocab_size} tokens and its embedding has {rows} rows"
     return None
@@ -150,9 +208,32 @@ def live_refusal(bundle) -> str | None:
     return f"The page cannot rerun {bundle.name} in the browser: {why}."
 
 
+def _planes(values: np.ndarray, width: int) -> str:
+    """Unsigned integers as `width`-byte little-endian numbers gathered into byte planes, base64 (no gzip of its
+    own: the page's live chunk is gzipped whole, and the engine reads this without waiting)."""
+    stored = np.ascontiguousarray(values, dtype=f"<u{width}").reshape(-1).view(np.uint8).reshape(-1, width)
+    return base64.b64encode(np.ascontiguousarray(stored.T).tobytes()).decode("ascii")
+
+
+def _byte_level(tokenizer) -> dict:
+    """GPT-2's byte-level BPE as viewer_live_bpe.js reads it: the merges as pairs of ids (merge r makes id
+    first + r; the byte tokens before it are implied), the added tokens and which ids are special. The vocabulary's
+    pieces and labels follow from these."""
+    spec = _tokenizer_json(tokenizer)
+    vocab = spec["model"]["vocab"]
+    pairs = np.array([[vocab[a], vocab[b]] for a, b in _merge_pairs(spec)], dtype=np.int64).reshape(-1)
+    width = 2 if pairs.size == 0 or pairs.max() < 2**16 else 4
+    added = [[t["content"], t["id"]] for t in spec["added_tokens"]]
+    return {"kind": "byte-bpe", "size": len(tokenizer.hf), "first": 256, "width": width,
+            "merges": _planes(pairs, width), "added": added, "unk": None,
+            "special": sorted(t["id"] for t in spec["added_tokens"] if t["special"])}  # fmt: skip
+
+
 def _tokenizer(tokenizer) -> dict:
     """What the engine reads text with: every token by id, the unknown token, the added tokens (matched in the raw
     text before it is normalised) and which ids are special (left out of decoded text)."""
+    if tokenizer.kind == "gpt2-bpe":
+        return _byte_level(tokenizer)
     spec = _tokenizer_json(tokenizer)
     vocab = tokenizer.hf.get_vocab()  # the model's words and the added tokens
     tokens = [""] * (max(vocab.values()) + 1)
@@ -164,6 +245,16 @@ def _tokenizer(tokenizer) -> dict:
             "added": added,  # [text, id]: split out of the raw text first, longest leftmost match
             "not_words": [i for _, i in added if tokens[i] not in words],  # ids a plain word never reads as
             "special": sorted(t["id"] for t in spec["added_tokens"] if t["special"])}  # fmt: skip
+
+
+def _tokenizers(bundle) -> dict:
+    """Both sides' tokenizers; a byte-level one the target shares with the source is written once (the target then
+    says {"same_as": "src"}): GPT-2's merges are the largest part of a small model's page."""
+    src = _tokenizer(bundle.src_tokenizer)
+    tgt = _tokenizer(bundle.tgt_tokenizer) if bundle.tgt_tokenizer is not bundle.src_tokenizer else src
+    if src.get("kind") == "byte-bpe" and tgt == src:
+        tgt = {"same_as": "src"}
+    return {"src": src, "tgt": tgt}
 
 
 def _config(bundle) -> dict:
@@ -185,8 +276,9 @@ def _config(bundle) -> dict:
 
 def _step_template(bundle) -> list[dict]:
     """Every step a trace of this model has, in order, with what the page shows beside its values (title,
-    formula, axes, diagram block): the same for any input, taken from a trace of a one-word input."""
-    inputs = bundle.prepare(bundle.examples()[0].source if bundle.examples() else "a")
+    formula, axes, diagram block): the same for any input, taken from a trace of the first example (cut to the
+    model's positions: blog reads 10) or of a one-word input."""
+    inputs = bundle.prepare(bundle.examples()[0].source if bundle.examples() else "a", truncate=True)
     _, trace = bundle.run(inputs, keep_output=False)
     return [{"name": s.name, "kind": s.kind, "title": s.title, "formula": s.formula, "dims": list(s.dims),
              "sublayer": s.sublayer, "major": s.major} for s in trace]  # fmt: skip
@@ -201,9 +293,8 @@ def live_model(bundle, steps: bool = True) -> dict:
         values = tensor.float().cpu().numpy()
         dtype = _dtype(values)
         weights[name] = {"shape": list(values.shape), "dtype": dtype, "data": compress(shuffled(values, dtype))}
-    out = {"config": _config(bundle),
-           "tokenizers": {"src": _tokenizer(bundle.src_tokenizer), "tgt": _tokenizer(bundle.tgt_tokenizer)},
-           "weights": weights, "tied": tied}  # fmt: skip
+    out = {"config": _config(bundle), "tokenizers": _tokenizers(bundle), "weights": weights,
+           "tied": tied}  # fmt: skip
     if steps:
         out["steps"] = _step_template(bundle)
     return out

@@ -1,12 +1,15 @@
 // scratchformer's live page, part 2 of 2: reading text into ids as the model's Hugging Face word-level tokenizer
 // does, greedy decoding, and the engine the page calls (window.sfLive). Part 1, viewer_live_core.js, computes the
-// forward pass and must come first. The model comes from scratchformer/page/live.py (live_model): config,
-// tokenizers and weights packed as the page packs its maps. Nothing is fetched; no library is used.
+// forward pass and must come first, and viewer_live_bpe.js (GPT-2's byte-level BPE) before this file where a model
+// reads text with it. The model comes from scratchformer/page/live.py (live_model): config, tokenizers and weights
+// packed as the page packs its maps. Nothing is fetched; no library is used.
 //
 //   const engine = await sfLive.load(liveModelJson);       // or sfLive.fromArrays(json, {name: Float32Array})
 //   engine.tokenize("The girl eats an apple!", "src")      // {ids, tokens, unknown}
 //   engine.translate("the girl eats an apple")             // {ids, tokens, text}
 //   engine.trace("the girl eats an apple", null)           // {source_tokens, …, steps: [{name, shape, data}]}
+//   sfLive.tokenizers(json)                                 // {src, tgt}: the specs (a shared one given once)
+//   sfLive.vocabulary(spec)                                 // {tokens: pieces by id, labels: what a trace shows}
 // Bad input never throws: every call answers {error: "one sentence"} instead.
 "use strict";
 (() => {
@@ -74,7 +77,7 @@
     return `The tokenizer could not keep all of the ${side}: ${listed}${more}.`;
   }
 
-  function tokenizer(spec) {
+  function wordTokenizer(spec) {
     const byWord = new Map(spec.tokens.map((t, i) => [t, i]));
     for (const id of spec.not_words) if (byWord.get(spec.tokens[id]) === id) byWord.delete(spec.tokens[id]);
     const added = spec.added.slice().sort((a, b) => b[0].length - a[0].length); // longest first
@@ -151,12 +154,28 @@
     return {encode, strings, decode};
   }
 
+  // ---- which tokenizer a spec is ----------------------------------------------------------------------------
+  const bytePairs = () => {
+    if (!window.sfLiveBpe) throw new Error("the page lacks GPT-2's tokenizer (viewer_live_bpe.js)");
+    return window.sfLiveBpe;
+  };
+  const tokenizer = (spec) => (spec.kind === "byte-bpe" ? bytePairs().tokenizer(spec) : wordTokenizer(spec));
+  // every id's vocabulary piece and its label on a map (a word-level vocabulary's are the same)
+  const vocabulary = (spec) => (spec.kind === "byte-bpe" ? bytePairs().vocabulary(spec)
+    : {tokens: spec.tokens, labels: spec.tokens});
+  // the source and target specs; live.py writes a target tokenizer that is the source's as {same_as: "src"}
+  function tokenizers(json) {
+    const {src, tgt} = json.tokenizers;
+    return {src, tgt: tgt && tgt.same_as === "src" ? src : tgt};
+  }
+
   // ---- the engine ---------------------------------------------------------------------------------------------
   function engine(json, arrays) {
     const c = json.config, tied = json.tied || {};
     const W = (name) => arrays[name] || arrays[tied[name]] || null;
     const m = core.model(c, W), d = c.d_model;
-    const src = tokenizer(json.tokenizers.src), tgt = tokenizer(json.tokenizers.tgt);
+    const specs = tokenizers(json), src = tokenizer(specs.src);
+    const tgt = specs.tgt === specs.src ? src : tokenizer(specs.tgt);
     const hasEncoder = c.n_encoder_layers > 0;
     const fail = (error) => ({error});
 
@@ -303,5 +322,6 @@
       return {error: `The page could not read its model: ${e && e.message ? e.message : e}.`};
     }
   }
-  window.sfLive = {load, fromArrays, unpack};
+  window.sfLive = {load, fromArrays, unpack, tokenizers, vocabulary,
+    tokenizer: (spec) => tokenizer(spec)}; // tokenizer(spec).encode(text): a side's ids with no limit or frame
 })();

@@ -1,8 +1,9 @@
-"""The live page's engine (scratchformer/page/viewer_live_core.js + viewer_live.js) against Python's own run: in
-headless Chromium and Firefox (tests/scratchformer/page_browsers.py), on a small page holding the engine and
-live_model's JSON under the page's Content-Security-Policy, every step of the trace (name, kind, axes, shape,
-values), the tokens and the greedy translation are compared with `scratchformer.run` on the same sentence, for every
-bundled model; plus the tokenizer on awkward text, bad input, the time a trace takes and what live_refusal refuses.
+"""The live page's engine (scratchformer/page/viewer_live_core.js, viewer_live_bpe.js, viewer_live.js) against
+Python's own run: in headless Chromium and Firefox (tests/scratchformer/page_browsers.py), on a small page holding
+the engine and live_model's JSON under the page's Content-Security-Policy, every step of the trace (name, kind, axes,
+shape, values), the tokens and the greedy translation are compared with `scratchformer.run` on the same sentence,
+for every bundled model; plus the tokenizer on awkward text, bad input, the time a trace takes and what live_refusal
+refuses. GPT-2's byte-level BPE and the models that read it (blog) are test_page_live_bpe.py's.
 
 Values: float32 keeps about 7 significant digits, so a step with values in the hundreds (attention scores) differs
 from Python's by up to a few 1e-4 whoever computes it; each step is held to 1e-4 × max(1, its largest value), which
@@ -43,6 +44,7 @@ HARNESS = """<!DOCTYPE html>
 <script type="application/json" id="sf-live-model">{model}</script>
 <script>
 {core}
+{bpe}
 {live}
 function sfBytes(a) {{
   const u = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
@@ -66,8 +68,8 @@ WORST: dict[str, list[float]] = {}
 def harness(bundle, path: Path) -> Path:
     """A page with the engine and the model's JSON only ("</" written "<\\/" so the JSON cannot end its element)."""
     model = json.dumps(live_model(bundle, steps=False), ensure_ascii=False).replace("</", "<\\/")
-    text = HARNESS.format(csp=CSP, model=model, core=(PAGE / "viewer_live_core.js").read_text(encoding="utf-8"),
-                          live=(PAGE / "viewer_live.js").read_text(encoding="utf-8"))  # fmt: skip
+    script = {part: (PAGE / f"viewer_live_{part}.js").read_text(encoding="utf-8") for part in ("core", "bpe")}
+    text = HARNESS.format(csp=CSP, model=model, **script, live=(PAGE / "viewer_live.js").read_text(encoding="utf-8"))
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -381,9 +383,7 @@ def test_each_modern_option_the_engine_lacks_is_refused(change, named):
     assert named in _refused(**{**LLAMA, **change})
 
 
-def test_a_byte_level_tokenizer_and_weights_over_the_budget_are_refused():
-    said = live_refusal(load_model("blog", "cpu"))  # the paper's architecture over GPT-2's byte-level BPE
-    assert said is not None and "gpt2-bpe" in said and "word-level" in said
+def test_weights_over_the_budget_are_refused():
     big = _random_bundle(d_model=512, d_ff=2048, n_heads=8)  # about 15 M float32 numbers: 60 MB
     said = live_refusal(big)
     assert said is not None and "MB" in said and f"{live.LIVE_BYTES / 1e6:.0f} MB" in said
