@@ -37,9 +37,10 @@ CONSTANT = {
 
 
 def template_trace(bundle) -> Trace:
-    """A trace of the model's first example (or of "a"): its steps are every trace's (live.py's step template)."""
+    """A trace of the model's first example (or of "a"): its steps are every trace's (live.py's step template). The
+    example is cut to the model's positions (blog reads 10 tokens)."""
     examples = bundle.examples()
-    inputs = bundle.prepare(examples[0].source if examples else "a")
+    inputs = bundle.prepare(examples[0].source if examples else "a", truncate=True)
     return bundle.run(inputs, keep_output=False)[1]
 
 

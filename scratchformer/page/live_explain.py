@@ -52,11 +52,11 @@ STATIC: dict[str, tuple[str, ...] | str] = {
 def explain_context(bundle, trace: Trace | None = None, vocab: bool = True) -> dict:
     """The JSON-able `ctx` of sfLiveExplain.explain for this model. `trace`: any trace of the model (its first batch
     item is read); by default one of the bundle's first example. `vocab=False` leaves out the target vocabulary's
-    token strings (ctx["vocab"]), which name predicted tokens: the page may set them from the live model's
-    tokenizers.tgt.tokens instead."""
+    token strings (ctx["vocab"]), which name predicted tokens: the page may set them from the live model's target
+    tokenizer instead (sfLive.vocabulary's labels)."""
     config = bundle.config
     if trace is None:
-        inputs = bundle.prepare(bundle.examples()[0].source if bundle.examples() else "a")
+        inputs = bundle.prepare(bundle.examples()[0].source if bundle.examples() else "a", truncate=True)  # blog: 10
         _, trace = bundle.run(inputs, keep_output=False)
     labels = bundle.tgt_tokenizer.token_strings
     steps = []

@@ -23,13 +23,14 @@
     }));
     return arrays;
   }
-  // a tokenizer as the rules read it: tokens by id, and a piece's id as the tokenizer's token_to_id finds it
-  // (an added token before a word of the same text)
+  // a tokenizer as the rules read it: vocabulary pieces by id (convert_ids_to_tokens: GPT-2's "Ġworld"), their
+  // labels (token_strings: " world"), and a piece's id as the tokenizer's token_to_id finds it (an added token
+  // before a word of the same text)
   function tokenizer(spec) {
-    const byPiece = new Map();
-    spec.tokens.forEach((t, i) => { if (!byPiece.has(t)) byPiece.set(t, i); });
+    const {tokens, labels} = window.sfLive.vocabulary(spec), byPiece = new Map();
+    tokens.forEach((t, i) => { if (!byPiece.has(t)) byPiece.set(t, i); });
     for (const [text, id] of spec.added) byPiece.set(text, id);
-    return {tokens: spec.tokens, byPiece};
+    return {tokens, labels, byPiece};
   }
   // liveModel: page/live.py's live_model(bundle); deriveContext: page/live_derive.py's derive_context(bundle);
   // arrays: {parameter name: Float32Array} (unpackWeights, or the very arrays given to sfLive.fromArrays)
@@ -37,7 +38,8 @@
     try {
       const model = typeof liveModel === "string" ? JSON.parse(liveModel) : liveModel;
       const plan = typeof deriveContext === "string" ? JSON.parse(deriveContext) : deriveContext;
-      const tied = model.tied || {}, toks = {src: tokenizer(model.tokenizers.src), tgt: tokenizer(model.tokenizers.tgt)};
+      const tied = model.tied || {}, specs = window.sfLive.tokenizers(model), src = tokenizer(specs.src);
+      const toks = {src, tgt: specs.tgt === specs.src ? src : tokenizer(specs.tgt)};
       const param = (name) => { // {shape, data} of a parameter under any of its names (a tied one too)
         const own = tied[name] || name, w = model.weights[own];
         return w && arrays[own] ? {shape: w.shape, data: arrays[own]} : null;
@@ -136,7 +138,7 @@
       if (plan.note) return {note: plan.note};
       if (item !== 0) return fail(`A live run has one batch item, not item ${JSON.stringify(item)}.`);
       const tokens = plan.stack === "decoder" ? run.target_tokens : run.source_tokens;
-      const strings = (ids) => ids.map((i) => ctx.tokenizer(plan.stack === "decoder" ? "tgt" : "src").tokens[i]);
+      const strings = (ids) => ids.map((i) => ctx.tokenizer(plan.stack === "decoder" ? "tgt" : "src").labels[i]);
       const T = tokens.length, read = (i) => readOut(ctx, plan, run.steps[i].data, T);
       const last = read(plan.steps[plan.steps.length - 1]), V = last.vocab, k = Math.min(plan.k, V);
       const emitted = Array.from({length: T}, (_, t) => K.argmax(last.logp.subarray(t * V, (t + 1) * V)));

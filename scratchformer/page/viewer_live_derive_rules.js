@@ -235,7 +235,7 @@
   }
 
   // ---- the output layer --------------------------------------------------------------------------------------
-  const token = (ctx, v) => `“${ctx.tokenizer("tgt").tokens[v]}”`;
+  const token = (ctx, v) => `“${ctx.tokenizer("tgt").labels[v]}”`; // token_strings, as stream_rules writes it
   // logit[v] = Σ_d x[d]·W_vocab[v, d]
   function logits(r, plan, [b, t, v], value, ctx) {
     const x = r.row(plan.x, [b, t]), w = r.paramRow(plan.weight, [v]);

@@ -172,7 +172,8 @@
     // what the recorded run had, for what a plug-in does not recompute
     const recorded = {explain: D.explain, item: D.item, text: L.source, lens: D.lens, heads: {}};
     D.steps.forEach((_, i) => { recorded.heads[i] = (D.maps[`${i}/${D.item}`] || {}).heads; });
-    const vocab = json.tokenizers.tgt.tokens, config = engine.config;
+    // the vocabulary as the maps and explanations label it (GPT-2's pieces as text: " world", not "Ġworld")
+    const vocab = window.sfLive.vocabulary(window.sfLive.tokenizers(json).tgt).labels, config = engine.config;
     const explainer = window.sfLiveExplain && chunk.explain ? window.sfLiveExplain : null;
     const explainCtx = explainer ? {...chunk.explain, vocab} : null;
     const deriver = window.sfLiveDerive && chunk.derive ? window.sfLiveDerive : null;

@@ -9,7 +9,8 @@ its own. In headless Chromium and Firefox (tests/scratchformer/page_browsers.py)
   the steps shown, stepped with → and hovered read the new run's values; nothing is requested;
 - bad input (empty, a 10,000-character paste, emoji, right-to-left text, more tokens than positions) is one sentence
   on the page, the last good run stays, and the page answers at once;
-- llama-tiny's page works too; a model the page cannot rerun is refused at export in one sentence.
+- llama-tiny's page works too, and blog's (GPT-2's byte-level tokens); a model the page cannot rerun is refused at
+  export in one sentence.
 How fast a rerun is drawn and how fast → steps are measured by benchmarks/bench_page_live.py, not here.
 
 <body data-run> counts the runs drawn: 0 for the recorded run the page opens with, then 1, 2, … ."""
@@ -34,13 +35,14 @@ from scratchformer.loading.bundle import load_model
 from scratchformer.page import read_page
 from scratchformer.page.live import live_refusal
 from scratchformer.page.maps import build_maps, heatmaps_of
-from scratchformer.page.packing import unpack_json, unpack_values
+from scratchformer.page.packing import pack_json, unpack_json, unpack_values
 from scratchformer.plotdata.cells import cell_index
 from tests.scratchformer.page_browsers import READY, SOURCE, cell_centre, engine_browser  # noqa: F401
 
 PAGE_LIMIT = 2_500_000  # bytes: en-hi's live page
 NEW = "the boy drinks water"
 LLAMA, LLAMA_NEW = "3 1 4 1 5 9 2 6 <sep>", "2 7 1 8 2 8 <sep>"
+BLOG, BLOG_NEW = "hello world", "I love cats, don't you?"  # blog reads 10 of GPT-2's tokens
 # the page's maps as JSON, each with its values as base64 of float32 (the driver need not carry 100 000 numbers)
 DUMP = """(() => { const P = window.sfPage, D = P.index(), out = {};
   const b64 = (a) => { const u = new Uint8Array(a.buffer, a.byteOffset, a.byteLength); let s = "";
@@ -67,6 +69,13 @@ def live_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def llama_file(tmp_path_factory):
     code, path = export(tmp_path_factory.mktemp("live"), "llama-tiny", LLAMA)
+    assert code == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def blog_file(tmp_path_factory):
+    code, path = export(tmp_path_factory.mktemp("live"), "blog", BLOG)
     assert code == 0
     return path
 
@@ -305,6 +314,19 @@ def test_llama_tiny_s_live_page_continues_the_typed_text(llama_file, engine_brow
     assert b.requests == [] and not b.console
 
 
+def test_blog_s_live_page_reads_gpt2_s_tokens_of_a_typed_sentence(blog_file, engine_browser):  # noqa: F811
+    run = sf.run(model="blog", source=BLOG_NEW)
+    b = engine_browser
+    open_live(b, blog_file)
+    type_sentence(b, BLOG_NEW)
+    assert shown_tokens(b) == [run.trace.source_tokens[0], run.trace.target_tokens[0]]  # " love", not "Ġlove"
+    assert b.evaluate("document.getElementById('sf-translation').textContent") == run.translation
+    maps, values = python_maps(run)  # the logits' and probabilities' columns labelled as token_strings labels them
+    worst = same_maps(live_maps(b), maps, values, 1e-4)
+    print(f"\n{b.engine}: blog, a typed sentence, worst difference from Python's maps {worst:.1e}")
+    assert b.requests == [] and not b.console and b.evaluate("document.body.dataset.error") is None
+
+
 # --- export ---------------------------------------------------------------------------------------------------
 
 
@@ -333,6 +355,16 @@ def test_the_cli_writes_a_live_page_within_its_size(live_file, capsys):
     assert "sfLivePage" in text and "sfLiveCore" in text
 
 
+def test_blog_s_live_page_and_the_share_its_tokenizer_takes(blog_file):
+    size = blog_file.stat().st_size
+    model = unpack_json(read_page(blog_file.read_text(encoding="utf-8"))[1]["live"])["model"]
+    tokenizer = len(pack_json(model["tokenizers"]))  # gzipped and base64-encoded, as the page carries it
+    print(f"\nblog live page: {size / 1e6:.2f} MB, GPT-2's tokenizer {tokenizer / 1e6:.2f} MB of it "
+          f"({tokenizer / size:.0%})")  # fmt: skip
+    assert model["tokenizers"]["tgt"] == {"same_as": "src"}  # the merges once
+    assert size <= PAGE_LIMIT and tokenizer < 300_000
+
+
 def test_a_recorded_page_carries_no_model(tmp_path):
     out = tmp_path / "out"
     assert main(["export", "--source", SOURCE, "--format", "html", "--out", str(out)]) == 0
@@ -341,13 +373,13 @@ def test_a_recorded_page_carries_no_model(tmp_path):
 
 
 def test_a_model_the_page_cannot_rerun_is_refused_at_export(tmp_path, capsys):
-    sentence = live_refusal(load_model("blog", "cpu"))  # the paper's model over GPT-2's byte-level BPE
-    assert sentence is not None
-    code, path = export(tmp_path, "blog", "hello world")
+    sentence = live_refusal(load_model("paper", "cpu"))  # the paper's base model: 279 MB of weights
+    assert sentence is not None and "MB" in sentence
+    code, path = export(tmp_path, "paper", "hello world")
     assert code == 2 and not path.exists()
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"scratchformer: {sentence}"
-    with pytest.raises(UserError, match="cannot rerun blog"):
-        sf.run("blog", "hello world").show(live=True)
+    with pytest.raises(UserError, match="cannot rerun paper"):
+        sf.run("paper", "hello world").show(live=True)
     assert main(["export", "--source", SOURCE, "--live", "--out", str(tmp_path / "png")]) == 2
     assert "add --format html" in capsys.readouterr().err
 

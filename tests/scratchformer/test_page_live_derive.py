@@ -3,9 +3,10 @@ page/live_derive.py's derive_context) against Python's: in headless Chromium and
 harness page holds the live engine, live_model's JSON and derive_context's; the engine traces a sentence, and a
 sample of cells of every step (the corners, the largest value, one more, on every head of a step with heads; every
 key of the last query of an attention map) is derived in the browser and by `derivations.compact(derive.compute(…))`,
-the lens by data._lens. Models: en-hi (a typed target; a padding token), llama-tiny, copy, and two seeded random
-mixtures of the switches the engine reads (pre-norm RMSNorm encoder-decoder with gated SiLU, grouped-query attention
-and a final norm; a post-LN decoder alone).
+the lens by data._lens. Models: en-hi (a typed target; a padding token), llama-tiny, copy, blog (GPT-2's byte-level
+tokens: pieces such as "Ġlove" looked up, labels such as " love"), and two seeded random mixtures of the switches
+the engine reads (pre-norm RMSNorm encoder-decoder with gated SiLU, grouped-query attention and a final norm; a
+post-LN decoder alone).
 
 Texts are compared exactly against Python deriving the very numbers the browser derived (Python's trace of the same
 sentence with each step's values replaced by the engine's): the engine's float32 values differ from torch's in the
@@ -41,8 +42,8 @@ from scratchformer.transformer.model import Transformer
 from tests.scratchformer.page_browsers import ENGINES, installed, not_installed, start_browser
 
 PAGE = Path(live.__file__).parent
-SCRIPTS = ("viewer_live_core.js", "viewer_live.js", "viewer_live_derive_kit.js", "viewer_live_derive_rules.js",
-           "viewer_live_derive.js")  # fmt: skip
+SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_derive_kit.js",
+           "viewer_live_derive_rules.js", "viewer_live_derive.js")  # fmt: skip
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
 HARNESS = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -77,6 +78,8 @@ RUNS = [("en-hi", "the girl eats an apple", None),
         ("llama-tiny", "3 1 4 1 5 9 2 6 <sep>", None),
         ("llama-tiny", "2 7 1 8 <sep> 8 1", ""),
         ("copy", "3 1 4 1 5", None),
+        ("blog", "I love cats, don't you?", None),
+        ("blog", "Hello, world!", "Bonjour"),
         ("mixture-pre-norm", "the girl eats an apple", "लड़की सेब खाती है"),
         ("mixture-decoder", "लड़की सेब खाती है", "")]  # fmt: skip
 # seeded random models on en-hi's tokenizers, mixing the switches the engine reads (as test_page_live_engine's)
@@ -105,7 +108,7 @@ def mixture(changes: dict) -> ModelBundle:
 
 @pytest.fixture(scope="module")
 def bundles():
-    made = {name: load_model(name, "cpu") for name in ("en-hi", "llama-tiny", "copy")}
+    made = {name: load_model(name, "cpu") for name in ("en-hi", "llama-tiny", "copy", "blog")}
     made.update({name: mixture(changes) for name, changes in MIXTURES.items()})
     assert all(live_refusal(b) is None for b in made.values())
     return made

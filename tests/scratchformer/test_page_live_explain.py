@@ -3,8 +3,9 @@ scratchformer/page/live_explain.py) against Python's explain_step: in headless C
 (tests/scratchformer/page_browsers.py), a page holding the engine, the model and the context traces a sentence,
 explains every step of batch item 0, and each explanation must be Python's for `scratchformer.run` on the same
 sentence — what, why and numbers character for character, the links exactly — for en-hi (a translation, a typed
-target, an unknown word, a typed pad token, a sentence near max_len), copy, reverse, sort, llama-tiny, and four
-seeded random models mixing the switches the engine reads (as test_page_live_engine.py makes them).
+target, an unknown word, a typed pad token, a sentence near max_len), copy, reverse, sort, llama-tiny, blog (GPT-2's
+byte-level tokens) and four seeded random models mixing the switches the engine reads (as test_page_live_engine.py
+makes them).
 
 The one difference allowed: the browser's float32 arithmetic and torch's round differently in the last bits, so a
 number printed with three significant figures can, rarely, end one digit apart (0.962 for 0.961). Where a text is
@@ -60,7 +61,7 @@ sfLive.load(JSON.parse(document.getElementById("sf-live-model").textContent)).th
 </script>
 </body></html>
 """
-SCRIPTS = ("viewer_live_core.js", "viewer_live.js", "viewer_live_explain.js")
+SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_explain.js")
 FIELDS = ("what", "why", "numbers")
 # en-hi near its max_len of 32 positions: 28 source words, a typed target of 27 tokens
 LONG_SOURCE, LONG_TARGET = " ".join(["the old man sees the young girl eat"] * 4)[:-4], " ".join(["हम दोस्त हैं"] * 9)
@@ -205,6 +206,11 @@ def test_the_algorithmic_models_explained_as_python_explains_them(browser, pages
 @pytest.mark.parametrize("text", ["3 1 4 1 5 9 2 6 <sep>", "2 7 <pad> 1 8 <sep>"])
 def test_llama_tiny_rotary_gated_grouped_query_explained_as_python_explains_it(browser, pages, text):
     check(shown(browser, pages("llama-tiny")), "llama-tiny", text)
+
+
+@pytest.mark.parametrize("source, target", [("I love cats, don't you?", None), ("Hello, world!", "Bonjour")])
+def test_blog_over_gpt2_s_tokens_explained_as_python_explains_it(browser, pages, source, target):
+    check(shown(browser, pages("blog")), "blog", source, target)
 
 
 def _random_bundle(**changes) -> ModelBundle:
