@@ -2,8 +2,9 @@
 forward pass again in the browser when a student types a sentence (no Qt, no torch beyond reading the bundle).
 
 Two architectures run in the browser, and nothing else:
-  - the paper's encoder-decoder as the bundled en-hi, copy, reverse and sort models use it (post-LN LayerNorm,
-    sinusoidal positions added to embeddings scaled by √d_model, ReLU feed-forward, biases, tied output layer);
+  - the paper's encoder-decoder as the bundled en-hi, copy, reverse and sort models and the blog preset use it
+    (post-LN LayerNorm, sinusoidal positions added to embeddings scaled by √d_model, ReLU feed-forward, biases, tied
+    output layer);
   - the parts of a Llama-style decoder that llama-tiny uses (decoder-only, RMSNorm before each sublayer and after
     the stack, rotary positions, grouped-query attention, gated SiLU feed-forward, no biases).
 The switches between them (norm kind, pre- or post-norm, final norm, gating, activation relu/silu, biases, tying,
@@ -14,6 +15,11 @@ Weights are packed as the page packs its maps (packing.py: byte-shuffled, gzip, 
 of a tensor is a float16 number (the bundled en-hi and llama-tiny were saved in float16, so nothing is lost) and
 float32 otherwise (copy, reverse and sort were saved in float32): the browser then computes from the very weights
 Python does.
+
+Two tokenizers are read: scratchformer's word-level vocabularies (every token by id) and GPT-2's byte-level BPE as
+gpt2_tokenizer builds it (viewer_live_bpe.js; the merges as pairs of ids, from which the browser rebuilds the
+vocabulary, written once when both sides share it). The paper preset reads GPT-2's tokens too, but its weights are
+far over LIVE_BYTES; a folder of the paper's architecture at a smaller size runs.
 """
 
 from __future__ import annotations
