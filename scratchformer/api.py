@@ -219,17 +219,18 @@ class Run:
         Jupyter, JupyterLab and VS Code in a frame `height` pixels high; works offline. `.save("run.html")`
         writes it as a file. `graph=True` adds the attribution graph of the run's prediction (`export --graph`),
         through `transcoders` (a set's folder; None: the set a bundled model ships). `live=True` makes the page
-        carry the model and rerun it in the browser on the sentence typed into it (`export --live`); a run it
-        cannot rerun is UserError, one sentence saying why."""
+        carry the model and rerun it in the browser on the sentence typed into it (`export --live`); for a run it
+        cannot rerun, the recorded page is shown with one sentence above it saying why (`.note`)."""
         from .notebook import PageView
 
+        note = None
         if live:
             from .page import live_page_refusal
 
             why = live_page_refusal(self.bundle, self.trace)
             if why is not None:
-                raise UserError(why)
-        return PageView(self, height, graph, transcoders, live)
+                live, note = False, f"{why} The page below is the recorded one."
+        return PageView(self, height, graph, transcoders, live, note)
 
     # --- analyses: what each command's --json prints, as objects ------------------------------------------------
 

@@ -146,8 +146,9 @@ class PageView:
     """The interactive page of a run, inline in a notebook (`_repr_html_`); `save(path)` writes the .html file."""
 
     def __init__(self, run, height: int | None = None, graph: bool = False, transcoders=None,
-                 live: bool = False) -> None:  # fmt: skip
+                 live: bool = False, note: str | None = None) -> None:  # fmt: skip
         self.run = run
+        self.note = note  # one sentence shown above the page (why it is not live)
         self.height = height
         self.graph, self.transcoders = graph, transcoders
         self.live = live
@@ -195,7 +196,8 @@ class PageView:
         picture = (f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" width="{width}" '
                    f'height="{height}" style="max-width: 100%; height: auto" '
                    f'alt="{html.escape(self.still().figure.title)}">')  # fmt: skip
-        return (f'<div class="{mark}"><style>.{mark} > .sf-still {{ display: none; }}</style>{frame}'
+        note = f'<p class="sf-note">{html.escape(self.note)}</p>' if self.note else ""
+        return (f'<div class="{mark}"><style>.{mark} > .sf-still {{ display: none; }}</style>{note}{frame}'
                 f'<div class="sf-still"><p>{html.escape(TRUST_SENTENCE)}</p>{picture}</div></div>')
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
@@ -204,7 +206,7 @@ class PageView:
         png = self.still().to_bytes("png")
         width, height = _css_size(png)
         data = {"text/html": self._repr_html_(), "image/png": base64.b64encode(png).decode("ascii"),
-                "text/plain": f"{self!r}\n{TRUST_SENTENCE}"}  # fmt: skip
+                "text/plain": "\n".join(x for x in (self.note, repr(self), TRUST_SENTENCE) if x)}  # fmt: skip
         return data, {"image/png": {"width": width, "height": height}}
 
     def save(self, path: str | Path, overwrite: bool = True) -> Path:

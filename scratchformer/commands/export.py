@@ -128,13 +128,14 @@ def run_page(args: argparse.Namespace) -> int:
 
 
 def _live(page, bundle, trace, args: argparse.Namespace) -> dict | None:
-    """What a live page's boxes open with (--live), or None; a run the page cannot rerun fails here in one sentence
-    (asked for by name, a live page is not quietly replaced by a recorded one)."""
+    """What a live page's boxes open with (--live), or None; for a run the page cannot rerun, the sentence why goes
+    to stderr and the recorded page is written as without --live."""
     if not args.live:
         return None
     why = page.live_page_refusal(bundle, trace)
     if why is not None:
-        raise UserError(why)
+        print(f"note: {why} The recorded page is written instead.", file=sys.stderr)
+        return None
     source = read_text_file(args.text_file) if args.text_file else args.source
     return page.live_text(args.model or default_model_name(), source or "", args.target or "")
 

@@ -18,6 +18,7 @@ How fast a rerun is drawn and how fast → steps are measured by benchmarks/benc
 from __future__ import annotations
 
 import base64
+import html
 import json
 import time
 from pathlib import Path
@@ -29,7 +30,6 @@ import scratchformer as sf
 from scratchformer.analyses import derive
 from scratchformer.analyses import lens as lens_analysis
 from scratchformer.cli import main
-from scratchformer.errors import UserError
 from scratchformer.explain import explain_step
 from scratchformer.loading.bundle import load_model
 from scratchformer.page import read_page
@@ -372,24 +372,30 @@ def test_a_recorded_page_carries_no_model(tmp_path):
     assert 'id="sf-source"' not in text and "sfLiveCore" not in text and "live" not in read_page(text)[1]
 
 
-def test_a_model_the_page_cannot_rerun_is_refused_at_export(tmp_path, capsys):
+def test_a_model_the_page_cannot_rerun_is_refused_at_export_and_written_recorded(tmp_path, capsys):
     sentence = live_refusal(load_model("paper", "cpu"))  # the paper's base model: 279 MB of weights
     assert sentence is not None and "MB" in sentence
     code, path = export(tmp_path, "paper", "hello world")
-    assert code == 2 and not path.exists()
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"scratchformer: {sentence}"
-    with pytest.raises(UserError, match="cannot rerun paper"):
-        sf.run("paper", "hello world").show(live=True)
+    assert code == 0 and path.exists()  # the one sentence, and the recorded page as without --live
+    assert f"note: {sentence} The recorded page is written instead." in capsys.readouterr().err
+    text = path.read_text(encoding="utf-8")
+    assert 'id="sf-source"' not in text and "sfLiveCore" not in text and "live" not in read_page(text)[0]
+    view = sf.run("paper", "hello world").show(live=True)
+    assert view.note == f"{sentence} The page below is the recorded one."
+    assert html.escape(view.note) in view._repr_html_() and "live" not in read_page(view.html())[0]
     assert main(["export", "--source", SOURCE, "--live", "--out", str(tmp_path / "png")]) == 2
     assert "add --format html" in capsys.readouterr().err
 
 
-def test_a_batch_is_refused_in_one_sentence(tmp_path, capsys):
+def test_a_batch_is_refused_in_one_sentence_and_written_recorded(tmp_path, capsys):
     text = tmp_path / "text.txt"
     text.write_text("the girl eats an apple the boy drinks water " * 4, encoding="utf-8")
     assert main(["export", "--text-file", str(text), "--seq-len", "8", "--batch", "2", "--format", "html", "--live",
-                 "--out", str(tmp_path / "out")]) == 2  # fmt: skip
-    assert "A live page reruns one sentence, and this run has 2 batch items" in capsys.readouterr().err
+                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "A live page reruns one sentence, and this run has 2 batch items" in err
+    assert "The recorded page is written instead." in err
+    assert "live" not in read_page((tmp_path / "out" / "page.html").read_text(encoding="utf-8"))[0]
 
 
 def test_run_show_live_is_the_live_page_in_a_notebook():
