@@ -46,8 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--transcoders", metavar="DIR", help="with --graph: the transcoder set (default: the set a bundled "
                    "model ships)")
     p.add_argument("--live", action="store_true", help="with --format html: the page carries the model's weights and "
-                   "reruns it in the browser on the sentence you type (a model it cannot run is refused in one "
-                   "sentence)")
+                   "reruns it in the browser on the sentence you type (for a model it cannot run: one sentence why, "
+                   "and the recorded page)")
     p.add_argument("--out", required=True, help="folder to write into (created if its parent exists)")
     p.add_argument("--format", help=f"comma-separated, from {','.join(FORMATS)} (default png); or html alone: one "
                    f"self-contained interactive page of every step ({PAGE_NAME}); with --snapshots from "
