@@ -1,26 +1,25 @@
-"""Fixtures the interactive page's browser tests share (import them into a test module to use them there).
+"""What the interactive page's browser tests share: both engines, and helpers for the recorded en-hi page.
 
-`engine_browser` is one headless browser per engine the module's tests run in: the fixture is parametrised over
-ENGINES, so a test that takes it runs once in Chromium (tests/scratchformer/chromium.py, the DevTools protocol)
-and once in Firefox (tests/scratchformer/firefox.py, WebDriver BiDi), each shown in the test's id
-(`test_x[chromium]`, `test_x[firefox]`). Both drivers offer the same methods (open, evaluate, wait_for,
-centre_of, click, hover, key, screenshot) and the same `requests` and `console` lists; the browser's `engine`
-says which it is, for the rare check that differs. An engine that is not installed skips its half with one
-sentence. One browser serves the whole module (starting Firefox takes a few seconds); a test that needs a clean
-`requests` list clears it.
+A browser fixture made by `browser_fixture()` is one headless browser per engine the module's tests run in: the
+fixture is parametrised over ENGINES, so a test that takes it runs once in Chromium (tests/scratchformer/chromium.py,
+the DevTools protocol) and once in Firefox (tests/scratchformer/firefox.py, WebDriver BiDi), each shown in the
+test's id (`test_x[chromium]`, `test_x[firefox]`). Both drivers offer the same methods (open, evaluate, wait_for,
+centre_of, click, hover, key, screenshot) and the same `requests` and `console` lists; the browser's `engine` says
+which it is, for the rare check that differs. An engine that is not installed skips its half with one sentence.
+One browser serves the whole module (starting Firefox takes a few seconds); a test that needs a clean `requests`
+list clears it. tests/scratchformer/conftest.py offers the folder's tests one such fixture, `engine_browser`, with
+`page_run` and `page_file` (the recorded en-hi run of SOURCE and the page written from it); a module that wants
+another timeout, or a report once its tests are done, makes its own (`browser = browser_fixture(timeout=60)`).
 
-`run` and `page_file` are the recorded en-hi run of SOURCE and the page written from it, made as
-test_page_browser.py makes its own; `canvas` and `cell_centre` read the single map the page shows. A test module
-imports the fixtures it takes (`from tests.scratchformer.page_browsers import engine_browser, page_file, run`)
-and marks the tests that take them `# noqa: F811` (ruff reads a fixture argument as the import redefined).
+`canvas` and `cell_centre` read the single map the recorded page shows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from scratchformer.loading.bundle import load_model
-from scratchformer.page import page_data, run_arguments, write_page
 from tests.scratchformer import chromium, firefox
 
 ENGINES = ("chromium", "firefox")
@@ -46,32 +45,23 @@ def start_browser(engine: str, **options):
     return browser
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def engine_browser(request):
-    """One started browser per engine, for the module's tests; skips an engine that is not installed."""
-    engine = request.param
-    if not installed(engine):
-        pytest.skip(not_installed(engine))
-    with start_browser(engine) as b:
-        yield b
+def browser_fixture(timeout: float = 30.0, after: Callable[[str], None] | None = None):
+    """A module-scoped fixture: one started browser per engine (its waits bounded by `timeout` seconds), an engine
+    that is not installed skipped; `after(engine)` runs once the module's tests in that engine are done (to print
+    what they measured). The browser's `shown` starts as None, for a module that keeps one page open across tests."""
 
+    @pytest.fixture(scope="module", params=ENGINES)
+    def browser(request):
+        engine = request.param
+        if not installed(engine):
+            pytest.skip(not_installed(engine))
+        with start_browser(engine, timeout=timeout) as b:
+            b.shown = None
+            yield b
+        if after is not None:
+            after(engine)
 
-@pytest.fixture(scope="module")
-def run():
-    """The en-hi model, the prepared inputs of SOURCE and its recorded trace."""
-    bundle = load_model("en-hi", "cpu")
-    inputs = bundle.prepare_run(SOURCE)
-    _, trace = bundle.run(inputs, keep_output=False)
-    return bundle, inputs, trace
-
-
-@pytest.fixture(scope="module")
-def page_file(run, tmp_path_factory):
-    """The page of that run, written to a file."""
-    bundle, inputs, trace = run
-    path = tmp_path_factory.mktemp("page") / "page.html"
-    write_page(path, page_data(bundle, trace, inputs, run_args=run_arguments("en-hi", SOURCE)))
-    return path
+    return browser
 
 
 def canvas(b) -> str:

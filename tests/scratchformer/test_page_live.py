@@ -17,7 +17,6 @@ How fast a rerun is drawn and how fast → steps are measured by benchmarks/benc
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import time
@@ -37,19 +36,21 @@ from scratchformer.page.live import live_refusal
 from scratchformer.page.maps import build_maps, heatmaps_of
 from scratchformer.page.packing import pack_json, unpack_json, unpack_values
 from scratchformer.plotdata.cells import cell_index
-from tests.scratchformer.page_browsers import READY, SOURCE, cell_centre, engine_browser  # noqa: F401
+from tests.scratchformer.live_harness import SF_BYTES, floats
+from tests.scratchformer.page_browsers import READY, SOURCE, cell_centre
+
+# engine_browser: tests/scratchformer/conftest.py
 
 PAGE_LIMIT = 2_500_000  # bytes: en-hi's live page
 NEW = "the boy drinks water"
 LLAMA, LLAMA_NEW = "3 1 4 1 5 9 2 6 <sep>", "2 7 1 8 2 8 <sep>"
 BLOG, BLOG_NEW = "hello world", "I love cats, don't you?"  # blog reads 10 of GPT-2's tokens
-# the page's maps as JSON, each with its values as base64 of float32 (the driver need not carry 100 000 numbers)
-DUMP = """(() => { const P = window.sfPage, D = P.index(), out = {};
-  const b64 = (a) => { const u = new Uint8Array(a.buffer, a.byteOffset, a.byteLength); let s = "";
-    for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode.apply(null, u.subarray(i, i + 8192));
-    return btoa(s); };
-  for (const [key, m] of Object.entries(D.maps)) out[key] = Object.assign({}, m, {data: b64(P.hooks.values(key))});
+# the page's maps as JSON, each with its values as base64 of float32 (live_harness's sfBytes)
+DUMP = (
+    "(() => { const P = window.sfPage, D = P.index(), out = {};\n" + SF_BYTES + """
+  for (const [key, m] of Object.entries(D.maps)) out[key] = Object.assign({}, m, {data: sfBytes(P.hooks.values(key))});
   return JSON.stringify(out); })()"""
+)
 
 
 def export(tmp: Path, model: str, source: str, *extra: str) -> tuple[int, Path]:
@@ -128,7 +129,7 @@ def shown_tokens(b) -> list[list[str]]:
 def live_maps(b) -> dict:
     maps = json.loads(b.evaluate(DUMP))
     for m in maps.values():
-        m["values"] = np.frombuffer(base64.b64decode(m.pop("data")), "<f4").reshape(m["shape"])
+        m["values"] = floats(m.pop("data"), m["shape"])
     return maps
 
 
@@ -167,7 +168,18 @@ def python_maps(run) -> tuple[dict, dict]:
     return maps, values
 
 
-def test_the_recorded_sentence_rerun_in_the_page_is_the_recorded_page(live_file, engine_browser):  # noqa: F811
+def typed_run(b, path: Path, model: str, text: str):
+    """The live page at `path` with `text` typed: the translation and every map drawn are Python's run of it (values
+    within 1e-4 of the step's size); Python's run, its maps' values and the worst difference."""
+    run = sf.run(model=model, source=text)
+    open_live(b, path)
+    type_sentence(b, text)
+    assert b.evaluate("document.getElementById('sf-translation').textContent") == run.translation
+    maps, values = python_maps(run)
+    return run, values, same_maps(live_maps(b), maps, values, 1e-4)
+
+
+def test_the_recorded_sentence_rerun_in_the_page_is_the_recorded_page(live_file, engine_browser):
     index, chunks = read_page(live_file.read_text(encoding="utf-8"))
     recorded = {k: unpack_values(chunks[m["chunk"]], m["dtype"], tuple(m["shape"])) for k, m in index["maps"].items()}
     b = engine_browser
@@ -179,16 +191,11 @@ def test_the_recorded_sentence_rerun_in_the_page_is_the_recorded_page(live_file,
     assert b.requests == [] and not b.console
 
 
-def test_a_typed_sentence_is_python_s_run_on_screen(live_file, engine_browser):  # noqa: F811
-    run = sf.run(model="en-hi", source=NEW)
+def test_a_typed_sentence_is_python_s_run_on_screen(live_file, engine_browser):
     b = engine_browser
-    open_live(b, live_file)
-    type_sentence(b, NEW)
+    run, values, worst = typed_run(b, live_file, "en-hi", NEW)
     assert shown_tokens(b) == [run.trace.source_tokens[0], run.trace.target_tokens[0]]
-    assert b.evaluate("document.getElementById('sf-translation').textContent") == run.translation
     assert run.translation and b.evaluate("document.title").startswith(f"en-hi · {NEW}")
-    maps, values = python_maps(run)
-    worst = same_maps(live_maps(b), maps, values, 1e-4)
     print(f"\n{b.engine}: a typed sentence, worst difference from Python's maps {worst:.1e}")
     # the steps shown: the page's own values of the map drawn, one head or all of them
     for name, head in (("encoder.0.self_attn.weights", 0), ("decoder.1.cross_attn.weights", 2),
@@ -216,7 +223,7 @@ def test_a_typed_sentence_is_python_s_run_on_screen(live_file, engine_browser): 
     assert b.requests == [] and not b.console and b.evaluate("document.body.dataset.error") is None
 
 
-def test_the_explanation_derivation_and_lens_are_of_the_typed_run(live_file, engine_browser):  # noqa: F811
+def test_the_explanation_derivation_and_lens_are_of_the_typed_run(live_file, engine_browser):
     """With the plug-ins in the page (viewer_live_explain.js, viewer_live_derive*.js) they are Python's for the
     typed sentence; without them the page says the recorded sentence's numbers are left out, and shows the command
     that derives a cell of the typed sentence."""
@@ -253,7 +260,7 @@ def test_the_explanation_derivation_and_lens_are_of_the_typed_run(live_file, eng
     assert b.requests == [] and not b.console
 
 
-def test_bad_input_is_one_sentence_and_the_last_good_run_stays(live_file, engine_browser):  # noqa: F811
+def test_bad_input_is_one_sentence_and_the_last_good_run_stays(live_file, engine_browser):
     b = engine_browser
     open_live(b, live_file)
     enter(b, NEW)
@@ -288,7 +295,7 @@ def test_bad_input_is_one_sentence_and_the_last_good_run_stays(live_file, engine
     assert b.requests == [] and not b.console
 
 
-def test_a_typed_target_is_read_by_teacher_forcing(live_file, engine_browser):  # noqa: F811
+def test_a_typed_target_is_read_by_teacher_forcing(live_file, engine_browser):
     run = sf.run("en-hi", NEW, "लड़का पानी")
     b = engine_browser
     open_live(b, live_file)
@@ -301,28 +308,19 @@ def test_a_typed_target_is_read_by_teacher_forcing(live_file, engine_browser):  
     same_maps(live_maps(b), maps, values, 1e-4)
 
 
-def test_llama_tiny_s_live_page_continues_the_typed_text(llama_file, engine_browser):  # noqa: F811
-    run = sf.run(model="llama-tiny", source=LLAMA_NEW)
+def test_llama_tiny_s_live_page_continues_the_typed_text(llama_file, engine_browser):
     b = engine_browser
-    open_live(b, llama_file)
+    run = typed_run(b, llama_file, "llama-tiny", LLAMA_NEW)[0]
     assert b.evaluate("document.getElementById('sf-target')") is None  # a decoder alone reads one text
-    type_sentence(b, LLAMA_NEW)
     assert shown_tokens(b) == [run.trace.source_tokens[0]]  # the decoder input is the text: one line
-    assert b.evaluate("document.getElementById('sf-translation').textContent") == run.translation
-    maps, values = python_maps(run)
-    same_maps(live_maps(b), maps, values, 1e-4)
     assert b.requests == [] and not b.console
 
 
-def test_blog_s_live_page_reads_gpt2_s_tokens_of_a_typed_sentence(blog_file, engine_browser):  # noqa: F811
-    run = sf.run(model="blog", source=BLOG_NEW)
+def test_blog_s_live_page_reads_gpt2_s_tokens_of_a_typed_sentence(blog_file, engine_browser):
     b = engine_browser
-    open_live(b, blog_file)
-    type_sentence(b, BLOG_NEW)
+    # the logits' and probabilities' columns labelled as token_strings labels them
+    run, _, worst = typed_run(b, blog_file, "blog", BLOG_NEW)
     assert shown_tokens(b) == [run.trace.source_tokens[0], run.trace.target_tokens[0]]  # " love", not "Ġlove"
-    assert b.evaluate("document.getElementById('sf-translation').textContent") == run.translation
-    maps, values = python_maps(run)  # the logits' and probabilities' columns labelled as token_strings labels them
-    worst = same_maps(live_maps(b), maps, values, 1e-4)
     print(f"\n{b.engine}: blog, a typed sentence, worst difference from Python's maps {worst:.1e}")
     assert b.requests == [] and not b.console and b.evaluate("document.body.dataset.error") is None
 

@@ -1,6 +1,6 @@
 """GPT-2's byte-level BPE in the live page (scratchformer/page/viewer_live_bpe.js, with live.py's _byte_level) against
 Hugging Face's, and the models that read it: in headless Chromium and Firefox (page_browsers.py), on the engine's
-harness page (test_page_live_engine.py's).
+harness page (live_harness.py).
 
 - the tokenizer reads awkward text (white space of every kind and place, contractions, digits, emoji, CJK,
   Devanagari, Arabic and Hebrew, combining marks, added tokens, control characters, 5,000 characters, nothing) into
@@ -34,8 +34,8 @@ from scratchformer.page.live import live_model, live_refusal
 from scratchformer.running.decoding import greedy
 from scratchformer.transformer.config import TransformerConfig, paper
 from scratchformer.transformer.model import Transformer
-from tests.scratchformer.page_browsers import ENGINES, installed, not_installed, start_browser
-from tests.scratchformer.test_page_live_engine import check_run, harness
+from tests.scratchformer.live_harness import check_run, harness, report_worst, show
+from tests.scratchformer.page_browsers import browser_fixture
 
 _rng = random.Random(0)
 _PARTS = ["the", " quick", "  brown", "\n", "\t", "fox's", " they're", "12", "3.5", "😀", "👍🏽", "日本語", " नमस्ते",
@@ -61,13 +61,7 @@ BLOG_RUNS = [("I love cats", None), ("Hello, world!", "Bonjour le monde"), ("a<|
 SMALL_PAPER = dict(d_model=16, n_heads=4, d_ff=32, n_encoder_layers=2, n_decoder_layers=2, max_len=64)
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def browser(request):
-    if not installed(request.param):
-        pytest.skip(not_installed(request.param))
-    with start_browser(request.param, timeout=60) as b:
-        b.shown = None
-        yield b
+browser = browser_fixture(timeout=60, after=report_worst)
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +82,12 @@ def pages(tmp_path_factory, small_paper):
             "paper-small": harness(load_model(small_paper, "cpu"), folder / "paper-small.html")}  # fmt: skip
 
 
-def shown(b, page):
-    if b.shown != page:
-        b.open(page)
-        b.wait_for("document.body.dataset.ready", timeout=60)
-        assert b.evaluate("document.body.dataset.ready") == "1"
-        b.shown = page
-    return b
-
-
 # --- the tokenizer ------------------------------------------------------------------------------------------------
 
 
 def test_the_tokenizer_reads_awkward_text_as_hugging_face_does(browser, pages):
     tok = gpt2_tokenizer()
-    b = shown(browser, pages["blog"])
+    b = show(browser, pages["blog"])
     ours = json.loads(b.evaluate(f"""(() => {{
         const model = JSON.parse(document.getElementById("sf-live-model").textContent);
         const t = sfLive.tokenizer(sfLive.tokenizers(model).src);
@@ -122,7 +107,7 @@ def test_the_tokenizer_reads_awkward_text_as_hugging_face_does(browser, pages):
 
 def test_the_engine_frames_and_refuses_text_as_prepare_does(browser, pages):
     bundle = load_model("blog", "cpu")
-    b = shown(browser, pages["blog"])
+    b = show(browser, pages["blog"])
     for text in AWKWARD:
         ours = b.evaluate(f"engine.tokenize({json.dumps(text)}, 'src')")
         try:
@@ -136,7 +121,7 @@ def test_the_engine_frames_and_refuses_text_as_prepare_does(browser, pages):
 
 def test_the_vocabulary_s_pieces_and_labels_are_the_tokenizer_s(browser, pages):
     tok = gpt2_tokenizer()
-    b = shown(browser, pages["blog"])
+    b = show(browser, pages["blog"])
     got = json.loads(b.evaluate("""(() => {
         const model = JSON.parse(document.getElementById("sf-live-model").textContent);
         const specs = sfLive.tokenizers(model), v = sfLive.vocabulary(specs.tgt);
@@ -152,7 +137,7 @@ def test_the_vocabulary_s_pieces_and_labels_are_the_tokenizer_s(browser, pages):
 
 @pytest.mark.parametrize("source, target", BLOG_RUNS)
 def test_blog_every_step_and_its_greedy_output_match_python(browser, pages, source, target):
-    check_run(shown(browser, pages["blog"]), "blog", source, target)
+    check_run(show(browser, pages["blog"]), "blog", source, target)
 
 
 @pytest.mark.parametrize("source, target", [
@@ -161,12 +146,12 @@ def test_blog_every_step_and_its_greedy_output_match_python(browser, pages, sour
 ])  # fmt: skip
 def test_a_paper_architecture_model_that_fits_runs_live(browser, pages, small_paper, source, target):
     assert live_refusal(load_model(small_paper, "cpu")) is None
-    ours = check_run(shown(browser, pages["paper-small"]), small_paper, source, target)
+    ours = check_run(show(browser, pages["paper-small"]), small_paper, source, target)
     assert len(ours["source_tokens"]) > 20
 
 
 def test_blog_s_greedy_translation_alone_matches_python_on_longer_limits(browser, pages):
-    b = shown(browser, pages["blog"])
+    b = show(browser, pages["blog"])
     bundle = load_model("blog", "cpu")
     for n in (1, 5, 9):
         alone = b.evaluate(f"engine.translate('I love cats', {{maxLen: {n}}})")

@@ -1,12 +1,11 @@
-"""The live page's derivations and logit lens (scratchformer/page/viewer_live_derive*.js, with
-page/live_derive.py's derive_context) against Python's: in headless Chromium and Firefox (page_browsers.py), a
-harness page holds the live engine, live_model's JSON and derive_context's; the engine traces a sentence, and a
-sample of cells of every step (the corners, the largest value, one more, on every head of a step with heads; every
-key of the last query of an attention map) is derived in the browser and by `derivations.compact(derive.compute(…))`,
-the lens by data._lens. Models: en-hi (a typed target; a padding token), llama-tiny, copy, blog (GPT-2's byte-level
-tokens: pieces such as "Ġlove" looked up, labels such as " love"), and two seeded random mixtures of the switches
-the engine reads (pre-norm RMSNorm encoder-decoder with gated SiLU, grouped-query attention and a final norm; a
-post-LN decoder alone).
+"""The live page's derivations and logit lens (scratchformer/page/viewer_live_derive*.js, with page/live_derive.py's
+derive_context) against Python's: in headless Chromium and Firefox (page_browsers.py), a harness page (live_harness.py)
+holds the live engine, live_model's JSON and derive_context's; the engine traces a sentence, and a sample of cells of
+every step (the corners, the largest value, one more, on every head of a step with heads; every key of the last query of
+an attention map) is derived in the browser and by `derivations.compact(derive.compute(…))`, the lens by data._lens.
+Models: en-hi (a typed target; a padding token), llama-tiny, copy, blog (GPT-2's byte-level tokens: pieces such as
+"Ġlove" looked up, labels such as " love"), and two seeded random mixtures of the switches the engine reads (pre-norm
+RMSNorm encoder-decoder with gated SiLU, grouped-query attention and a final norm; a post-LN decoder alone).
 
 Texts are compared exactly against Python deriving the very numbers the browser derived (Python's trace of the same
 sentence with each step's values replaced by the engine's): the engine's float32 values differ from torch's in the
@@ -16,11 +15,9 @@ exactly there too. The time one derivation and one lens take in the browser is p
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,8 +25,6 @@ import torch
 
 from scratchformer.analyses import derive
 from scratchformer.loading.bundle import load_model
-from scratchformer.loading.model_bundle import ModelBundle
-from scratchformer.page import live
 from scratchformer.page.data import _lens
 from scratchformer.page.derivations import compact
 from scratchformer.page.live import live_model, live_refusal
@@ -37,30 +32,13 @@ from scratchformer.page.live_derive import derive_context
 from scratchformer.plotdata.cells import shown_axes
 from scratchformer.plotdata.heatmap import VOCAB_COLUMNS, top_columns
 from scratchformer.running.generation import Continuation
-from scratchformer.transformer.config import TransformerConfig
-from scratchformer.transformer.model import Transformer
-from tests.scratchformer.page_browsers import ENGINES, installed, not_installed, start_browser
+from tests.scratchformer import live_harness
+from tests.scratchformer.live_harness import MIXTURES, TOLERANCE, floats, mixture, show
+from tests.scratchformer.page_browsers import browser_fixture
 
-PAGE = Path(live.__file__).parent
-SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_derive_kit.js",
-           "viewer_live_derive_rules.js", "viewer_live_derive.js")  # fmt: skip
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
-HARNESS = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}"></head>
-<body>
-<script type="application/json" id="sf-live-model">{model}</script>
-<script type="application/json" id="sf-derive-context">{context}</script>
-<script>
-{scripts}
-function sfBytes(a) {{
-  const u = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  let s = "";
-  for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode.apply(null, u.subarray(i, i + 8192));
-  return btoa(s);
-}}
-window.sfValues = (run) => run.steps.map((s) => sfBytes(Float32Array.from(s.data)));
-(async () => {{
+SCRIPTS = ("viewer_live_derive_kit.js", "viewer_live_derive_rules.js", "viewer_live_derive.js")
+# the engine made from the weights the plug-in unpacks, and the plug-in's context as `ctx`
+SETUP = """(async () => {
   const model = JSON.parse(document.getElementById("sf-live-model").textContent);
   const arrays = await sfLiveDerive.unpackWeights(model);
   window.engine = sfLive.fromArrays(model, arrays);
@@ -68,10 +46,7 @@ window.sfValues = (run) => run.steps.map((s) => sfBytes(Float32Array.from(s.data
                                     arrays);
   const bad = window.engine.error || window.ctx.error;
   document.body.dataset.ready = bad ? "error: " + bad : "1";
-}})();
-</script>
-</body></html>
-"""
+})();"""
 RUNS = [("en-hi", "the girl eats an apple", None),
         ("en-hi", "the old man sees funny daughters", "लड़की सेब खाती है"),
         ("en-hi", "the girl <pad> eats an apple", None),  # a padding key: −∞ in every attention's mask
@@ -80,71 +55,35 @@ RUNS = [("en-hi", "the girl eats an apple", None),
         ("copy", "3 1 4 1 5", None),
         ("blog", "I love cats, don't you?", None),
         ("blog", "Hello, world!", "Bonjour"),
-        ("mixture-pre-norm", "the girl eats an apple", "लड़की सेब खाती है"),
-        ("mixture-decoder", "लड़की सेब खाती है", "")]  # fmt: skip
-# seeded random models on en-hi's tokenizers, mixing the switches the engine reads (as test_page_live_engine's)
-MIXTURES = {
-    "mixture-pre-norm": dict(norm_first=True, final_layer_norm=True, norm="rmsnorm", activation="silu",
-                             ffn_gated=True, n_kv_heads=2, linear_bias=False, tie_output=False,
-                             scale_embedding=False),
-    "mixture-decoder": dict(n_encoder_layers=0),  # decoder-only, post-LN, sinusoids
-}  # fmt: skip
+        ("llama-like encoder-decoder", "the girl eats an apple", "लड़की सेब खाती है"),  # live_harness.MIXTURES
+        ("decoder-only", "लड़की सेब खाती है", "")]  # fmt: skip
 ATTENTION_MAPS = ("mask", "masked_scores", "attention_weights")  # every key of the first query is derived
-TOLERANCE = 1e-4
 TIMES: dict[str, dict[str, float]] = {}  # engine → what was timed → ms
-
-
-def json_text(data) -> str:
-    """JSON to sit in a <script> element ("</" written "<\\/" so it cannot end the element)."""
-    return json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
-
-
-def mixture(changes: dict) -> ModelBundle:
-    base = load_model("en-hi", "cpu")
-    config = TransformerConfig(**{**base.config.to_dict(), "name": "mixture", **changes})
-    torch.manual_seed(0)
-    return ModelBundle(Transformer(config).eval(), base.src_tokenizer, base.tgt_tokenizer, "mixture", "test")
 
 
 @pytest.fixture(scope="module")
 def bundles():
     made = {name: load_model(name, "cpu") for name in ("en-hi", "llama-tiny", "copy", "blog")}
-    made.update({name: mixture(changes) for name, changes in MIXTURES.items()})
+    made.update({name: mixture(**changes) for name, changes in MIXTURES.items()})
     assert all(live_refusal(b) is None for b in made.values())
     return made
 
 
 @pytest.fixture(scope="module")
 def pages(bundles, tmp_path_factory):
-    folder, made = tmp_path_factory.mktemp("live_derive"), {}
-    for name, bundle in bundles.items():
-        scripts = "\n".join((PAGE / s).read_text(encoding="utf-8") for s in SCRIPTS)
-        text = HARNESS.format(csp=CSP, model=json_text(live_model(bundle, steps=False)),
-                              context=json_text(derive_context(bundle)), scripts=scripts)  # fmt: skip
-        made[name] = folder / f"{name}.html"
-        made[name].write_text(text, encoding="utf-8")
-    return made
+    folder = tmp_path_factory.mktemp("live_derive")
+    return {name: live_harness.harness(bundle, folder / f"{name}.html", SCRIPTS,
+                                       {"sf-derive-context": derive_context(bundle)}, SETUP)
+            for name, bundle in bundles.items()}  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def browser(request):
-    if not installed(request.param):
-        pytest.skip(not_installed(request.param))
-    with start_browser(request.param, timeout=60) as b:
-        b.shown = None
-        yield b
-    if request.param in TIMES:
-        timed = ", ".join(f"{what} {ms:.2f} ms" for what, ms in TIMES[request.param].items())
-        print(f"\nlive derivations in {request.param}: {timed}")
+def report_times(engine: str) -> None:
+    if engine in TIMES:
+        timed = ", ".join(f"{what} {ms:.2f} ms" for what, ms in TIMES[engine].items())
+        print(f"\nlive derivations in {engine}: {timed}")
 
 
-def show(b, page: Path):
-    if b.shown != page:
-        b.open(page)
-        b.wait_for("document.body.dataset.ready", timeout=60)
-        assert b.evaluate("document.body.dataset.ready") == "1"
-        b.shown = page
-    return b
+browser = browser_fixture(timeout=60, after=report_times)
 
 
 def ev(b, expression: str):
@@ -162,8 +101,7 @@ def live_run(b, source: str, target: str | None):
     b.evaluate(f"window.run = engine.trace({json.dumps(source)}, {json.dumps(target)}); 0")
     assert b.evaluate("window.run.error || ''") == ""
     shapes = ev(b, "window.run.steps.map((s) => s.shape)")
-    return [np.frombuffer(base64.b64decode(v), "<f4").reshape(s) for v, s in
-            zip(ev(b, "sfValues(window.run)"), shapes)]  # fmt: skip
+    return [floats(v, s) for v, s in zip(ev(b, "sfValues(window.run)"), shapes)]
 
 
 def with_values(trace, values):

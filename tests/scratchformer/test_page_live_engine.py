@@ -1,9 +1,9 @@
-"""The live page's engine (scratchformer/page/viewer_live_core.js, viewer_live_bpe.js, viewer_live.js) against
-Python's own run: in headless Chromium and Firefox (tests/scratchformer/page_browsers.py), on a small page holding
-the engine and live_model's JSON under the page's Content-Security-Policy, every step of the trace (name, kind, axes,
-shape, values), the tokens and the greedy translation are compared with `scratchformer.run` on the same sentence,
-for every bundled model; plus the tokenizer on awkward text, bad input, the time a trace takes and what live_refusal
-refuses. GPT-2's byte-level BPE and the models that read it (blog) are test_page_live_bpe.py's.
+"""The live page's engine (scratchformer/page/viewer_live_core.js, viewer_live_bpe.js, viewer_live.js) against Python's
+own run: in headless Chromium and Firefox (tests/scratchformer/page_browsers.py), on a small page holding the engine and
+live_model's JSON under the page's Content-Security-Policy (tests/scratchformer/live_harness.py), every step of the
+trace (name, kind, axes, shape, values), the tokens and the greedy translation are compared with `scratchformer.run` on
+the same sentence, for every bundled model; plus the tokenizer on awkward text, bad input, the time a trace takes and
+what live_refusal refuses. GPT-2's byte-level BPE and the models that read it (blog) are test_page_live_bpe.py's.
 
 Values: float32 keeps about 7 significant digits, so a step with values in the hundreds (attention scores) differs
 from Python's by up to a few 1e-4 whoever computes it; each step is held to 1e-4 × max(1, its largest value), which
@@ -11,10 +11,8 @@ is an absolute 1e-4 for steps within ±1 (attention weights, probabilities). The
 
 from __future__ import annotations
 
-import base64
 import json
 import statistics
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,132 +22,25 @@ import torch
 import scratchformer as sf
 from scratchformer.errors import UserError
 from scratchformer.loading.bundle import load_model
-from scratchformer.loading.model_bundle import ModelBundle
 from scratchformer.page import live
 from scratchformer.page.live import live_model, live_refusal
 from scratchformer.page.packing import unpack_values
 from scratchformer.running.generation import Continuation
 from scratchformer.transformer.config import TransformerConfig
-from scratchformer.transformer.model import Transformer
-from tests.scratchformer.page_browsers import ENGINES, installed, not_installed, start_browser
+from tests.scratchformer.live_harness import MIXTURES, check_run, compare, mixture, page_cache, report_worst, show
+from tests.scratchformer.page_browsers import browser_fixture
 
 BUNDLED = ("en-hi", "copy", "reverse", "sort", "llama-tiny")
-TOLERANCE = 1e-4
-PAGE = Path(live.__file__).parent
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
-HARNESS = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}"></head>
-<body>
-<script type="application/json" id="sf-live-model">{model}</script>
-<script>
-{core}
-{bpe}
-{live}
-function sfBytes(a) {{
-  const u = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  let s = "";
-  for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode.apply(null, u.subarray(i, i + 8192));
-  return btoa(s);
-}}
-window.sfDump = (t) => t.error ? t : Object.assign({{}}, t, {{steps: t.steps.map((s) =>
-  ({{name: s.name, kind: s.kind, dims: [...s.dims], shape: [...s.shape], data: sfBytes(s.data)}}))}});
-sfLive.load(JSON.parse(document.getElementById("sf-live-model").textContent)).then((e) => {{
-  window.engine = e;
-  document.body.dataset.ready = e.error ? "error: " + e.error : "1";
-}});
-</script>
-</body></html>
-"""
-# model → [worst absolute difference, worst difference / step scale, worst on attention weights and probabilities]
-WORST: dict[str, list[float]] = {}
-
-
-def harness(bundle, path: Path) -> Path:
-    """A page with the engine and the model's JSON only ("</" written "<\\/" so the JSON cannot end its element)."""
-    model = json.dumps(live_model(bundle, steps=False), ensure_ascii=False).replace("</", "<\\/")
-    script = {part: (PAGE / f"viewer_live_{part}.js").read_text(encoding="utf-8") for part in ("core", "bpe")}
-    text = HARNESS.format(csp=CSP, model=model, **script, live=(PAGE / "viewer_live.js").read_text(encoding="utf-8"))
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module", params=ENGINES)
-def browser(request):
-    """One browser per engine (Chromium, Firefox) for the module's tests; an engine not installed is skipped."""
-    if not installed(request.param):
-        pytest.skip(not_installed(request.param))
-    with start_browser(request.param, timeout=60) as b:
-        b.shown = None
-        yield b
-    mine = {name: worst for name, worst in WORST.items() if name.endswith(f"({request.param})")}
-    if mine:
-        print(f"\nlive engine vs Python in {request.param}, worst difference per model: absolute, relative to the "
-              "step's largest value, absolute on attention weights and probabilities")  # fmt: skip
-        for name, (absolute, scaled, unit) in mine.items():
-            print(f"  {name:<24} {absolute:.2e}  {scaled:.2e}  {unit:.2e}")
+browser = browser_fixture(timeout=60, after=report_worst)
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    folder, made = tmp_path_factory.mktemp("live"), {}
-
-    def page(name: str, bundle=None) -> Path:
-        if name not in made:
-            made[name] = harness(bundle or load_model(name, "cpu"), folder / f"{name}.html")
-        return made[name]
-
-    return page
-
-
-def engine(b, page: Path):
-    """The browser showing `page` with its engine loaded."""
-    if b.shown != page:
-        b.open(page)
-        b.wait_for("document.body.dataset.ready", timeout=60)
-        assert b.evaluate("document.body.dataset.ready") == "1"
-        b.shown = page
-    return b
+    return page_cache(tmp_path_factory.mktemp("live"))
 
 
 def js(b, call: str):
     return b.evaluate(f"sfDump({call})")
-
-
-def compare(name: str, trace, ours: dict) -> None:
-    """Every step of the engine's trace against Python's: order, name, kind, axes, shape, −∞ cells, values."""
-    assert "error" not in ours, ours
-    assert [s["name"] for s in ours["steps"]] == [s.name for s in trace]
-    worst = WORST.setdefault(name, [0.0, 0.0, 0.0])
-    for mine, step in zip(ours["steps"], trace):
-        assert (mine["kind"], tuple(mine["dims"]), tuple(mine["shape"])) == (step.kind, step.dims, tuple(step.shape))
-        a = np.frombuffer(base64.b64decode(mine["data"]), "<f4").reshape(mine["shape"])
-        b = step.tensor.float().numpy()
-        assert np.array_equal(np.isneginf(a), np.isneginf(b)), step.name  # masked cells, exactly
-        finite = np.isfinite(b)
-        assert np.isfinite(a).sum() == finite.sum(), step.name
-        if not finite.any():
-            continue
-        diff = float(np.abs(a[finite] - b[finite]).max())
-        scaled = diff / max(1.0, float(np.abs(b[finite]).max()))
-        worst[0], worst[1] = max(worst[0], diff), max(worst[1], scaled)
-        if step.kind in ("attention_weights", "probabilities"):
-            worst[2] = max(worst[2], diff)
-        assert scaled <= TOLERANCE, f"{step.name}: differs by {diff:.3g}"
-
-
-def check_run(b, name: str, source: str, target: str | None = None) -> dict:
-    run = sf.run(name, source, target)
-    ours = js(b, f"engine.trace({json.dumps(source)}, {json.dumps(target)})")
-    compare(f"{name} ({b.engine})", run.trace, ours)
-    assert ours["source_tokens"] == run.tokens["source"] and ours["target_tokens"] == run.tokens["target"]
-    assert ours["translation"] == run.translation and ours["decoder_input"] == run.inputs.decoder_input
-    assert ours["unknown"] == run.inputs.unknown_words
-    assert ours["unknown_target"] == run.inputs.unknown_target_words and ours["notes"] == run.inputs.notes
-    if not target:  # the greedy output alone, as translate() gives it, is the same token for token
-        alone = b.evaluate(f"engine.translate({json.dumps(source)})")
-        assert alone["ids"] == run.inputs.generated and alone["text"] == run.translation
-    return ours
 
 
 # --- the engine computes what Python computes -------------------------------------------------------------------
@@ -163,26 +54,26 @@ def check_run(b, name: str, source: str, target: str | None = None) -> dict:
     ("the <pad> girl eats", None),  # a typed pad token: masked in the encoder and the cross-attention
 ])  # fmt: skip
 def test_en_hi_every_step_tokens_and_translation_match_python(browser, pages, source, target):
-    engine(browser, pages("en-hi"))
+    show(browser, pages("en-hi"))
     check_run(browser, "en-hi", source, target)
 
 
 @pytest.mark.parametrize("name, source", [("copy", "3 1 4 1 5 9 2 6"), ("reverse", "2 7 1 8 2 8"),
                                           ("sort", "3 1 4 1 5 9 2 6")])  # fmt: skip
 def test_the_algorithmic_models_match_python(browser, pages, name, source):
-    engine(browser, pages(name))
+    show(browser, pages(name))
     check_run(browser, name, source)
 
 
 @pytest.mark.parametrize("text", ["3 1 4 1 5 9 2 6 <sep>", "2 7 <pad> 1 8 <sep>"])
 def test_llama_tiny_rotary_grouped_query_decoder_matches_python(browser, pages, text):
-    engine(browser, pages("llama-tiny"))
+    show(browser, pages("llama-tiny"))
     ours = check_run(browser, "llama-tiny", text)
     assert ours["decoder_input"] == "generated" and any(s["name"].endswith("k_rotated") for s in ours["steps"])
 
 
 def test_from_arrays_takes_weights_unpacked_elsewhere_and_refuses_missing_ones(browser, pages):
-    b = engine(browser, pages("copy"))
+    b = show(browser, pages("copy"))
     model = "JSON.parse(document.getElementById('sf-live-model').textContent)"
     same = b.evaluate(f"""(async () => {{
         const json = {model}, arrays = {{}};
@@ -196,23 +87,14 @@ def test_from_arrays_takes_weights_unpacked_elsewhere_and_refuses_missing_ones(b
     assert said["error"].startswith("The page could not read its model: the weight ")
 
 
-def _random_bundle(**changes) -> ModelBundle:
-    """en-hi's tokenizers on a seeded random model of another architecture."""
-    base = load_model("en-hi", "cpu")
-    config = TransformerConfig(**{**base.config.to_dict(), "name": "mixture", **changes})
-    torch.manual_seed(0)
-    return ModelBundle(Transformer(config).eval(), base.src_tokenizer, base.tgt_tokenizer, "mixture", "test")
-
-
-@pytest.mark.parametrize("changes, source, target", [
-    (dict(norm_first=True, final_layer_norm=True, norm="rmsnorm", activation="silu", ffn_gated=True, n_kv_heads=2,
-          linear_bias=False, tie_output=False, scale_embedding=False), "the girl eats an apple", "लड़की सेब खाती है"),
-    (dict(n_encoder_layers=0), "लड़की सेब खाती है", ""),  # decoder-only, post-LN, sinusoids: its continuation
+@pytest.mark.parametrize("label, source, target", [
+    ("llama-like encoder-decoder", "the girl eats an apple", "लड़की सेब खाती है"),
+    ("decoder-only", "लड़की सेब खाती है", ""),  # its continuation
 ])  # fmt: skip
-def test_mixtures_of_the_switches_it_reads_match_python(browser, pages, changes, source, target):
-    bundle = _random_bundle(**changes)
+def test_mixtures_of_the_switches_it_reads_match_python(browser, pages, label, source, target):
+    bundle = mixture(**MIXTURES[label])
     assert live_refusal(bundle) is None
-    engine(browser, pages(f"mixture-{len(changes)}", bundle))
+    show(browser, pages(f"mixture: {label}", bundle))
     inputs = bundle.prepare_run(source, target, continuation=Continuation())
     _, trace = bundle.run(inputs, keep_output=False)
     ours = js(browser, f"engine.trace({json.dumps(source)}, {json.dumps(target)})")
@@ -229,7 +111,7 @@ AWKWARD = ["the <s> girl</s>x", "THE </S> girl", "pizza-time, ok?", "Ünïcode c
 
 def test_the_tokenizer_reads_awkward_text_as_python_does(browser, pages):
     bundle = load_model("en-hi", "cpu")
-    engine(browser, pages("en-hi"))
+    show(browser, pages("en-hi"))
     target = browser.evaluate("engine.tokenize('लड़की, सेब खाती है।', 'tgt')")
     for text in AWKWARD:
         inputs = bundle.prepare(text, "लड़की, सेब खाती है।")
@@ -248,7 +130,7 @@ def _python_error(bundle, source: str, target: str = "") -> str:
 
 def test_bad_input_gives_one_sentence_never_an_exception(browser, pages):
     bundle = load_model("en-hi", "cpu")
-    b = engine(browser, pages("en-hi"))
+    b = show(browser, pages("en-hi"))
     for source, target in [("", None), ("   \n", None), ("apple " * 1700, None), ("we", "है " * 40)]:
         ours = b.evaluate(f"engine.trace({json.dumps(source)}, {json.dumps(target)})")
         assert ours == {"error": _python_error(bundle, source, target or "")}
@@ -268,7 +150,7 @@ def test_bad_input_gives_one_sentence_never_an_exception(browser, pages):
 
 def test_a_decoder_only_text_near_max_len_is_cut_with_python_s_note(browser, pages):
     bundle = load_model("llama-tiny", "cpu")
-    b = engine(browser, pages("llama-tiny"))
+    b = show(browser, pages("llama-tiny"))
     near = "1 " * 250 + "<sep>"  # 251 tokens and the start token: 4 of max_len 256 left
     run = sf.run("llama-tiny", near)
     ours = js(b, f"engine.trace({json.dumps(near)}, null)")
@@ -281,7 +163,7 @@ def test_a_decoder_only_text_near_max_len_is_cut_with_python_s_note(browser, pag
 
 
 def test_a_twelve_word_sentence_traces_and_translates_in_well_under_100_ms(browser, pages):
-    b = engine(browser, pages("en-hi"))
+    b = show(browser, pages("en-hi"))
     source = "the old man sees the funny daughters and the girl eats apples"
     assert len(source.split()) == 12
     times = b.evaluate(f"""(() => {{
@@ -384,6 +266,6 @@ def test_each_modern_option_the_engine_lacks_is_refused(change, named):
 
 
 def test_weights_over_the_budget_are_refused():
-    big = _random_bundle(d_model=512, d_ff=2048, n_heads=8)  # about 15 M float32 numbers: 60 MB
+    big = mixture(d_model=512, d_ff=2048, n_heads=8)  # about 15 M float32 numbers: 60 MB
     said = live_refusal(big)
     assert said is not None and "MB" in said and f"{live.LIVE_BYTES / 1e6:.0f} MB" in said

@@ -1,11 +1,11 @@
 """The live page's explanations (scratchformer/page/viewer_live_explain.js, with the context of
 scratchformer/page/live_explain.py) against Python's explain_step: in headless Chromium and Firefox
-(tests/scratchformer/page_browsers.py), a page holding the engine, the model and the context traces a sentence,
-explains every step of batch item 0, and each explanation must be Python's for `scratchformer.run` on the same
-sentence — what, why and numbers character for character, the links exactly — for en-hi (a translation, a typed
-target, an unknown word, a typed pad token, a sentence near max_len), copy, reverse, sort, llama-tiny, blog (GPT-2's
-byte-level tokens) and four seeded random models mixing the switches the engine reads (as test_page_live_engine.py
-makes them).
+(tests/scratchformer/page_browsers.py), a page holding the engine, the model and the context (live_harness.py) traces a
+sentence, explains every step of batch item 0, and each explanation must be Python's for `scratchformer.run` on the same
+sentence — what, why and numbers character for character, the links exactly — for en-hi (a translation, a typed target,
+an unknown word, a typed pad token, a sentence near max_len), copy, reverse, sort, llama-tiny, blog (GPT-2's byte-level
+tokens) and four seeded random models mixing the switches the engine reads (live_harness.mixture, as
+test_page_live_engine.py's).
 
 The one difference allowed: the browser's float32 arithmetic and torch's round differently in the last bits, so a
 number printed with three significant figures can, rarely, end one digit apart (0.962 for 0.961). Where a text is
@@ -20,48 +20,28 @@ import json
 import math
 import re
 import statistics
-from pathlib import Path
 
 import pytest
-import torch
 
 import scratchformer as sf
 from scratchformer.explain import explain_step
 from scratchformer.explain.format import Count, Num, group, pct, sig3, term
 from scratchformer.loading.bundle import load_model
-from scratchformer.loading.model_bundle import ModelBundle
-from scratchformer.page import live
 from scratchformer.page.live import live_model, live_refusal
 from scratchformer.page.live_explain import explain_context
 from scratchformer.running.generation import Continuation
-from scratchformer.transformer.config import TransformerConfig
-from scratchformer.transformer.model import Transformer
-from tests.scratchformer.page_browsers import ENGINES, installed, not_installed, start_browser
+from tests.scratchformer import live_harness
+from tests.scratchformer.live_harness import mixture, page_cache, show
+from tests.scratchformer.page_browsers import browser_fixture
 
-PAGE = Path(live.__file__).parent
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
-HARNESS = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}"></head>
-<body>
-<script type="application/json" id="sf-live-model">{model}</script>
-<script type="application/json" id="sf-explain">{context}</script>
-<script>
-{scripts}
-window.ctx = JSON.parse(document.getElementById("sf-explain").textContent);
-window.explainAll = (source, target) => {{
+# after the engine's scripts: the explanation context as `ctx`, and every step of a sentence explained
+SETUP = """window.ctx = JSON.parse(document.getElementById("sf-explain").textContent);
+window.explainAll = (source, target) => {
   const run = engine.trace(source, target);
   if (run.error) return run;
   return run.steps.map((s, i) => sfLiveExplain.explain(run, i, 0, ctx));
-}};
-sfLive.load(JSON.parse(document.getElementById("sf-live-model").textContent)).then((e) => {{
-  window.engine = e;
-  document.body.dataset.ready = e.error ? "error: " + e.error : "1";
-}});
-</script>
-</body></html>
-"""
-SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_explain.js")
+};
+""" + live_harness.LOAD
 FIELDS = ("what", "why", "numbers")
 # en-hi near its max_len of 32 positions: 28 source words, a typed target of 27 tokens
 LONG_SOURCE, LONG_TARGET = " ".join(["the old man sees the young girl eat"] * 4)[:-4], " ".join(["हम दोस्त हैं"] * 9)
@@ -69,52 +49,26 @@ LONG_SOURCE, LONG_TARGET = " ".join(["the old man sees the young girl eat"] * 4)
 MATCHED: dict[str, list[int]] = {}
 
 
-def harness(bundle, path: Path) -> Path:
-    """A page with the engine, the model's JSON and its explanation context ("</" written "<\\/" in the JSON)."""
-
-    def inline(data) -> str:
-        return json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
-
-    scripts = "\n".join((PAGE / s).read_text(encoding="utf-8") for s in SCRIPTS)
-    model, context = inline(live_model(bundle, steps=False)), inline(explain_context(bundle))
-    path.write_text(HARNESS.format(csp=CSP, model=model, context=context, scripts=scripts), encoding="utf-8")
-    return path
+def harness(bundle, path):
+    """A page with the engine, the model's JSON and its explanation context."""
+    return live_harness.harness(bundle, path, ("viewer_live_explain.js",), {"sf-explain": explain_context(bundle)},
+                                SETUP)  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def browser(request):
-    """One browser per engine for the module; an engine not installed is skipped with its sentence."""
-    if not installed(request.param):
-        pytest.skip(not_installed(request.param))
-    with start_browser(request.param, timeout=60) as b:
-        b.shown = None
-        yield b
-    mine = {name: n for name, n in MATCHED.items() if name.endswith(f"({request.param})")}
+def report_matched(engine: str) -> None:
+    mine = {name: n for name, n in MATCHED.items() if name.endswith(f"({engine})")}
     if mine:
-        print(f"\nlive explanations vs Python in {request.param}: steps equal character for character / explained")
+        print(f"\nlive explanations vs Python in {engine}: steps equal character for character / explained")
         for name, (total, equal) in mine.items():
             print(f"  {name:<48} {equal} / {total}")
 
 
+browser = browser_fixture(timeout=60, after=report_matched)
+
+
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    folder, made = tmp_path_factory.mktemp("live_explain"), {}
-
-    def page(name: str, bundle=None) -> Path:
-        if name not in made:
-            made[name] = harness(bundle or load_model(name, "cpu"), folder / f"{name}.html")
-        return made[name]
-
-    return page
-
-
-def shown(b, page: Path):
-    if b.shown != page:
-        b.open(page)
-        b.wait_for("document.body.dataset.ready", timeout=60)
-        assert b.evaluate("document.body.dataset.ready") == "1"
-        b.shown = page
-    return b
+    return page_cache(tmp_path_factory.mktemp("live_explain"), harness)
 
 
 # ---- comparing texts: exact, or numbers one unit of their last digit apart ---------------------------------------
@@ -194,38 +148,27 @@ def check(b, name: str, source: str, target: str | None = None, bundle=None) -> 
     (LONG_SOURCE, LONG_TARGET),  # the largest maps
 ])  # fmt: skip
 def test_en_hi_every_step_explained_as_python_explains_it(browser, pages, source, target):
-    check(shown(browser, pages("en-hi")), "en-hi", source, target)
+    check(show(browser, pages("en-hi")), "en-hi", source, target)
 
 
 @pytest.mark.parametrize("name, source", [("copy", "3 1 4 1 5 9 2 6"), ("reverse", "2 7 1 8 2 8"),
                                           ("sort", "3 1 4 1 5 9 2 6")])  # fmt: skip
 def test_the_algorithmic_models_explained_as_python_explains_them(browser, pages, name, source):
-    check(shown(browser, pages(name)), name, source)
+    check(show(browser, pages(name)), name, source)
 
 
 @pytest.mark.parametrize("text", ["3 1 4 1 5 9 2 6 <sep>", "2 7 <pad> 1 8 <sep>"])
 def test_llama_tiny_rotary_gated_grouped_query_explained_as_python_explains_it(browser, pages, text):
-    check(shown(browser, pages("llama-tiny")), "llama-tiny", text)
+    check(show(browser, pages("llama-tiny")), "llama-tiny", text)
 
 
 @pytest.mark.parametrize("source, target", [("I love cats, don't you?", None), ("Hello, world!", "Bonjour")])
 def test_blog_over_gpt2_s_tokens_explained_as_python_explains_it(browser, pages, source, target):
-    check(shown(browser, pages("blog")), "blog", source, target)
+    check(show(browser, pages("blog")), "blog", source, target)
 
 
-def _random_bundle(**changes) -> ModelBundle:
-    """en-hi's tokenizers on a seeded random model of another architecture (as test_page_live_engine.py makes)."""
-    base = load_model("en-hi", "cpu")
-    config = TransformerConfig(**{**base.config.to_dict(), "name": "mixture", **changes})
-    torch.manual_seed(0)
-    return ModelBundle(Transformer(config).eval(), base.src_tokenizer, base.tgt_tokenizer, "mixture", "test")
-
-
-MIXTURES = {  # label → the config's changes from en-hi
-    "llama-like encoder-decoder": dict(norm_first=True, final_layer_norm=True, norm="rmsnorm", activation="silu",
-                                       ffn_gated=True, n_kv_heads=2, linear_bias=False, tie_output=False,
-                                       scale_embedding=False),
-    "decoder-only": dict(n_encoder_layers=0),  # post-LN, sinusoids: its continuation
+MIXTURES = {  # label → the config's changes from en-hi: live_harness's two, and two more
+    **live_harness.MIXTURES,
     # pre-LN LayerNorm with final norms, multi-query attention, SiLU without a gate
     "pre-LN multi-query": dict(norm_first=True, final_layer_norm=True, activation="silu", n_kv_heads=1),
     # a post-LN decoder alone with rotary positions and a gated ReLU
@@ -240,14 +183,14 @@ MIXTURES = {  # label → the config's changes from en-hi
     ("rotary post-LN decoder", "लड़की सेब", ""),
 ])  # fmt: skip
 def test_mixtures_of_the_switches_the_engine_reads_explained_as_python(browser, pages, label, source, target):
-    bundle = _random_bundle(**MIXTURES[label])
+    bundle = mixture(**MIXTURES[label])
     assert live_refusal(bundle) is None
     name = f"mixture: {label}"
-    check(shown(browser, pages(name, bundle)), name, source, target, bundle)
+    check(show(browser, pages(name, bundle)), name, source, target, bundle)
 
 
 def test_a_step_the_context_does_not_describe_gets_one_sentence(browser, pages):
-    b = shown(browser, pages("copy"))
+    b = show(browser, pages("copy"))
     answer = b.evaluate("(() => { const run = engine.trace('3 1 4', null);"
                         " return [sfLiveExplain.explain(run, run.steps.length, 0, ctx),"
                         " sfLiveExplain.explain(run, 0, 0, {steps: []})]; })()")  # fmt: skip
@@ -260,7 +203,7 @@ def test_explaining_a_step_takes_well_under_5_ms(browser, pages):
     near its biggest. Each step is explained ten times in a row (Firefox's clock ticks in whole milliseconds), and
     the fastest of five such rounds is its time (the others may have met a garbage collection or a busy machine);
     the slowest and the largest step are printed."""
-    b = shown(browser, pages("en-hi"))
+    b = show(browser, pages("en-hi"))
     times = b.evaluate(f"""(() => {{
       const run = engine.trace({json.dumps(LONG_SOURCE)}, {json.dumps(LONG_TARGET)}), per = [];
       if (run.error) return run;
@@ -302,7 +245,7 @@ def _python_formats(x: float) -> list:
 
 
 def test_the_formatter_prints_as_python_on_awkward_values(browser, pages):
-    b = shown(browser, pages("copy"))
+    b = show(browser, pages("copy"))
     values = AWKWARD + [v * 10.0**e for v in (1.0, 1.5, 2.345, 9.9995) for e in range(-8, 9)]
     cases = [[x if math.isfinite(x) else str(x), math.copysign(1, x) < 0] for x in values]
     ours = b.evaluate(f"""(() => {{
