@@ -5,7 +5,8 @@ answers and events on 4; each message is one JSON object followed by a NUL byte.
 fresh profile and no network (a proxy that leads nowhere, and the Network domain's offline emulation), attaches
 to its first page and offers what the page tests need: open a file, evaluate JavaScript, dispatch real mouse and
 key events, and the list of every request the page made that was not for a file: or data: URL. Every wait is
-bounded by a timeout. `Browser(loopback=True)` lets the page reach this machine's own servers (a local Jupyter
+bounded by a timeout (the waits and what runs on evaluate() alone are tests/scratchformer/browser_base.py's, shared
+with the Firefox driver). `Browser(loopback=True)` lets the page reach this machine's own servers (a local Jupyter
 server, tests/test_notebook_browser.py) and still nothing beyond: the proxy that leads nowhere stays.
 
     with Browser() as b:
@@ -22,11 +23,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 from pathlib import Path
-from queue import Empty, Queue
+
+from tests.scratchformer.browser_base import BrowserBase, ProtocolError, find_executable
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 NOT_INSTALLED = "Chromium is not installed; scripts/setup.sh installs it on Debian."
@@ -34,14 +34,7 @@ NOT_INSTALLED = "Chromium is not installed; scripts/setup.sh installs it on Debi
 
 def find_chromium() -> str | None:
     """The path of a Chromium (or Chrome) executable, or None. $CHROMIUM names one explicitly."""
-    explicit = os.environ.get("CHROMIUM")
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    for name in CANDIDATES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    return find_executable("CHROMIUM", CANDIDATES)
 
 
 # argv: read end, write end, executable, arguments. Both ends first move to fresh numbers (from 10, closed on exec),
@@ -58,35 +51,17 @@ os.execv(sys.argv[3], sys.argv[3:])
 """
 
 
-class ProtocolError(RuntimeError):
-    pass
-
-
-class Browser:
+class Browser(BrowserBase):
     """One headless Chromium and one page target, spoken to over the DevTools pipe."""
 
+    NAME = "Chromium"
+
     def __init__(self, timeout: float = 30.0, width: int = 1280, height: int = 900, loopback: bool = False) -> None:
-        self.timeout = timeout
-        self.loopback = loopback  # Chromium never sends loopback requests through a proxy: only those get through
-        self.size = (width, height)
-        self.proc: subprocess.Popen | None = None
-        self.profile = tempfile.mkdtemp(prefix="scratchformer-chromium-")
-        self._next_id = 0
-        self._answers: dict[int, dict] = {}
-        self._events: Queue = Queue()
-        self._cond = threading.Condition()
+        # with loopback, Chromium never sends loopback requests through a proxy: only those get through
+        super().__init__(timeout, width, height, loopback, prefix="scratchformer-chromium-")
         self.session: str | None = None
-        self.requests: list[str] = []  # URLs the page asked for other than file: and data:
-        self.console: list[str] = []  # console messages and uncaught exceptions, for failure reports
 
     # --- start and stop -------------------------------------------------------------------------------------
-
-    def __enter__(self) -> Browser:
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def start(self) -> None:
         exe = find_chromium()
@@ -152,17 +127,14 @@ class Browser:
             except (OSError, ValueError):
                 chunk = b""
             if not chunk:
-                with self._cond:
-                    self._cond.notify_all()
+                self._answered(None)
                 return
             buffer += chunk
             while b"\0" in buffer:
                 raw, buffer = buffer.split(b"\0", 1)
                 message = json.loads(raw)
                 if "id" in message:
-                    with self._cond:
-                        self._answers[message["id"]] = message
-                        self._cond.notify_all()
+                    self._answered(message)
                 else:
                     self._event(message)
 
@@ -189,18 +161,7 @@ class Browser:
 
     def call(self, method: str, session: str | None = None, timeout: float | None = None, **params) -> dict:
         """Send one command and wait (bounded) for its answer; a protocol error raises ProtocolError."""
-        ident = self._send(method, params, session)
-        deadline = time.monotonic() + (timeout or self.timeout)
-        with self._cond:
-            while ident not in self._answers:
-                left = deadline - time.monotonic()
-                if self.proc.poll() is not None:
-                    raise ProtocolError(f"Chromium ended (status {self.proc.returncode}) before answering {method}: "
-                                        f"{self.log_tail()}")  # fmt: skip
-                if left <= 0:
-                    raise ProtocolError(f"no answer to {method} within {timeout or self.timeout} s")
-                self._cond.wait(min(left, 0.5))
-            answer = self._answers.pop(ident)
+        answer = self._answer(self._send(method, params, session), method, timeout)
         if "error" in answer:
             raise ProtocolError(f"{method}: {answer['error'].get('message')}")
         return answer.get("result", {})
@@ -217,27 +178,11 @@ class Browser:
         """A command to the attached page."""
         return self.call(method, self.session, **params)
 
-    def wait_event(self, method: str, timeout: float | None = None) -> dict:
-        deadline = time.monotonic() + (timeout or self.timeout)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ProtocolError(f"no {method} event within {timeout or self.timeout} s")
-            try:
-                message = self._events.get(timeout=min(left, 0.5))
-            except Empty:
-                continue
-            if message.get("method") == method:
-                return message.get("params", {})
-
     # --- what the tests use ---------------------------------------------------------------------------------
 
     def open(self, path: Path | str, timeout: float | None = None) -> None:
         """Navigate to a file (or a file: or http: URL, e.g. with a #fragment) and wait for its load event."""
-        while not self._events.empty():
-            self._events.get_nowait()
-        url = str(path) if str(path).startswith(("file:", "http:")) else Path(path).resolve().as_uri()
-        self.page("Page.navigate", url=url)
+        self.page("Page.navigate", url=self._navigation_url(path))
         self.wait_event("Page.loadEventFired", timeout)
 
     def evaluate(self, expression: str, await_promise: bool = False):
@@ -246,24 +191,6 @@ class Browser:
         if "exceptionDetails" in result:
             raise ProtocolError(f"{expression!r} threw: {result['exceptionDetails'].get('exception', {})}")
         return result["result"].get("value")
-
-    def wait_for(self, expression: str, timeout: float | None = None) -> float:
-        """Poll until the expression is truthy; returns the seconds waited. Fails with the console's messages."""
-        start = time.monotonic()
-        deadline = start + (timeout or self.timeout)
-        while not self.evaluate(f"Boolean({expression})"):
-            if time.monotonic() > deadline:
-                raise ProtocolError(f"{expression!r} stayed false for {timeout or self.timeout} s; console: "
-                                    f"{self.console[-5:]}")  # fmt: skip
-            time.sleep(0.02)
-        return time.monotonic() - start
-
-    def centre_of(self, selector: str) -> tuple[float, float]:
-        """The centre of an element's box, in the page's CSS pixels (scrolled into view first)."""
-        box = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                            "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
-                            "return [r.left + r.width / 2, r.top + r.height / 2]; })()")  # fmt: skip
-        return float(box[0]), float(box[1])
 
     def click(self, x: float, y: float) -> None:
         """A real left click (mouse moved, pressed and released) at viewport point (x, y)."""

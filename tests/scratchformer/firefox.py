@@ -14,7 +14,8 @@ the iframes in it) made that was not for a file: or data: URL. The profile is fr
 a proxy that leads nowhere for every address (loopback too, unless `loopback=True`), and no telemetry, updates,
 captive-portal checks, Remote Settings, Safe Browsing or Normandy; Firefox's own background requests (no browsing
 context) are left out of the list in any case. Every wait is bounded by a timeout; the process (with its content
-processes) and the profile go away in close(), also when starting failed.
+processes) and the profile go away in close(), also when starting failed. The waits and what runs on evaluate()
+alone are tests/scratchformer/browser_base.py's, shared with the Chromium driver.
 
     with Browser() as b:
         b.open(path)                                   # file:// URL, waits for the load event
@@ -34,12 +35,12 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
 from pathlib import Path
-from queue import Empty, Queue
+
+from tests.scratchformer.browser_base import BrowserBase, ProtocolError, find_executable
 
 CANDIDATES = ("firefox-esr", "firefox")
 NOT_INSTALLED = "Firefox is not installed; scripts/setup.sh installs firefox-esr on Debian."
@@ -175,14 +176,7 @@ KEYS = {
 
 def find_firefox() -> str | None:
     """The path of a Firefox executable (Debian's firefox-esr first), or None. $FIREFOX names one explicitly."""
-    explicit = os.environ.get("FIREFOX")
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    for name in CANDIDATES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    return find_executable("FIREFOX", CANDIDATES)
 
 
 def user_js(prefs: dict) -> str:
@@ -213,46 +207,23 @@ def from_remote(value: dict):
     return {}  # a node, window, function, promise, error, regexp...: nothing JSON-like to give
 
 
-class ProtocolError(RuntimeError):
-    pass
-
-
-class Browser:
+class Browser(BrowserBase):
     """One headless Firefox and one tab, spoken to over WebDriver BiDi."""
+
+    NAME = "Firefox"
 
     def __init__(self, timeout: float = 30.0, width: int = 1280, height: int = 900, loopback: bool = False,
                  startup_timeout: float = 90.0) -> None:  # fmt: skip
-        self.timeout = timeout
+        super().__init__(timeout, width, height, loopback, prefix="scratchformer-firefox-")
         self.startup_timeout = startup_timeout  # the first start in a fresh profile can take a while on 2 cores
-        self.loopback = loopback
-        self.size = (width, height)
-        self.proc: subprocess.Popen | None = None
-        self.profile = tempfile.mkdtemp(prefix="scratchformer-firefox-")
         self.ws = None
-        self._next_id = 0
         self._send_lock = threading.Lock()
-        self._answers: dict[int, dict] = {}
-        self._events: Queue = Queue()
-        self._cond = threading.Condition()
         self._log_lines: deque[str] = deque(maxlen=200)
         self._url: str | None = None
         self.context: str | None = None  # the tab's browsing context
         self._family: set[str] = set()  # the tab and every iframe context created in it
-        self.requests: list[str] = []  # URLs the page asked for other than file: and data:
-        self.console: list[str] = []  # console messages and uncaught exceptions, for failure reports
 
     # --- start and stop -------------------------------------------------------------------------------------
-
-    def __enter__(self) -> Browser:
-        try:
-            self.start()
-        except BaseException:
-            self.close()  # a start that failed half-way leaves no process and no profile behind
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def start(self) -> None:
         import websocket  # websocket-client, in the test extra
@@ -360,16 +331,13 @@ class Browser:
             except Exception:  # noqa: BLE001 - the socket closed: the browser ended or close() shut it
                 raw = ""
             if not raw:
-                with self._cond:
-                    self._cond.notify_all()
+                self._answered(None)
                 return
             message = json.loads(raw)
             if message.get("type") == "event":
                 self._event(message)
             elif "id" in message and message["id"] is not None:
-                with self._cond:
-                    self._answers[message["id"]] = message
-                    self._cond.notify_all()
+                self._answered(message)
 
     def _event(self, message: dict) -> None:
         method, params = message.get("method"), message.get("params", {})
@@ -395,44 +363,16 @@ class Browser:
 
     def call(self, method: str, timeout: float | None = None, **params) -> dict:
         """Send one command and wait (bounded) for its answer; an error answer raises ProtocolError."""
-        ident = self._send(method, params)
-        limit = timeout or self.timeout
-        deadline = time.monotonic() + limit
-        with self._cond:
-            while ident not in self._answers:
-                left = deadline - time.monotonic()
-                if self.proc.poll() is not None:
-                    raise ProtocolError(f"Firefox ended (status {self.proc.returncode}) before answering {method}: "
-                                        f"{self.log_tail()}")  # fmt: skip
-                if left <= 0:
-                    raise ProtocolError(f"no answer to {method} within {limit} s")
-                self._cond.wait(min(left, 0.5))
-            answer = self._answers.pop(ident)
+        answer = self._answer(self._send(method, params), method, timeout)
         if answer.get("type") == "error":
             raise ProtocolError(f"{method}: {answer.get('error')}: {answer.get('message')}")
         return answer.get("result", {})
-
-    def wait_event(self, method: str, timeout: float | None = None) -> dict:
-        deadline = time.monotonic() + (timeout or self.timeout)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ProtocolError(f"no {method} event within {timeout or self.timeout} s")
-            try:
-                message = self._events.get(timeout=min(left, 0.5))
-            except Empty:
-                continue
-            if message.get("method") == method:
-                return message.get("params", {})
 
     # --- what the tests use ---------------------------------------------------------------------------------
 
     def open(self, path: Path | str, timeout: float | None = None) -> None:
         """Navigate to a file (or a file: or http: URL, e.g. with a #fragment) and wait for its load event."""
-        while not self._events.empty():
-            self._events.get_nowait()
-        url = str(path) if str(path).startswith(("file:", "http:")) else Path(path).resolve().as_uri()
-        limit = timeout or self.timeout
+        url, limit = self._navigation_url(path), timeout or self.timeout
         self.call("browsingContext.navigate", timeout=limit + 5, context=self.context, url=url, wait="complete")
 
     def evaluate(self, expression: str, await_promise: bool = False):
@@ -443,24 +383,6 @@ class Browser:
             details = result.get("exceptionDetails", {})
             raise ProtocolError(f"{expression!r} threw: {details.get('text')}")
         return from_remote(result["result"])
-
-    def wait_for(self, expression: str, timeout: float | None = None) -> float:
-        """Poll until the expression is truthy; returns the seconds waited. Fails with the console's messages."""
-        start = time.monotonic()
-        deadline = start + (timeout or self.timeout)
-        while not self.evaluate(f"Boolean({expression})"):
-            if time.monotonic() > deadline:
-                raise ProtocolError(f"{expression!r} stayed false for {timeout or self.timeout} s; console: "
-                                    f"{self.console[-5:]}")  # fmt: skip
-            time.sleep(0.02)
-        return time.monotonic() - start
-
-    def centre_of(self, selector: str) -> tuple[float, float]:
-        """The centre of an element's box, in the page's CSS pixels (scrolled into view first)."""
-        box = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                            "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
-                            "return [r.left + r.width / 2, r.top + r.height / 2]; })()")  # fmt: skip
-        return float(box[0]), float(box[1])
 
     def _actions(self, *sources: dict) -> None:
         self.call("input.performActions", context=self.context, actions=list(sources))
