@@ -54,7 +54,7 @@ def viewer_file(name: str) -> str:
 
 def viewer_script(live: bool = False) -> str:
     """The page's JavaScript: the graph's and the viewer's, and for a live page the engine and its page part."""
-    names = ["viewer_graph.js", "viewer.js"]
+    names = ["viewer_unpack.js", "viewer_graph.js", "viewer.js"]
     if live:
         names += [n for n in LIVE_SCRIPTS if n not in LIVE_OPTIONAL or _has(n)]
     return "\n".join(viewer_file(n) for n in names)

@@ -11,42 +11,8 @@
     return node;
   }
 
-  // ---- unpacking ---------------------------------------------------------------------------------------------
-  function base64Bytes(text) {
-    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
-    const bin = atob(text);
-    const out = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-    return out;
-  }
-  async function gunzip(bytes) {
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    return new Uint8Array(await new Response(stream).arrayBuffer());
-  }
-  const unpackJson = async (text) => JSON.parse(new TextDecoder().decode(await gunzip(base64Bytes(text))));
-  let halfTable = null; // every float16 bit pattern → its value (IEEE 754 binary16)
-  function half() {
-    if (halfTable) return halfTable;
-    halfTable = new Float32Array(65536);
-    for (let h = 0; h < 65536; h++) {
-      const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 31, frac = h & 1023;
-      halfTable[h] = exp === 0 ? sign * frac * 2 ** -24
-        : exp === 31 ? (frac ? NaN : sign * Infinity)
-        : sign * (1 + frac / 1024) * 2 ** (exp - 15);
-    }
-    return halfTable;
-  }
-  // The bytes come in planes (all first bytes, then all second bytes, ...): put each value back together.
-  function unshuffle(bytes, dtype) {
-    if (dtype === "f16") {
-      const n = bytes.length / 2, table = half(), out = new Float32Array(n);
-      for (let i = 0; i < n; i++) out[i] = table[bytes[i] | (bytes[n + i] << 8)];
-      return out;
-    }
-    const n = bytes.length / 4, raw = new Uint8Array(bytes.length);
-    for (let i = 0; i < n; i++) for (let b = 0; b < 4; b++) raw[4 * i + b] = bytes[b * n + i];
-    return new Float32Array(raw.buffer);
-  }
+  // ---- unpacking (viewer_unpack.js) ---------------------------------------------------------------------------
+  const unpackJson = window.sfUnpack.json;
   const chunkText = new Map();
   for (const node of document.querySelectorAll('script[type="application/x-scratchformer"][data-chunk]')) {
     chunkText.set(node.dataset.chunk, node);
@@ -56,7 +22,7 @@
     const own = hooks.values && hooks.values(key); // a live page's map of a typed sentence, already in memory
     if (own) return Promise.resolve(own);
     if (!cache.has(key)) {
-      cache.set(key, gunzip(base64Bytes(chunkText.get(key).textContent)).then((b) => unshuffle(b, dtype)));
+      cache.set(key, window.sfUnpack.values(chunkText.get(key).textContent, dtype));
       if (cache.size > 24) cache.delete(cache.keys().next().value);
     }
     return cache.get(key);

@@ -15,39 +15,7 @@
 (() => {
   const core = window.sfLiveCore;
 
-  // ---- unpacking: packing.py's format, base64 of gzip of byte-planes (the viewer has its own copy) ------------
-  function base64Bytes(text) {
-    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
-    const bin = atob(text), out = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-    return out;
-  }
-  async function gunzip(bytes) {
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    return new Uint8Array(await new Response(stream).arrayBuffer());
-  }
-  let halfTable = null; // every float16 bit pattern → its value
-  function half() {
-    if (halfTable) return halfTable;
-    halfTable = new Float32Array(65536);
-    for (let b = 0; b < 65536; b++) {
-      const sign = b & 0x8000 ? -1 : 1, exp = (b >> 10) & 31, frac = b & 1023;
-      halfTable[b] = exp === 0 ? sign * frac * 2 ** -24 : exp === 31 ? (frac ? NaN : sign * Infinity)
-        : sign * (1 + frac / 1024) * 2 ** (exp - 15);
-    }
-    return halfTable;
-  }
-  function unshuffle(bytes, dtype) { // planes (every first byte, then every second …) → values
-    if (dtype === "f16") {
-      const n = bytes.length / 2, table = half(), out = new Float32Array(n);
-      for (let i = 0; i < n; i++) out[i] = table[bytes[i] | (bytes[n + i] << 8)];
-      return out;
-    }
-    const n = bytes.length / 4, raw = new Uint8Array(bytes.length);
-    for (let i = 0; i < n; i++) for (let b = 0; b < 4; b++) raw[4 * i + b] = bytes[b * n + i];
-    return new Float32Array(raw.buffer);
-  }
-  const unpack = async (text, dtype) => unshuffle(await gunzip(base64Bytes(text)), dtype);
+  const unpack = window.sfUnpack.values; // packing.py's format (viewer_unpack.js)
 
   // ---- text → ids: tokenizers' WordLevel with scratchformer's pipeline (loading/tokenizers.py) -----------------
   // Added tokens (<s>, </s>, <sep>, …) are cut out of the raw text first, longest match leftmost; the rest is

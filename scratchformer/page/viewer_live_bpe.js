@@ -45,12 +45,7 @@
   }
 
   // ---- the merges: pairs of ids, each making the next id from `first` on --------------------------------------
-  function base64Bytes(text) {
-    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
-    const bin = atob(text), out = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-    return out;
-  }
+  const base64Bytes = window.sfUnpack.base64Bytes; // viewer_unpack.js
   // base64 of `width`-byte little-endian integers gathered into byte planes (every first byte, then every
   // second …) → the integers
   function integers(text, width) {

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from scratchformer.page import page_data, page_html, read_page
 from scratchformer.page.packing import pack_values, storage_dtype, unpack_values
 
-VIEWER = Path(__file__).resolve().parents[2] / "scratchformer" / "page" / "viewer.js"
+UNPACK = Path(__file__).resolve().parents[2] / "scratchformer" / "page" / "viewer_unpack.js"  # every page's
 
 IDS = np.array([[[2049, 2051, 4097, 30243, 50256, 0, 7, 2048]]], dtype=np.float32)  # (heads, rows, cols)
 
@@ -71,20 +70,17 @@ def test_fractional_maps_stay_float16_even_past_2048():
 
 
 def viewer_unpack(chunks: list[tuple[str, str]]) -> list[list]:
-    """Each (text, dtype) unpacked by the page's own code: viewer.js's unpacking section (base64Bytes, gunzip,
-    the float16 table, unshuffle) run in Node. Non-finite values come back as strings."""
+    """Each (text, dtype) unpacked by the page's own code: viewer_unpack.js (base64, gunzip, the float16 table,
+    the byte planes), which every page inlines first, run in Node. Non-finite values come back as strings."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("Node.js is not installed, so the page's own JavaScript unpacking cannot be run here.")
-    js = VIEWER.read_text(encoding="utf-8")
-    section = re.search(r"// ---- unpacking -+\n(.*?)\n\s*const chunkText = new Map\(\);", js, re.S)
-    assert section, "viewer.js's unpacking section moved: update this test's marker"
-    script = section.group(1) + """
+    script = "globalThis.window = globalThis;\n" + UNPACK.read_text(encoding="utf-8") + """
       const input = JSON.parse(require("fs").readFileSync(0, "utf8"));
       (async () => {
         const out = [];
         for (const [text, dtype] of input) {
-          const vals = unshuffle(await gunzip(base64Bytes(text)), dtype);
+          const vals = await window.sfUnpack.values(text, dtype);
           out.push(Array.from(vals, (v) => (Number.isFinite(v) ? v : String(v))));
         }
         process.stdout.write(JSON.stringify(out));
