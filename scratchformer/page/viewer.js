@@ -279,11 +279,14 @@
   function visibleSteps() {
     return $("sf-major").checked ? D.steps.map((s, i) => (s.major ? i : -1)).filter((i) => i >= 0) : D.steps.map((_, i) => i);
   }
+  const UNKNOWN = new Set(["<unk>", "[UNK]", "<UNK>"]); // the unknown-word tokens of the vocabularies we read
   function header() {
     const run = $("sf-run"), inp = D.input, item = state.item;
     $("sf-heading").textContent = `scratchformer · ${D.model.name}`;
     run.replaceChildren(el("p", { className: "sf-small", textContent: D.model.describe + (D.model.untrained ? " · untrained: random weights, the attention carries no meaning yet" : "") }));
-    const chips = (label, toks) => el("p", { className: "sf-tokens" }, el("b", { textContent: label + " " }), ...toks.map((t) => el("span", { textContent: t })));
+    // a word the vocabulary lacks is marked as the window's source field marks it (red, wavy underline)
+    const chip = (t) => UNKNOWN.has(t) ? el("span", { textContent: t, className: "sf-unk", title: "a word the model's vocabulary does not have" }) : el("span", { textContent: t });
+    const chips = (label, toks) => el("p", { className: "sf-tokens" }, el("b", { textContent: label + " " }), ...toks.map(chip));
     const line = (label, toks) => {
       const p = chips(label, toks.slice(0, 80));
       if (toks.length > 80) p.append(el("span", { className: "sf-small", textContent: ` … ${toks.length} tokens in all` }));

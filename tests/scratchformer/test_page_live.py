@@ -292,6 +292,9 @@ def test_bad_input_is_one_sentence_and_the_last_good_run_stays(live_file, engine
     assert b.evaluate("document.getElementById('sf-live-status').classList.contains('sf-live-error')") is False
     note = sf.run("en-hi", "the girl eats 🍎").inputs.notes[0]
     assert note in b.evaluate("document.getElementById('sf-run').textContent")
+    # and its token is marked as the window marks a word it does not know
+    marked = b.evaluate("[...document.querySelectorAll('#sf-run .sf-tokens span.sf-unk')].map((s) => s.textContent)")
+    assert marked == ["<unk>"]
     assert b.requests == [] and not b.console
 
 
