@@ -118,7 +118,9 @@
     };
     if (rowLabels) left = widest(0, rows);
     if (colLabels) top = widest(1, cols);
-    const bar = 46;
+    // the colour bar: 8 px gap, 10 px of colours, its end values written 12 px from its left edge (a token id
+    // like 50256 needs more than the 46 px that suit most maps)
+    const bar = Math.max(46, 8 + 12 + Math.ceil(Math.max(ctx0.measureText(short(hi)).width, ctx0.measureText(short(lo)).width)) + 4);
     const cs = Math.max(0.05, Math.min((width - left - bar) / cols, (height - top) / rows, 44));
     const w = Math.max(1, Math.round(cs * cols)), h = Math.max(1, Math.round(cs * rows));
     const canvas = el("canvas");

@@ -326,6 +326,14 @@ def test_blog_s_live_page_reads_gpt2_s_tokens_of_a_typed_sentence(blog_file, eng
     assert shown_tokens(b) == [run.trace.source_tokens[0], run.trace.target_tokens[0]]  # " love", not "Ġlove"
     print(f"\n{b.engine}: blog, a typed sentence, worst difference from Python's maps {worst:.1e}")
     assert b.requests == [] and not b.console and b.evaluate("document.body.dataset.error") is None
+    # the token ids' map: its colour bar's largest id (five digits) is written whole inside the canvas
+    b.evaluate("window.sfPage.show(0)")
+    b.wait_for("document.body.dataset.step === '0'")
+    room = b.evaluate("""(() => { const c = document.querySelector('#sf-maps canvas'), f = c.sf;
+      const ctx = document.createElement('canvas').getContext('2d'); ctx.font = '11px system-ui, sans-serif';
+      const hi = String(window.sfPage.currentValues().levels[1]); // the bar's top value: the largest id
+      return [parseFloat(c.style.width) - (f.left + f.cs * f.cols + 8 + 12), ctx.measureText(hi).width, hi]; })()""")
+    assert len(room[2]) == 5 and room[0] >= room[1], room
 
 
 # --- export ---------------------------------------------------------------------------------------------------
