@@ -17,10 +17,13 @@
 // plug-in may answer {error: "one sentence"}, which the page shows where the answer would have been.
 //
 // <body data-run="N">: the runs drawn, 0 for the recorded run the page opens with, then 1, 2, … as each run of
-// typed text is drawn. The text is run 150 ms after the last keystroke, or at once on Enter.
+// typed text is drawn. Each change of the text is run as soon as the browser is free (keys that come during a run
+// make one run after it, of the latest text), so a run is drawn tens of milliseconds after the last keystroke. A
+// refusal (no word known, too long, …) shows only once typing has paused for ERROR_WAIT, or at once on Enter, so
+// half-typed words do not flash sentences; meanwhile the last good run stays.
 "use strict";
 (() => {
-  const DEBOUNCE = 150;
+  const ERROR_WAIT = 400; // ms without a key before a refusal of what was typed is shown
   const HEAD_DIMS = ["head", "kv_head"];
   const PROBABILITY_KINDS = new Set(["attention_weights", "probabilities"]);
   const VOCAB_COLUMNS = 24; // plotdata.heatmap.VOCAB_COLUMNS
@@ -180,7 +183,8 @@
     let deriveCtx = null;
     const derivation = () => (deriveCtx = deriveCtx || deriver.context(json, chunk.derive, arrays));
     const weights = `${L.weights.dtypes.map((t) => (t === "f16" ? "float16" : "float32")).join(" and ")}`;
-    let runs = 0, shownText = L.source, current = null, timer = 0, typedAt = 0;
+    let runs = 0, shownText = L.source, current = null, typedAt = 0;
+    let scheduled = false, busy = false, again = false, againAtOnce = false, errorTimer = 0; // one run at a time
     showing(shownText);
 
     function plugin(name, fn) { // a plug-in's answer, or {error} when it throws or has none
@@ -272,17 +276,38 @@
       }
       return null;
     }
-    async function rerun() {
-      clearTimeout(timer);
+    async function rerun(atOnce = false) {
+      scheduled = false;
+      if (busy) { again = true; againAtOnce ||= atOnce; return; } // being drawn: the latest text right after
+      busy = true;
+      try {
+        await runOnce(atOnce);
+      } finally {
+        busy = false;
+        if (again) {
+          const enter = againAtOnce;
+          again = againAtOnce = false;
+          if (enter) rerun(true); else soon();
+        }
+      }
+    }
+    async function runOnce(atOnce) {
+      clearTimeout(errorTimer);
       const started = performance.now(), text = source.value, targetText = target ? target.value : "";
+      const key = text + "\u0000" + targetText;
+      if (key === tried.key && !atOnce) return; // this very text was run last (a key that changed nothing); Enter
+      // always runs: it asks for this text in so many words
+      tried = {key, error: null};
       const why = refusal(text, targetText);
       const run = why ? {error: why} : engine.trace(text, L.has_encoder && targetText.trim() ? targetText : null);
       if (!run.error && (run.steps.length !== D.steps.length || run.steps.some((s, i) => s.name !== D.steps[i].name))) {
         run.error = "The page's model computed other steps than the page lists, so it cannot show this run.";
       }
-      if (run.error) {
-        say(run.error, true); // the last good run stays, and the line beside says which it is
-        body.dataset.liveError = run.error;
+      if (run.error) { // the last good run stays, and the line beside says which it is
+        tried.error = run.error;
+        const refuse = () => { say(run.error, true); body.dataset.liveError = run.error; };
+        if (atOnce) refuse();
+        else errorTimer = setTimeout(refuse, ERROR_WAIT); // unless another key comes first
         return;
       }
       adopt(run, text, targetText);
@@ -296,8 +321,11 @@
       body.dataset.run = String(runs);
       say(`Run ${runs}: computed in this browser in ${body.dataset.runMs} ms.`, false);
     }
-    const later = () => { typedAt = performance.now(); clearTimeout(timer); timer = setTimeout(rerun, DEBOUNCE); };
-    const now = (e) => { if (e.key === "Enter") { e.preventDefault(); typedAt = performance.now(); rerun(); } };
+    // a burst of input events delivered together makes one run (setTimeout 0 lets them all arrive first)
+    const soon = () => { if (!scheduled) { scheduled = true; setTimeout(() => rerun(false), 0); } };
+    const later = () => { typedAt = performance.now(); clearTimeout(errorTimer); soon(); };
+    const now = (e) => { if (e.key === "Enter") { e.preventDefault(); typedAt = performance.now(); rerun(true); } };
+    let tried = {key: source.value + "\u0000" + (target ? target.value : ""), error: null}; // the text run last
     for (const box of [source, target]) {
       if (!box) continue;
       box.addEventListener("input", later);

@@ -260,6 +260,35 @@ def test_the_explanation_derivation_and_lens_are_of_the_typed_run(live_file, eng
     assert b.requests == [] and not b.console
 
 
+SET_TEXTS = """(() => { const s = document.getElementById('sf-source');
+  for (const t of %s) { s.value = t; s.dispatchEvent(new InputEvent('input', {bubbles: true})); } })()"""
+REFUSED = "document.getElementById('sf-live-status').classList.contains('sf-live-error')"
+
+
+def test_typing_runs_at_once_and_a_refusal_waits_for_a_pause(live_file, engine_browser):
+    b = engine_browser
+    open_live(b, live_file)
+    # a burst of changes in one go (a paste, fast keys): one run, of the latest text
+    b.evaluate(SET_TEXTS % json.dumps(["the", "the girl", NEW]))
+    b.wait_for("document.body.dataset.run === '1'")
+    time.sleep(0.3)
+    assert runs(b) == 1 and f"“{NEW}”" in b.evaluate("document.getElementById('sf-live-shown').textContent")
+    b.evaluate(SET_TEXTS % json.dumps([NEW]))  # a change that leaves the text as it was: no run
+    time.sleep(0.3)
+    assert runs(b) == 1
+    # text the model cannot read: the sentence waits for a pause in the typing (a key within it cancels it) …
+    b.evaluate(SET_TEXTS % json.dumps(["😀"]))
+    time.sleep(0.1)
+    assert b.evaluate(REFUSED) is False  # not yet: the refusal waits 0.4 s
+    b.evaluate(SET_TEXTS % json.dumps(["😀 🍎"]))
+    b.wait_for(REFUSED, timeout=5)
+    assert runs(b) == 1 and shown_tokens(b)[0] == sf.run("en-hi", NEW).trace.source_tokens[0]  # the last good run
+    # … and the next good text runs at once and clears it
+    b.evaluate(SET_TEXTS % json.dumps(["the girl eats an apple"]))
+    b.wait_for("document.body.dataset.run === '2'")
+    assert b.evaluate(REFUSED) is False
+
+
 def test_bad_input_is_one_sentence_and_the_last_good_run_stays(live_file, engine_browser):
     b = engine_browser
     open_live(b, live_file)
