@@ -27,9 +27,9 @@ _CHUNK = re.compile(r'<script type="application/x-scratchformer" (id="sf-index"|
 
 
 # a live page's scripts, in this order after viewer.js; the plug-ins (explain, derive: LIVE_OPTIONAL) may be absent
-LIVE_SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_explain.js",
-                "viewer_live_derive_kit.js", "viewer_live_derive_rules.js", "viewer_live_derive.js",
-                "viewer_live_page.js")  # fmt: skip
+LIVE_SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_format.js",
+                "viewer_live_explain.js", "viewer_live_derive_kit.js", "viewer_live_derive_rules.js",
+                "viewer_live_derive.js", "viewer_live_page.js")  # fmt: skip
 LIVE_OPTIONAL = ("viewer_live_explain.js", "viewer_live_derive_kit.js", "viewer_live_derive_rules.js",
                  "viewer_live_derive.js")  # fmt: skip
 # A live page's boxes, filled in and run by viewer_live_page.js (disabled until the model is read); a target box

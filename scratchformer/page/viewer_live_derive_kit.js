@@ -5,26 +5,11 @@
 // analyses.derive.reader does, so the page lists the same inputs.
 "use strict";
 (() => {
-  // ---- numbers as text: Python's f"{x:.4g}" (round half to even on exact ties), "−" for minus -----------------
-  // the decimal digits and exponent of |x| with `digits` significant digits, rounded as Python rounds
-  function significant(x, digits) {
-    const [mantissa, exp] = x.toExponential(digits - 1).split("e"); // ties go up here (ECMAScript's rule)
-    let e = Number(exp), out = mantissa.replace(".", "");
-    const exact = x.toExponential(60).split("e")[0].replace(".", ""); // the double's own digits, far enough
-    const tie = exact[digits] === "5" && /^0*$/.test(exact.slice(digits + 1));
-    if (tie && Number(exact[digits - 1]) % 2 === 0) { // half to even: keep the even digit, drop the 5
-      out = exact.slice(0, digits);
-      e = Number(x.toExponential(60).split("e")[1]);
-    }
-    return {out, e};
-  }
-  // Python's format(x, ".4g"), its exponent then written as int() writes it ("1.2e-05" → "1.2e-5")
-  function general(x, digits = 4) {
-    const sign = x < 0 ? "-" : "", {out, e} = significant(Math.abs(x), digits);
-    const strip = (t) => (t.includes(".") ? t.replace(/0+$/, "").replace(/\.$/, "") : t);
-    if (e < -4 || e >= digits) return `${sign}${strip(out[0] + "." + out.slice(1))}e${e}`;
-    if (e < 0) return sign + strip("0." + "0".repeat(-e - 1) + out);
-    return sign + strip(out.slice(0, e + 1) + "." + out.slice(e + 1));
+  // ---- numbers as text: Python's f"{x:.4g}" (viewer_live_format.js), its exponent then written as int() writes it
+  // ("1.2e-05" → "1.2e-5"), "−" for minus
+  function general(x) {
+    const [mantissa, exp] = window.sfPyFormat.general(x, 4).split("e");
+    return exp === undefined ? mantissa : `${mantissa}e${Number(exp)}`;
   }
   // result.num: four significant figures, −∞ and ∞ as symbols: 0.41327 → "0.4133", -12.5 → "−12.5"
   function num(x) {

@@ -31,7 +31,8 @@ from scratchformer.transformer.model import Transformer
 
 PAGE = Path(live.__file__).parent
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
-ENGINE_SCRIPTS = ("viewer_unpack.js", "viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js")
+ENGINE_SCRIPTS = ("viewer_unpack.js", "viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js",
+                  "viewer_live_format.js")
 TOLERANCE = 1e-4
 HARNESS = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
