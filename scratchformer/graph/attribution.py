@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .packing import deal, target_groups
 from .progress import tick
-from .replacement import LocalReplacement, ffn_side
+from .replacement import FullPass, LocalReplacement, ffn_side
 
 BATCH = 32  # targets per backward pass; on a 4-layer GPT-2-shape, 64 took 1.2× as long (its passes outgrow the cache)
 
@@ -100,17 +101,17 @@ def make_nodes(rep: LocalReplacement, tokens: dict[str, list[str]], position: in
 
 
 def _target_parts_and_hidden(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False,
-                             gates=None) -> tuple[list[torch.Tensor], torch.Tensor]:  # fmt: skip
+                             gates=None, lengths=None) -> tuple[list[torch.Tensor], torch.Tensor]:  # fmt: skip
     """Every active feature's pre-activation, step by step ((B, n_step) each), then the logit ((B, 1)), in one
-    replacement pass; and the pass's final hidden state (B, T, d_model)."""
-    pre, hidden = rep.forward(leaves, linear, gates)
+    replacement pass; and the pass's final hidden state (B, T, d_model). `lengths`: see LocalReplacement.forward."""
+    pre, hidden = rep.forward(leaves, linear, gates, lengths)
     return [pre[s] for s in rep.active] + [rep.logits(hidden, position, token_id)[:, None]], hidden
 
 
-def _target_parts(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None
-                  ) -> list[torch.Tensor]:  # fmt: skip
+def _target_parts(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None,
+                  lengths=None) -> list[torch.Tensor]:  # fmt: skip
     """The targets of one replacement pass, step by step (see _target_parts_and_hidden)."""
-    return _target_parts_and_hidden(rep, leaves, position, token_id, linear, gates)[0]
+    return _target_parts_and_hidden(rep, leaves, position, token_id, linear, gates, lengths)[0]
 
 
 def _targets(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False, gates=None):
@@ -118,40 +119,56 @@ def _targets(rep: LocalReplacement, leaves, position: int, token_id: int, linear
     return torch.cat(_target_parts(rep, leaves, position, token_id, linear, gates), dim=1)
 
 
+def _places(rep: LocalReplacement, targets: list[int], position: int) -> tuple[list[int], list[int]]:
+    """Each target's part (its feed-forward step in order, the logit last) and the decoder position it reads up to
+    (−1: the encoder's features read no decoder position)."""
+    parts, reach = [], []
+    for j, (step, act) in enumerate(rep.active.items()):
+        parts += [j] * len(act.pos)
+        reach += act.pos.tolist() if ffn_side(step) == "decoder" else [-1] * len(act.pos)
+    parts.append(len(rep.active))  # the logit
+    reach.append(position)  # the logit
+    return [parts[t] for t in targets], [reach[t] for t in targets]
+
+
 def rows(rep: LocalReplacement, targets: list[int], position: int, token_id: int, batch: int = BATCH
          ) -> torch.Tensor:  # fmt: skip
     """The incoming edges of the given targets (indices into features + [logit]): (len(targets), n_sources),
     sources in the graph's order (features, errors, embeddings). Row i is J[t_i, :] ⊙ u.
 
-    One replacement pass of `batch` identical rows, then one backward pass per `batch` targets through it, row i
-    seeded at its own target: every row of the pass holds the same values, so the pass is made once. Each backward
-    pass starts from the steps its targets are in, so it goes no further down than they reach."""
-    out = []
-    b = min(batch, len(targets))
-    if b:
-        leaves = rep.leaves(b, grad=True)
-        parts = _target_parts(rep, leaves, position, token_id)  # (b, n_step) per step, then (b, 1)
-        ends = torch.tensor([x.shape[1] for x in parts]).cumsum(0)  # where each part ends among the targets
-        wrt = leaves.tensors()  # features, errors, embeddings: the sources' order
-        for a in range(0, len(targets), b):
-            tick("reading the edges", a, len(targets))  # the caller's progress; Cancelled when it gives up
-            chunk = torch.tensor(targets[a : a + b])
-            k = len(chunk)
-            which = torch.searchsorted(ends, chunk, right=True)  # (k,): the part of each target
-            ys, seeds = [], []
-            for j in which.unique().tolist():
-                mine = (which == j).nonzero()[:, 0]  # the rows whose target is in part j
-                seed = torch.zeros_like(parts[j])
-                start = int(ends[j]) - parts[j].shape[1]
-                seed[mine.to(rep.device), (chunk[mine] - start).to(rep.device)] = 1.0  # row i: d(target i)/d(row i)
-                ys.append(parts[j])
-                seeds.append(seed)
-            last = a + b >= len(targets)
-            grads = torch.autograd.grad(ys, wrt, seeds, retain_graph=not last, allow_unused=True)
-            edges = [torch.zeros_like(x[:k]) if g is None else g[:k] * x[:k] for g, x in zip(grads, wrt)]
-            out.append(torch.cat(edges, dim=1).detach())  # (k, n_sources)
+    One replacement pass of a batch of identical rows, then backward passes through it, each reading one target
+    per row (packing.deal: a layer's targets share passes, and a row carries only the decoder positions its targets
+    read). Each backward pass starts from the steps its targets are in, so it goes no further down than they
+    reach."""
     n_src = sum(x.shape[1] for x in rep.leaves(1).tensors())
-    return torch.cat(out) if out else torch.zeros(0, n_src, dtype=rep.dtype)
+    out = torch.zeros(len(targets), n_src, dtype=rep.dtype)
+    if not targets:
+        return out
+    parts_of, reach = _places(rep, targets, position)
+    plan = deal(target_groups(parts_of, batch), reach, batch, rep.lengths()["decoder"])
+    leaves = rep.leaves(plan.rows, grad=True)
+    parts = _target_parts(rep, leaves, position, token_id, lengths=plan.lengths)  # (B, n_step) per step, (B, 1)
+    starts = torch.tensor([0] + [x.shape[1] for x in parts]).cumsum(0).tolist()  # where each part begins
+    wrt = leaves.tensors()  # features, errors, embeddings: the sources' order
+    done = 0
+    for k, pairs in enumerate(plan.passes):
+        tick("reading the edges", done, len(targets))  # the caller's progress; Cancelled when it gives up
+        seeds = {}
+        for b, i in pairs:
+            j = parts_of[i]
+            if j not in seeds:
+                seeds[j] = torch.zeros_like(parts[j])
+            seeds[j][b, targets[i] - starts[j]] = 1.0  # row b: d(target i)/d(row b)
+        used = sorted(seeds)
+        last = k == len(plan.passes) - 1
+        grads = torch.autograd.grad([parts[j] for j in used], wrt, [seeds[j] for j in used], retain_graph=not last,
+                                    allow_unused=True)  # fmt: skip
+        mine = torch.tensor([b for b, _ in pairs], device=rep.device)
+        edges = [torch.zeros(len(pairs), x.shape[1], dtype=rep.dtype) if g is None else (g[mine] * x[mine]).cpu()
+                 for g, x in zip(grads, wrt)]  # fmt: skip
+        out[[i for _, i in pairs]] = torch.cat(edges, dim=1).detach()  # (k, n_sources)
+        done += len(pairs)
+    return out
 
 
 def target_values(rep: LocalReplacement, position: int, token_id: int, fill: str = "real", linear: bool = False,
@@ -163,9 +180,9 @@ def target_values(rep: LocalReplacement, position: int, token_id: int, fill: str
 
 
 def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int, token_id: int, token: str,
-              real_logits: torch.Tensor, batch: int = BATCH) -> Graph:  # fmt: skip
+              real_logits: torch.Tensor, full: FullPass | None = None, batch: int = BATCH) -> Graph:  # fmt: skip
     """The full graph of one logit (every node and edge; pruning is scratchformer.graph.influence's).
-    real_logits: (vocab,) the model's own logits at `position`."""
+    real_logits: (vocab,) the model's own logits at `position`; `full`: rep.full_pass(position), when made."""
     nodes = make_nodes(rep, tokens, position, token)
     n = len(nodes)
     n_feat = sum(len(a.pos) for a in rep.active.values())
@@ -177,13 +194,14 @@ def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int
     adjacency[:n_feat, : n - 1] = incoming[:n_feat].cpu()
     adjacency[n - 1, : n - 1] = incoming[n_feat].cpu()
     zero = target_values(rep, position, token_id, "zero")
-    with torch.no_grad():  # every node at its value: the targets, and every logit at the position
-        parts, hidden = _target_parts_and_hidden(rep, rep.leaves(1), position, token_id)
-        full = torch.cat(parts, dim=1)[0]  # (n_features + 1,)
-        every = rep.logits(hidden, position)[0].cpu()  # (vocab,)
+    full = full or rep.full_pass(position)  # every node at its value: the targets, and every logit there
+    with torch.no_grad():
+        logit = rep.logits(full.hidden, position, token_id)  # (1,)
+    every = full.logits  # (vocab,)
+    replaced = torch.cat([*(full.pre[s] for s in rep.active), logit[:, None]], dim=1)[0]  # (n_features + 1,)
     index = torch.tensor([*range(n_feat), n - 1])
     bias = torch.zeros(n, dtype=rep.dtype).index_put((index,), zero.cpu())
-    totals = torch.zeros(n, dtype=rep.dtype).index_put((index,), full.cpu())
+    totals = torch.zeros(n, dtype=rep.dtype).index_put((index,), replaced.cpu())
     real_pre = torch.cat([a.pre for a in rep.active.values()]).cpu()
     real = torch.zeros(n, dtype=rep.dtype)
     real[:n_feat] = real_pre
