@@ -20,9 +20,10 @@ constants) and makes each embedding node the token's vector alone (GPT-2's posit
 our `build_graph(..., like_circuit_tracer=True)` does the same. Each side attributes the top token's logit only,
 every active feature a node (no cap), prunes at 0.8 / 0.98 and scores on the full graph. Times are the graph alone
 (models and transcoders loaded, best of `--repeats`): ours `build_graph` (replacement, attribution, pruning,
-scores), theirs `attribute` + `prune_graph` + `compute_graph_scores`, each process on `--threads` threads (ours
-runs a model this small on one thread whatever it is given). circuit-tracer is not a dependency: give the Python
-of an environment that has it (scripts/circuit-tracer-env.sh). The machine may be shared: the load is printed.
+scores), theirs `attribute` + `prune_graph` + `compute_graph_scores`, each side on `--threads` threads (ours
+through build_graph's `threads`; left to itself it runs a model this small on one). circuit-tracer is not a
+dependency: give the Python of an environment that has it (scripts/circuit-tracer-env.sh). The machine may be
+shared: the load is printed.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ def to_circuit_tracer(set_dir: str | Path, out_dir: str | Path, n_layers: int) -
 
 
 def ours(folder: str, set_dir: str, prompts: list[str], out_dir: Path, repeats: int, node_threshold: float = 0.8,
-         edge_threshold: float = 0.98, precision: str | None = None) -> list[dict]:  # fmt: skip
+         edge_threshold: float = 0.98, precision: str | None = None, threads: int = 1) -> list[dict]:  # fmt: skip
     """Our graphs of the prompts (circuit-tracer's conventions), each saved as out_dir/ours_I.pt for the other side;
-    the best of `repeats` builds is timed, the model and transcoders open. `precision`: build_graph's."""
+    the best of `repeats` builds is timed, the model and transcoders open. `precision`, `threads`: build_graph's
+    (the same threads as circuit-tracer's side)."""
     import torch
 
     from scratchformer.graph import build_graph
@@ -95,7 +97,7 @@ def ours(folder: str, set_dir: str, prompts: list[str], out_dir: Path, repeats: 
         for _ in range(repeats):
             t = time.perf_counter()
             r = build_graph(bundle, inputs, sets, node_threshold=node_threshold, edge_threshold=edge_threshold,
-                            like_circuit_tracer=True, precision=precision)  # fmt: skip
+                            like_circuit_tracer=True, precision=precision, threads=threads)  # fmt: skip
             times.append(time.perf_counter() - t)
         g = r.graph
         feats = [n for n in g.nodes if n.kind == "feature"]
@@ -248,11 +250,11 @@ def main() -> None:
             make_transcoders(folder, set_dir, args.tc_steps, args.threads, tmp)
         n_layers = json.loads((Path(folder) / "config.json").read_text())["n_layer"]
         paths = to_circuit_tracer(set_dir, tmp / "circuit-tracer", n_layers)
-        mine = ours(folder, set_dir, PROMPTS, tmp, args.repeats, precision=args.precision)
+        mine = ours(folder, set_dir, PROMPTS, tmp, args.repeats, precision=args.precision, threads=args.threads)
         other = "float64" if args.precision == "float32" else "float32"
         (tmp / other).mkdir()
         t_other = sum(min(m["times"]) for m in ours(folder, set_dir, PROMPTS, tmp / other, args.repeats,
-                                                    precision=other))  # fmt: skip
+                                                    precision=other, threads=args.threads))  # fmt: skip
         job = {"folder": folder, "transcoders": paths, "input_hook": INPUT_HOOK, "output_hook": OUTPUT_HOOK,
                "prompts": [{"ids": m["ids"], "target": m["target"], "ours": m["path"]} for m in mine],
                "threads": args.threads, "repeats": args.repeats, "out": str(tmp / "theirs.pt"),

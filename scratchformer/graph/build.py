@@ -100,7 +100,8 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
                 node_threshold: float = inf.NODE_THRESHOLD, edge_threshold: float = inf.EDGE_THRESHOLD,
                 prune: bool = True, max_features: int = MAX_FEATURES, budget: int | None = None, dictionaries=(),
                 demeaned: bool = False, like_circuit_tracer: bool = False, progress=None,
-                cancelled=None, precision: str | None = None) -> GraphResult | None:  # fmt: skip
+                cancelled=None, precision: str | None = None, threads: int | None = None
+                ) -> GraphResult | None:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
     transcoder folders (with a set or instead of one); neither: the bundled set.
@@ -109,13 +110,15 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
     replacement.SMALL_MODEL parameters (the sums close to about 1e-12) and float32 above (to about 1e-5, as
     circuit-tracer computes, in about half the time).
     `progress(stage, done, total)` hears how far the edges have got; once `cancelled()` turns true the build stops
-    and returns None. Bad input raises UserError with one sentence."""
+    and returns None. `threads`: PyTorch's threads while it builds (default: one for a model under
+    replacement.SMALL_MODEL parameters, see _threads; PyTorch's own otherwise). Bad input raises UserError with
+    one sentence."""
     if precision not in (None, *PRECISIONS):
         raise UserError(f"--graph-precision is float64 or float32, not {precision}.")
     conventions = {"demeaned": demeaned or like_circuit_tracer, "token_embeddings": like_circuit_tracer,
                    "held": 1 if like_circuit_tracer else 0, "dtype": PRECISIONS.get(precision)}  # fmt: skip
     try:
-        with _one_thread(bundle.model), watching(progress, cancelled):
+        with _threads(bundle.model, threads), watching(progress, cancelled):
             return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,
                           max_features, budget, dictionaries, conventions)  # fmt: skip
     except Cancelled:
@@ -123,18 +126,19 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
 
 
 @contextmanager
-def _one_thread(model):
-    """PyTorch on one thread while a small model's graph is built: its passes are many small products, and on a busy
-    two-core machine two threads took 0.3 to 4 s for what one thread does in 0.1 s (en-hi, measured)."""
-    small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL
+def _threads(model, threads: int | None):
+    """PyTorch on `threads` threads while the graph is built; by default on one for a small model: its passes are
+    many small products, and on a busy two-core machine two threads took 0.3 to 4 s for what one thread does in
+    0.1 s (en-hi, measured). On a quiet machine two threads build a GPT-2-shaped graph in 0.75 of one's time."""
+    if threads is None and sum(p.numel() for p in model.parameters()) < SMALL_MODEL:
+        threads = 1
     before = torch.get_num_threads()
-    if small:
-        torch.set_num_threads(1)
+    if threads is not None:
+        torch.set_num_threads(threads)
     try:
         yield
     finally:
-        if small:
-            torch.set_num_threads(before)
+        torch.set_num_threads(before)
 
 
 def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune, max_features, budget,
@@ -166,8 +170,9 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
         raise UserError(f"{bundle.name} normalises its embeddings (a LayerNorm over token + position), so its "
                         "embedding nodes cannot hold the token's vector alone as circuit-tracer's do.")  # fmt: skip
     rep = LocalReplacement(bundle, sets, inputs.src, tgt, **conventions)
+    full = rep.full_pass(position)
     if rep.dtype == next(bundle.model.parameters()).dtype:  # its capture run is the model's own forward
-        real_logits = rep.captured_logits(position)  # (vocab,)
+        real_logits = full.captured  # (vocab,)
     else:
         real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
     token_id = int(real_logits.argmax())
@@ -181,6 +186,7 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
     n_active = sum(len(a.pos) for a in rep.active.values())
     if n_active > max_features:
         rep.keep_only(choose_features(rep, position, token_id, max_features))
+        full = rep.full_pass(position)  # the same logits; the features not kept are in the errors now
         notes.append(f"{n_active} features are active, more than the cap of {max_features}: the {max_features} "
                      "most influential on the logit are nodes, the others are folded into their layer's error "
                      "nodes.")  # fmt: skip
@@ -191,11 +197,15 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
         raise UserError(f"A graph of {n} nodes would need about {size_text(need)}, more than the memory budget of "
                         f"{size_text(budget)}: lower --max-features (the most influential features stay nodes, the "
                         "others join the error nodes) or raise --memory-budget.")  # fmt: skip
-    graph = attribute(rep, tokens, position, token_id, token, real_logits)
+    graph = attribute(rep, tokens, position, token_id, token, real_logits, full)
     graph.notes += notes
-    everything = inf.Pruned(torch.ones(n, dtype=torch.bool), graph.adjacency != 0, inf.node_influence(graph), 1.0)
-    kept = inf.prune(graph, node_threshold, edge_threshold) if prune else everything
-    replacement, completeness = inf.scores(graph)
+    made = inf.base(graph)  # Â and the influence, which pruning and the scores both read
+    if prune:
+        kept = inf.prune(graph, node_threshold, edge_threshold, made)
+    else:
+        everything = made[1] + inf.logit_weights(graph)  # every node's influence, the logit's own weight included
+        kept = inf.Pruned(torch.ones(n, dtype=torch.bool), graph.adjacency != 0, everything, 1.0)
+    replacement, completeness = inf.scores(graph, made)
     seconds = time.perf_counter() - start
     return GraphResult(graph, kept, replacement, completeness, seconds, tokens, notes, rep)
 

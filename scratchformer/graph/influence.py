@@ -63,19 +63,28 @@ def logit_weights(graph: Graph) -> torch.Tensor:
 
 def node_influence(graph: Graph) -> torch.Tensor:
     """Every node's influence on the logit, the logit's own weight (1) included: (n,)."""
-    w = logit_weights(graph)
-    return influence(normalise(graph.adjacency), w) + w
+    return influence(normalise(graph.adjacency), logit_weights(graph)) + logit_weights(graph)
+
+
+def base(graph: Graph) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Â (n, n), influence (n,), the logit's own weight left out) of the full graph: what prune and scores read,
+    made once when both are wanted."""
+    norm = normalise(graph.adjacency)
+    return norm, influence(norm, logit_weights(graph))
 
 
 def cutoff(scores: torch.Tensor, fraction: float) -> float:
     """The smallest score among the largest ones that together make up `fraction` of the total (all of them at
     fraction 1); +∞ when every score is 0."""
-    ordered = scores.flatten().sort(descending=True).values
+    flat = scores.flatten()
+    ordered = flat[flat > 0].sort(descending=True).values  # the zeros add nothing: only the others are sorted
     total = ordered.sum()
     if not bool(total > 0):
         return float("inf")
     share = ordered.cumsum(0) / total
-    index = min(int(torch.searchsorted(share, torch.tensor(fraction, dtype=share.dtype))), len(ordered) - 1)
+    index = int(torch.searchsorted(share, torch.tensor(fraction, dtype=share.dtype)))
+    if index >= len(ordered):  # rounding kept the sum short of the fraction: every score, zeros included
+        return 0.0 if len(ordered) < len(flat) else float(ordered[-1])
     return float(ordered[index])
 
 
@@ -87,11 +96,12 @@ class Pruned:
     kept_influence: float  # the kept nodes' share of the total influence (the logit's own weight left out)
 
 
-def prune(graph: Graph, node_threshold: float = NODE_THRESHOLD, edge_threshold: float = EDGE_THRESHOLD) -> Pruned:
-    """The pruned graph (see the module's text)."""
+def prune(graph: Graph, node_threshold: float = NODE_THRESHOLD, edge_threshold: float = EDGE_THRESHOLD,
+          made: tuple[torch.Tensor, torch.Tensor] | None = None) -> Pruned:  # fmt: skip
+    """The pruned graph (see the module's text); `made`: base(graph), when the caller has it."""
     n, w = len(graph.nodes), logit_weights(graph)
     a = graph.adjacency
-    inf = influence(normalise(a), w)  # (n,)
+    inf = (made or base(graph))[1]  # (n,)
     always = torch.zeros(n, dtype=torch.bool)
     always[graph.n_features + graph.n_errors :] = True  # embeddings and the logit
     keep = (inf >= cutoff(inf, node_threshold)) | always
@@ -112,11 +122,10 @@ def prune(graph: Graph, node_threshold: float = NODE_THRESHOLD, edge_threshold: 
     return Pruned(keep, edges, inf + w, kept)
 
 
-def scores(graph: Graph) -> tuple[float, float]:
-    """(replacement score, completeness score) of the full graph (see the module's text)."""
+def scores(graph: Graph, made: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[float, float]:
+    """(replacement score, completeness score) of the full graph (see the module's text); `made`: base(graph)."""
     w = logit_weights(graph)
-    norm = normalise(graph.adjacency)
-    inf = influence(norm, w)
+    norm, inf = made or base(graph)
     f, e, m = graph.n_features, graph.n_errors, graph.n_embeddings
     through_errors = float(inf[f : f + e].sum())
     from_inputs = float(inf[f + e : f + e + m].sum())

@@ -12,7 +12,7 @@ import torch
 from scratchformer.cli import main
 from scratchformer.graph import build_graph
 from scratchformer.graph.attribution import logit_without
-from scratchformer.graph.influence import total_effects
+from scratchformer.graph.influence import cutoff, total_effects
 from scratchformer.loading.bundle import load_model
 from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
 
@@ -130,6 +130,14 @@ def test_pruning_keeps_the_logit_and_the_totals_add_up(en_hi, result):
     assert pruned["scores"] == full["scores"]  # the scores are the full graph's
     looser = build_graph(en_hi, en_hi.prepare_run(SOURCE, TARGET), node_threshold=0.95).to_dict()
     assert len(looser["nodes"]) >= len(pruned["nodes"])
+
+
+def test_the_cutoff_is_the_smallest_of_the_largest_scores_that_make_up_the_share():
+    scores = torch.tensor([[0.0, 5.0, 0.0], [3.0, 0.0, 2.0]])  # total 10
+    assert cutoff(scores, 0.5) == 5.0 and cutoff(scores, 0.6) == 3.0 and cutoff(scores, 0.85) == 2.0
+    assert cutoff(scores, 1.0) <= 2.0  # every score, however the sum rounds
+    assert cutoff(torch.tensor([0.1] * 10 + [0.0]), 1.0) == 0.0  # the sum rounds short of 1: zeros kept too
+    assert cutoff(torch.zeros(4), 0.5) == float("inf")
 
 
 def test_a_capped_graph_folds_the_other_features_into_the_errors_and_stays_exact(en_hi):

@@ -165,3 +165,29 @@ def test_a_float32_graph_is_the_float64_graph_to_float32_rounding_and_shares_the
     assert json.loads(capsys.readouterr().out)["logit"]["id"] == exact.token_id
     with pytest.raises(Exception, match="float64 or float32"):
         build_graph(en_hi, inputs, precision="float16")
+
+
+def test_the_vocabularys_two_logits_read_at_once_are_its_logits_one_by_one(graphs):
+    rep, g = graphs[0].replacement_model, graphs[0].graph
+    hidden = torch.randn(2, *rep.captured_hidden.shape, dtype=rep.dtype)
+    with torch.no_grad():
+        pair = rep.logits(hidden, g.position, pair=True)
+        one_by_one = rep.logits(hidden, g.position)
+    assert pair.shape == (2, one_by_one.shape[1]) and float((pair - one_by_one).abs().max()) < 1e-10
+    full = rep.full_pass(g.position)
+    assert full.logits.shape == full.captured.shape and int(full.captured.argmax()) == g.token_id
+
+
+def test_a_build_leaves_pytorchs_threads_as_they_were(en_hi):
+    before = torch.get_num_threads()
+    seen = []
+    torch.set_num_threads(2)
+    try:
+        build_graph(en_hi, en_hi.prepare_run(SOURCE, TARGET), progress=lambda *a: seen.append(torch.get_num_threads()))
+        assert torch.get_num_threads() == 2 and set(seen) == {1}  # a small model is built on one thread
+        seen.clear()
+        build_graph(en_hi, en_hi.prepare_run(SOURCE, TARGET), threads=2,
+                    progress=lambda *a: seen.append(torch.get_num_threads()))  # fmt: skip
+        assert torch.get_num_threads() == 2 and set(seen) == {2}
+    finally:
+        torch.set_num_threads(before)
