@@ -511,7 +511,18 @@ def train(opts: TrainOptions, resume: str | Path | None = None, progress: bool =
     (on several machines, the folder is rank 0's). `on_event(dict)` (rank 0) hears how the run goes: "start"
     (planned steps, parameters), "step" (loss, tokens/s), "epoch" (validation) and "snapshot" (after it is
     saved). `should_stop()`: see Trainer.run; a cancelled run saves like one stopped by --max-steps.
+    PyTorch's thread count (opts.threads while it trains) is what it was before once it returns: a run started
+    from the window or a notebook leaves the process as it found it.
     """
+    before = torch.get_num_threads()
+    try:
+        return _train(opts, resume, progress, dist, on_event, should_stop)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train(opts: TrainOptions, resume: str | Path | None, progress: bool, dist: Distributed | None, on_event,
+           should_stop) -> dict:  # fmt: skip
     dist = dist or Distributed()
     out = Path(opts.out)
     problem = None

@@ -137,16 +137,21 @@ def test_same_seed_same_run_and_another_seed_differs(tmp_path):
 
 
 def test_training_lowers_the_loss_and_writes_a_checkpoint(tmp_path):
-    opts = _tiny_options(tmp_path, task="copy", epochs=2, max_steps=None)
+    opts = _tiny_options(tmp_path, task="copy", epochs=2, max_steps=None, threads=2)
     # the real copy task is too big for a unit test: train on the tiny data through the same driver
     import scratchformer.training.trainer as training  # prepare() looks load_data up in this module
 
     original = training.load_data
     training.load_data = lambda o: _tiny_data()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
         result = train(opts, progress=False)
+        assert torch.get_num_threads() == 1  # trained on opts.threads, then the process is left as it was
     finally:
         training.load_data = original
+        torch.set_num_threads(threads)
+    assert result["torch_threads"] == opts.threads != 1
     out = tmp_path / "run"
     assert (out / "model.safetensors").is_file() and (out / "src_tokenizer").is_dir()
     assert (out / "resume" / "optimizer.safetensors").is_file()
