@@ -7,7 +7,7 @@ view has built the run's attribution graph, the page carries it too, opening at 
 status line says what was written, or in one sentence why not.
 
 The file dialog's check box "Live" (remembered) asks for a live page, which carries the model and reruns it in the
-browser on the sentence the reader types (scratchformer.page.live_page). It is a preference: a run the page cannot
+browser on the sentence the reader types (scratchformer.page.live.part). It is a preference: a run the page cannot
 rerun (live_page_refusal: the model, a batch, dictionaries, interventions) is written as a recorded page, and the
 status line gives the sentence why it is not live.
 """

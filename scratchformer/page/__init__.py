@@ -21,7 +21,7 @@ item whole while other large maps are reduced to blocks within a byte budget (ma
 reduced. It marks `<body data-ready="1">` once its first map is drawn.
 
 A live page (page_data(…, live=live_text(model, source, target)), `export --format html --live`) also carries the
-model's weights and reruns it in the browser on the text typed into its boxes (live_page.py, viewer_live_page.js);
+model's weights and reruns it in the browser on the text typed into its boxes (live/part.py, live/page.js);
 `<body data-run="N">` counts the runs drawn, 0 for the recorded one it opens with.
 
 In a notebook: `notebook_html(page)` puts the page in an `<iframe srcdoc="…">` of fixed height (NOTEBOOK_HEIGHT),
@@ -37,7 +37,7 @@ from .data import MAX_ITEMS, page_data, run_arguments
 from .derivations import DERIVE_CELLS
 from .graph import page_graph
 from .html import NOTEBOOK_HEIGHT, notebook_html, page_html, read_page, write_page
-from .live_page import live_page_refusal, live_text
+from .live.part import live_page_refusal, live_text
 from .maps import PAGE_BYTES
 
 __all__ = ["DERIVE_CELLS", "MAX_ITEMS", "NOTEBOOK_HEIGHT", "PAGE_BYTES", "live_page_refusal", "live_text",

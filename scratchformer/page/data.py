@@ -20,7 +20,7 @@ from ..plotdata import architecture, block_key, block_steps
 from ..recording.trace import Trace, step_path
 from .derivations import DERIVE_CELLS, build_derivations
 from .feature_cards import attach_cards
-from .live_page import LIVE_CHUNK, live_page_refusal, live_part
+from .live.part import LIVE_CHUNK, live_page_refusal, live_part
 from .maps import PAGE_BYTES, build_maps
 from .packing import finite_or_text
 
@@ -70,7 +70,7 @@ def page_data(bundle, trace: Trace, inputs=None, *, item: int = 0, run_args: str
     `derive_cells`: how many cells are derived ahead. `progress(text)` hears how far it got; `cancelled()` may
     stop it early (UserError). `cards`: {step a dictionary reads: scratchformer.features.cards.CardSet}: the
     page carries the cards of the features it shows (page/feature_cards.py). `graph`: an attribution graph for the
-    page to draw (page/graph.py's page_graph). `live`: live_page.live_text(…), the text a live page's boxes open
+    page to draw (page/graph.py's page_graph). `live`: live.part.live_text(…), the text a live page's boxes open
     with: the page then carries the model and reruns it in the browser as the reader types (a run it cannot rerun
     is UserError, live_page_refusal's sentence, before anything else is done)."""
     if live is not None and (why := live_page_refusal(bundle, trace)) is not None:

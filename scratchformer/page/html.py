@@ -5,10 +5,10 @@ renders: the index (id "sf-index") and one per map (data-chunk="step/item"), eac
 A Content-Security-Policy in the page forbids every load (default-src 'none'): even a mistake could not make
 the browser ask the network for anything.
 
-A live page (page_data(…, live=…)) also holds the model (data-chunk="live", live_page.py), and its script adds the
-engine (viewer_live_core.js, viewer_live_bpe.js with GPT-2's tokenizer, then viewer_live.js), the optional plug-ins
-that explain and derive a typed sentence (viewer_live_explain.js, viewer_live_derive.js, each only where the package
-has it) and viewer_live_page.js, which reruns the model as the reader types. A recorded page carries none of them.
+A live page (page_data(…, live=…)) also holds the model (data-chunk="live", live/part.py), and its script adds the
+engine (live/engine.js, live/bpe.js with GPT-2's tokenizer, then live/run.js), the optional plug-ins
+that explain and derive a typed sentence (live/explain.js, live/derive.js, each only where the package
+has it) and live/page.js, which reruns the model as the reader types. A recorded page carries none of them.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ _CHUNK = re.compile(r'<script type="application/x-scratchformer" (id="sf-index"|
 
 
 # a live page's scripts, in this order after viewer.js; the plug-ins (explain, derive: LIVE_OPTIONAL) may be absent
-LIVE_SCRIPTS = ("viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js", "viewer_live_format.js",
-                "viewer_live_explain.js", "viewer_live_derive_kit.js", "viewer_live_derive_rules.js",
-                "viewer_live_derive.js", "viewer_live_page.js")  # fmt: skip
-LIVE_OPTIONAL = ("viewer_live_explain.js", "viewer_live_derive_kit.js", "viewer_live_derive_rules.js",
-                 "viewer_live_derive.js")  # fmt: skip
-# A live page's boxes, filled in and run by viewer_live_page.js (disabled until the model is read); a target box
+LIVE_SCRIPTS = ("live/engine.js", "live/bpe.js", "live/run.js", "live/format.js",
+                "live/explain.js", "live/derive_kit.js", "live/derive_rules.js",
+                "live/derive.js", "live/page.js")  # fmt: skip
+LIVE_OPTIONAL = ("live/explain.js", "live/derive_kit.js", "live/derive_rules.js",
+                 "live/derive.js")  # fmt: skip
+# A live page's boxes, filled in and run by live/page.js (disabled until the model is read); a target box
 # only for a model with an encoder (a decoder alone reads its text and continues it)
 LIVE_FORM = """<div id="sf-live" class="sf-live">
   <label>{source} <input id="sf-source" type="text" dir="auto" spellcheck="false" value="{source_text}" \

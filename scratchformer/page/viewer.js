@@ -97,7 +97,7 @@
   // ---- state -----------------------------------------------------------------------------------------------
   let D = null; // the index: steps, maps, explanations, derivations, lens (data.py)
   const state = { step: 0, item: 0, head: 0, token: 0 };
-  // what a live page (viewer_live_page.js) puts in place of the recorded run's: values(key) → Float32Array of a
+  // what a live page (live/page.js) puts in place of the recorded run's: values(key) → Float32Array of a
   // map it made; explain(step, item) → {what, why, numbers?, links, note?}; derive(step, head, row, col, map) →
   // a derivation (derivations.py's compact), {error} or undefined; stored() → the line on how values are stored
   const hooks = {};
@@ -432,7 +432,7 @@
     if (next !== undefined && next !== state.step) show(next);
   }
 
-  // What the page offers a live page's script (viewer_live_page.js) and tests: the index, the state, drawing a
+  // What the page offers a live page's script (live/page.js) and tests: the index, the state, drawing a
   // step again, and the values of the map shown (currentValues: one head, or every head with "All heads")
   function currentValues() {
     if (!shown) return null;
@@ -476,7 +476,7 @@
     const named = () => D.steps.findIndex((s) => s.name === decodeURIComponent(location.hash.slice(1)));
     window.addEventListener("hashchange", () => { const k = named(); if (k >= 0 && k !== state.step) show(k); });
     // a live page reads its model first, so that data-ready comes with data-run: the boxes work once it is set
-    if (D.live && window.sfLivePage) await window.sfLivePage(page); // viewer_live_page.js
+    if (D.live && window.sfLivePage) await window.sfLivePage(page); // live/page.js
     await show(Math.max(0, named()));
   }
   start().catch((err) => {

@@ -11,7 +11,7 @@ import app.export.actions as actions
 import app.export.page_export as page_export
 from scratchformer.loading.bundle import load_model
 from scratchformer.page import read_page
-from scratchformer.page.live import live_refusal
+from scratchformer.page.live.model import live_refusal
 from tests.app.conftest import run_and_wait
 
 SOURCE = "the girl eats an apple"

@@ -24,15 +24,14 @@ import torch
 import scratchformer as sf
 from scratchformer.loading.bundle import load_model
 from scratchformer.loading.model_bundle import ModelBundle
-from scratchformer.page import live
-from scratchformer.page.live import live_model
+from scratchformer.page.live.model import live_model
 from scratchformer.transformer.config import TransformerConfig
 from scratchformer.transformer.model import Transformer
 
-PAGE = Path(live.__file__).parent
+PAGE = Path(live_model.__code__.co_filename).parents[1]  # scratchformer/page
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
-ENGINE_SCRIPTS = ("viewer_unpack.js", "viewer_live_core.js", "viewer_live_bpe.js", "viewer_live.js",
-                  "viewer_live_format.js")
+ENGINE_SCRIPTS = ("viewer_unpack.js", "live/engine.js", "live/bpe.js", "live/run.js",
+                  "live/format.js")
 TOLERANCE = 1e-4
 HARNESS = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

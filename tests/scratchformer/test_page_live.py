@@ -32,7 +32,7 @@ from scratchformer.cli import main
 from scratchformer.explain import explain_step
 from scratchformer.loading.bundle import load_model
 from scratchformer.page import read_page
-from scratchformer.page.live import live_refusal
+from scratchformer.page.live.model import live_refusal
 from scratchformer.page.maps import build_maps, heatmaps_of
 from scratchformer.page.packing import pack_json, unpack_json, unpack_values
 from scratchformer.plotdata.cells import cell_index
@@ -224,7 +224,7 @@ def test_a_typed_sentence_is_python_s_run_on_screen(live_file, engine_browser):
 
 
 def test_the_explanation_derivation_and_lens_are_of_the_typed_run(live_file, engine_browser):
-    """With the plug-ins in the page (viewer_live_explain.js, viewer_live_derive*.js) they are Python's for the
+    """With the plug-ins in the page (live/explain.js, live/derive*.js) they are Python's for the
     typed sentence; without them the page says the recorded sentence's numbers are left out, and shows the command
     that derives a cell of the typed sentence."""
     run = sf.run("en-hi", NEW)

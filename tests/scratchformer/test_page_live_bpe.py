@@ -1,4 +1,4 @@
-"""GPT-2's byte-level BPE in the live page (scratchformer/page/viewer_live_bpe.js, with live.py's _byte_level) against
+"""GPT-2's byte-level BPE in the live page (scratchformer/page/live/bpe.js, with live/model.py's _byte_level) against
 Hugging Face's, and the models that read it: in headless Chromium and Firefox (page_browsers.py), on the engine's
 harness page (live_harness.py).
 
@@ -29,8 +29,8 @@ from scratchformer.errors import UserError
 from scratchformer.loading.bundle import load_model
 from scratchformer.loading.checkpoint import save_checkpoint
 from scratchformer.loading.tokenizers import TextTokenizer, gpt2_tokenizer
-from scratchformer.page import live
-from scratchformer.page.live import live_model, live_refusal
+from scratchformer.page.live import model as live
+from scratchformer.page.live.model import live_model, live_refusal
 from scratchformer.running.decoding import greedy
 from scratchformer.transformer.config import TransformerConfig, paper
 from scratchformer.transformer.model import Transformer

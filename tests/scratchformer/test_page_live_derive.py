@@ -1,4 +1,4 @@
-"""The live page's derivations and logit lens (scratchformer/page/viewer_live_derive*.js, with page/live_derive.py's
+"""The live page's derivations and logit lens (scratchformer/page/live/derive*.js, with page/live/derive.py's
 derive_context) against Python's: in headless Chromium and Firefox (page_browsers.py), a harness page (live_harness.py)
 holds the live engine, live_model's JSON and derive_context's; the engine traces a sentence, and a sample of cells of
 every step (the corners, the largest value, one more, on every head of a step with heads; every key of the last query of
@@ -27,8 +27,8 @@ from scratchformer.analyses import derive
 from scratchformer.loading.bundle import load_model
 from scratchformer.page.data import _lens
 from scratchformer.page.derivations import compact
-from scratchformer.page.live import live_model, live_refusal
-from scratchformer.page.live_derive import derive_context
+from scratchformer.page.live.derive import derive_context
+from scratchformer.page.live.model import live_model, live_refusal
 from scratchformer.plotdata.cells import shown_axes
 from scratchformer.plotdata.heatmap import VOCAB_COLUMNS, top_columns
 from scratchformer.running.generation import Continuation
@@ -36,7 +36,7 @@ from tests.scratchformer import live_harness
 from tests.scratchformer.live_harness import MIXTURES, TOLERANCE, floats, mixture, show
 from tests.scratchformer.page_browsers import browser_fixture
 
-SCRIPTS = ("viewer_live_derive_kit.js", "viewer_live_derive_rules.js", "viewer_live_derive.js")
+SCRIPTS = ("live/derive_kit.js", "live/derive_rules.js", "live/derive.js")
 # the engine made from the weights the plug-in unpacks, and the plug-in's context as `ctx`
 SETUP = """(async () => {
   const model = JSON.parse(document.getElementById("sf-live-model").textContent);

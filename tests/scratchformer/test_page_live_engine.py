@@ -1,4 +1,4 @@
-"""The live page's engine (scratchformer/page/viewer_live_core.js, viewer_live_bpe.js, viewer_live.js) against Python's
+"""The live page's engine (scratchformer/page/live/engine.js, live/bpe.js, live/run.js) against Python's
 own run: in headless Chromium and Firefox (tests/scratchformer/page_browsers.py), on a small page holding the engine and
 live_model's JSON under the page's Content-Security-Policy (tests/scratchformer/live_harness.py), every step of the
 trace (name, kind, axes, shape, values), the tokens and the greedy translation are compared with `scratchformer.run` on
@@ -22,8 +22,8 @@ import torch
 import scratchformer as sf
 from scratchformer.errors import UserError
 from scratchformer.loading.bundle import load_model
-from scratchformer.page import live
-from scratchformer.page.live import live_model, live_refusal
+from scratchformer.page.live import model as live
+from scratchformer.page.live.model import live_model, live_refusal
 from scratchformer.page.packing import unpack_values
 from scratchformer.running.generation import Continuation
 from scratchformer.transformer.config import TransformerConfig

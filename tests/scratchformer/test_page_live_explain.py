@@ -1,5 +1,5 @@
-"""The live page's explanations (scratchformer/page/viewer_live_explain.js, with the context of
-scratchformer/page/live_explain.py) against Python's explain_step: in headless Chromium and Firefox
+"""The live page's explanations (scratchformer/page/live/explain.js, with the context of
+scratchformer/page/live/explain.py) against Python's explain_step: in headless Chromium and Firefox
 (tests/scratchformer/page_browsers.py), a page holding the engine, the model and the context (live_harness.py) traces a
 sentence, explains every step of batch item 0, and each explanation must be Python's for `scratchformer.run` on the same
 sentence — what, why and numbers character for character, the links exactly — for en-hi (a translation, a typed target,
@@ -27,8 +27,8 @@ import scratchformer as sf
 from scratchformer.explain import explain_step
 from scratchformer.explain.format import Count, Num, group, pct, sig3, term
 from scratchformer.loading.bundle import load_model
-from scratchformer.page.live import live_model, live_refusal
-from scratchformer.page.live_explain import explain_context
+from scratchformer.page.live.explain import explain_context
+from scratchformer.page.live.model import live_model, live_refusal
 from scratchformer.running.generation import Continuation
 from tests.scratchformer import live_harness
 from tests.scratchformer.live_harness import mixture, page_cache, show
@@ -51,7 +51,7 @@ MATCHED: dict[str, list[int]] = {}
 
 def harness(bundle, path):
     """A page with the engine, the model's JSON and its explanation context."""
-    return live_harness.harness(bundle, path, ("viewer_live_explain.js",), {"sf-explain": explain_context(bundle)},
+    return live_harness.harness(bundle, path, ("live/explain.js",), {"sf-explain": explain_context(bundle)},
                                 SETUP)  # fmt: skip
 
 

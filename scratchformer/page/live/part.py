@@ -1,14 +1,14 @@
-"""What a live page adds to the recorded one: the model (live.py's live_model) in a chunk of its own, and in the
+"""What a live page adds to the recorded one: the model (model.py's live_model) in a chunk of its own, and in the
 index the text its boxes open with, so that the page reruns the model in the browser as the reader types.
 
     live = live_text("en-hi", "the girl eats an apple")          # what the boxes open with
     data = page_data(bundle, trace, inputs, live=live)           # UserError with live_page_refusal's sentence
-    page_html(data)                                              # inlines the engine and viewer_live_page.js
+    page_html(data)                                              # inlines the engine and page.js
 
-The engine (viewer_live_core.js, viewer_live.js) computes every step of the trace; viewer_live_page.js turns its
+The engine (engine.js, run.js) computes every step of the trace; page.js turns its
 run into the maps the viewer draws, as maps.py does in Python. Where the package has the plug-ins that explain a
-typed sentence's steps and derive its cells in the browser (live_explain.py with viewer_live_explain.js,
-live_derive.py with viewer_live_derive*.js), the chunk carries what they read beside the run (their contexts).
+typed sentence's steps and derive its cells in the browser (explain.py with explain.js,
+derive.py with derive*.js), the chunk carries what they read beside the run (their contexts).
 
 A page reruns one sentence of the model alone, so besides what live_refusal refuses (the engine's limits), a run
 of several batch items, with dictionaries attached or with interventions is refused too, each in one sentence.
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import importlib
 
-from ..commands.trace import decoder_input_text
-from ..errors import UserError
-from ..recording.trace import Trace
-from .live import live_model, live_refusal
-from .packing import pack_json
+from ...commands.trace import decoder_input_text
+from ...errors import UserError
+from ...recording.trace import Trace
+from ..packing import pack_json
+from .model import live_model, live_refusal
 
 LIVE_CHUNK = "live"  # the chunk (data-chunk="live") holding the model, packed JSON as the index is
 CHARS_PER_POSITION = 40  # the page reads at most this many characters per position of the model (max_len) …
@@ -66,8 +66,8 @@ def live_part(bundle, trace: Trace, live: dict) -> tuple[dict, str]:
              "weights": {"dtypes": sorted(kinds), "bytes": stored},
              "decoder_inputs": {mode: decoder_input_text(mode, bundle.config.has_encoder)
                                 for mode in ("typed", "generated", "start_only")}}  # fmt: skip
-    explain = _plugin("live_explain", "explain_context", bundle, trace, vocab=False)  # the page has the vocabulary
-    derive = _plugin("live_derive", "derive_context", bundle, trace)
+    explain = _plugin("explain", "explain_context", bundle, trace, vocab=False)  # the page has the vocabulary
+    derive = _plugin("derive", "derive_context", bundle, trace)
     return entry, pack_json({"model": model, "explain": explain, "derive": derive})
 
 

@@ -3,8 +3,8 @@
 // text first; the rest split by GPT-2's pattern (ByteLevel, add_prefix_space off), each piece written as UTF-8
 // bytes, each byte as one of 256 base tokens, then pairs merged by rank (tokenizers' BPE, Word::merge_all). Labels
 // and decoded text are the bytes read back as UTF-8 with U+FFFD for broken sequences (ByteLevel's decoder, Rust's
-// from_utf8_lossy), as TextTokenizer.token_strings and decode give them. It comes before viewer_live.js, which
-// calls it for a tokenizer whose spec (page/live.py, _byte_level) says kind "byte-bpe":
+// from_utf8_lossy), as TextTokenizer.token_strings and decode give them. It comes before run.js, which
+// calls it for a tokenizer whose spec (page/live/model.py, _byte_level) says kind "byte-bpe":
 //
 //   spec = {kind: "byte-bpe", size, first, width, merges: base64 of the merged pairs' ids in byte planes,
 //           added: [[text, id]], special: [id], unk: null}

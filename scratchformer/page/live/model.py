@@ -1,4 +1,4 @@
-"""The live page's model: weights, tokenizers and the few config numbers that viewer_live.js needs to run the whole
+"""The live page's model: weights, tokenizers and the few config numbers that run.js needs to run the whole
 forward pass again in the browser when a student types a sentence (no Qt, no torch beyond reading the bundle).
 
 Two architectures run in the browser, and nothing else:
@@ -17,7 +17,7 @@ float32 otherwise (copy, reverse and sort were saved in float32): the browser th
 Python does.
 
 Two tokenizers are read: scratchformer's word-level vocabularies (every token by id) and GPT-2's byte-level BPE as
-gpt2_tokenizer builds it (viewer_live_bpe.js; the merges as pairs of ids, from which the browser rebuilds the
+gpt2_tokenizer builds it (bpe.js; the merges as pairs of ids, from which the browser rebuilds the
 vocabulary, written once when both sides share it). The paper preset reads GPT-2's tokens too, but its weights are
 far over LIVE_BYTES; a folder of the paper's architecture at a smaller size runs.
 """
@@ -30,9 +30,9 @@ import json
 import numpy as np
 import torch
 
-from ..loading.model_bundle import GENERATION_CAP
-from ..running.generation import DEFAULT_NEW_TOKENS
-from .packing import compress, shuffled
+from ...loading.model_bundle import GENERATION_CAP
+from ...running.generation import DEFAULT_NEW_TOKENS
+from ..packing import compress, shuffled
 
 LIVE_BYTES = 20_000_000  # the weights a page may carry for the browser to run (bytes, as stored: float16 or 32)
 
@@ -222,7 +222,7 @@ def _planes(values: np.ndarray, width: int) -> str:
 
 
 def _byte_level(tokenizer) -> dict:
-    """GPT-2's byte-level BPE as viewer_live_bpe.js reads it: the merges as pairs of ids (merge r makes id
+    """GPT-2's byte-level BPE as bpe.js reads it: the merges as pairs of ids (merge r makes id
     first + r; the byte tokens before it are implied), the added tokens and which ids are special. The vocabulary's
     pieces and labels follow from these."""
     spec = _tokenizer_json(tokenizer)
@@ -291,7 +291,7 @@ def _step_template(bundle) -> list[dict]:
 
 
 def live_model(bundle, steps: bool = True) -> dict:
-    """The model as the browser's engine (viewer_live.js) reads it: JSON-able. Call live_refusal first; a model
+    """The model as the browser's engine (run.js) reads it: JSON-able. Call live_refusal first; a model
     it refuses is packed all the same but would not run right."""
     tensors, tied = _weights(bundle.model)
     weights = {}

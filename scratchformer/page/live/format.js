@@ -1,5 +1,5 @@
 // scratchformer's live page: numbers written as Python writes them, for the plug-ins that must print what Python
-// prints (viewer_live_explain.js as explain/format.py, viewer_live_derive_kit.js as analyses.derive.result.num).
+// prints (explain.js as explain/format.py, derive_kit.js as analyses.derive.result.num).
 // JavaScript's toFixed/toPrecision round ties up; Python's format() rounds the double's exact decimal value, half to
 // even, which is done here with BigInt.
 //

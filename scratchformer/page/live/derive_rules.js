@@ -1,6 +1,6 @@
 // scratchformer's live derivations, part 2 of 3: one rule per kind of step, as analyses.derive's embedding_rules,
 // attention_rules and stream_rules write them. Each rule gets (r, plan, index, value, ctx): r reads the run and
-// counts what it read (part 1's reader), plan is the step's plan from page/live_derive.py (which steps and
+// counts what it read (part 1's reader), plan is the step's plan from page/live/derive.py (which steps and
 // parameters it reads, and Python's own texts where they are the same for every cell), index the cell (batch
 // first), value the run's value there. It returns {recomputed, formula, expression, terms: [[label, value]], note};
 // a text the plan holds is left out and filled in from the plan. Sums and products run in float64, as Python's.
@@ -256,7 +256,7 @@
       note: `${token(ctx, v)} ranks ${K.count(row, (x) => x > row[v]) + 1} of ${row.length} at position ${t}.`};
   }
 
-  // the plan's rule names (page/live_derive.py rule_of) → rules
+  // the plan's rule names (page/live/derive.py rule_of) → rules
   window.sfDeriveRules = {tokens, lookup, scaled, pe_sinusoid: peSinusoid, pe_zero: peZero,
     summed_input: summedInput, projection_in: projectionIn, head_split: headSplit, score, scaled_score: scaledScore,
     mask, masked_score: maskedScore, weight, context, concat, output_projection: outputProjection, rotary, residual,

@@ -1,7 +1,7 @@
 // scratchformer's live page, part 2 of 2: reading text into ids as the model's Hugging Face word-level tokenizer
-// does, greedy decoding, and the engine the page calls (window.sfLive). Part 1, viewer_live_core.js, computes the
-// forward pass and must come first, and viewer_live_bpe.js (GPT-2's byte-level BPE) before this file where a model
-// reads text with it. The model comes from scratchformer/page/live.py (live_model): config, tokenizers and weights
+// does, greedy decoding, and the engine the page calls (window.sfLive). Part 1, engine.js, computes the
+// forward pass and must come first, and bpe.js (GPT-2's byte-level BPE) before this file where a model
+// reads text with it. The model comes from scratchformer/page/live/model.py (live_model): config, tokenizers and weights
 // packed as the page packs its maps. Nothing is fetched; no library is used.
 //
 //   const engine = await sfLive.load(liveModelJson);       // or sfLive.fromArrays(json, {name: Float32Array})
@@ -124,14 +124,14 @@
 
   // ---- which tokenizer a spec is ----------------------------------------------------------------------------
   const bytePairs = () => {
-    if (!window.sfLiveBpe) throw new Error("the page lacks GPT-2's tokenizer (viewer_live_bpe.js)");
+    if (!window.sfLiveBpe) throw new Error("the page lacks GPT-2's tokenizer (bpe.js)");
     return window.sfLiveBpe;
   };
   const tokenizer = (spec) => (spec.kind === "byte-bpe" ? bytePairs().tokenizer(spec) : wordTokenizer(spec));
   // every id's vocabulary piece and its label on a map (a word-level vocabulary's are the same)
   const vocabulary = (spec) => (spec.kind === "byte-bpe" ? bytePairs().vocabulary(spec)
     : {tokens: spec.tokens, labels: spec.tokens});
-  // the source and target specs; live.py writes a target tokenizer that is the source's as {same_as: "src"}
+  // the source and target specs; model.py writes a target tokenizer that is the source's as {same_as: "src"}
   function tokenizers(json) {
     const {src, tgt} = json.tokenizers;
     return {src, tgt: tgt && tgt.same_as === "src" ? src : tgt};

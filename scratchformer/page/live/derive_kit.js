@@ -1,11 +1,11 @@
-// scratchformer's live derivations, part 1 of 3: what every rule shares (viewer_live_derive_rules.js, part 2,
-// holds the rules; viewer_live_derive.js, part 3, the page's entry points). Numbers are written as Python's
+// scratchformer's live derivations, part 1 of 3: what every rule shares (derive_rules.js, part 2,
+// holds the rules; derive.js, part 3, the page's entry points). Numbers are written as Python's
 // analyses.derive.result writes them (num, paren), sums are added up as numpy adds them (pairwise, in float64), and
 // a Reader reads cells of a live run and entries of the model's parameters while keeping count of what it read, as
 // analyses.derive.reader does, so the page lists the same inputs.
 "use strict";
 (() => {
-  // ---- numbers as text: Python's f"{x:.4g}" (viewer_live_format.js), its exponent then written as int() writes it
+  // ---- numbers as text: Python's f"{x:.4g}" (format.js), its exponent then written as int() writes it
   // ("1.2e-05" → "1.2e-5"), "−" for minus
   function general(x) {
     const [mantissa, exp] = window.sfPyFormat.general(x, 4).split("e");

@@ -1,4 +1,4 @@
-"""What the live page needs to explain a typed sentence's steps in the browser (viewer_live_explain.js) exactly as
+"""What the live page needs to explain a typed sentence's steps in the browser (explain.js) exactly as
 scratchformer.explain does in Python, without the sentences being written twice.
 
     ctx = explain_context(bundle)              # JSON-able; the page carries it once per model
@@ -7,7 +7,7 @@ scratchformer.explain does in Python, without the sentences being written twice.
 
 The browser fills the same templates (texts.py's TEXTS and PHRASES, shipped here) with the numbers of its own run.
 Everything that does not change with the sentence is worked out here, once, by scratchformer.explain itself, from
-a one-sentence trace of the model (every trace of a model has the same steps, live.py's _step_template): per step
+a one-sentence trace of the model (every trace of a model has the same steps, model.py's _step_template): per step
 the TEXTS key numbers.py picks (the browser changes it only where the data choose: a mask with nothing blocked),
 the links to earlier steps and the steps it reads (by the link's LINKS key), the notes appended to "what", and the
 placeholder values that depend on the config and the step list only (STATIC). The browser computes the rest: the
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import math
 
-from ..explain.context import Ctx
-from ..explain.explanation import explain_step
-from ..explain.format import Count, Num
-from ..explain.numbers import facts
-from ..explain.texts import NOTES, PHRASES, TEXTS
-from ..recording.trace import Trace
+from ...explain.context import Ctx
+from ...explain.explanation import explain_step
+from ...explain.format import Count, Num
+from ...explain.numbers import facts
+from ...explain.texts import NOTES, PHRASES, TEXTS
+from ...recording.trace import Trace
 
 VERSION = 1
 ALL = "*"

@@ -1,6 +1,6 @@
-// scratchformer's live page, explanations: every step of a run the browser made (viewer_live.js's engine.trace)
+// scratchformer's live page, explanations: every step of a run the browser made (run.js's engine.trace)
 // explained in the very words and numbers scratchformer.explain gives in Python (explain_step), character for
-// character. The sentences are not written here: ctx, made by scratchformer/page/live_explain.py
+// character. The sentences are not written here: ctx, made by scratchformer/page/live/explain.py
 // (explain_context), carries texts.py's templates, what does not change with the sentence (each step's TEXTS key,
 // links, notes and config-made values) and the vocabulary; this file computes what numbers.py and Ctx.common read
 // from tensors, and fills the templates as str.format does, numbers printed as explain/format.py prints them.
@@ -10,12 +10,12 @@
 // A step the context does not describe answers {error: "one sentence"}; nothing throws.
 "use strict";
 (() => {
-  // ---- numbers as Python prints them (viewer_live_format.js) -------------------------------------------------
+  // ---- numbers as Python prints them (format.js) -------------------------------------------------
   const {fixed, expo, general, repr, group, sig3, pct, term} = window.sfPyFormat;
 
   // ---- values and templates -----------------------------------------------------------------------------------
   // A value is a string, or [tag, number]: "N" explain.format.Num, "C" Count, "i" a plain int, "f" a plain float
-  // (live_explain.py sends the same; a number that is not finite comes as "inf", "-inf" or "nan").
+  // (explain.py sends the same; a number that is not finite comes as "inf", "-inf" or "nan").
   const N = (x) => ["N", x], C = (n) => ["C", n], I = (n) => ["i", n];
   const NONFINITE = {inf: Infinity, "-inf": -Infinity, nan: NaN};
   function show(value, spec) { // format(value, spec)

@@ -1,17 +1,17 @@
-// scratchformer's live page, the part the reader sees: the text boxes, and each run of the engine (viewer_live.js)
+// scratchformer's live page, the part the reader sees: the text boxes, and each run of the engine (run.js)
 // turned into what viewer.js draws. Every step's map is made by the rules of scratchformer/plotdata/heatmap.py —
 // which 2-D slice a step shows, colour levels and map by kind, the vocabulary's top columns, token labels, masked
 // cells, levels shared across heads — so that the map of the recorded sentence equals the recorded page's.
 // viewer.js calls window.sfLivePage(page) once its index is read; this file follows viewer.js and the engine.
 //
-// The page's chunk "live" (live_page.py) is {model: live.py's live_model, explain, derive}: the plug-ins' contexts,
+// The page's chunk "live" (part.py) is {model: model.py's live_model, explain, derive}: the plug-ins' contexts,
 // null where the package has no plug-in. Each plug-in is optional; without one the page says what it does not
 // recompute for a typed sentence. They are called as
 //   sfLiveExplain.explain(run, stepIndex, 0, explainCtx)          → {what, why, numbers, links: [[stepIndex, text]]}
 //   sfLiveDerive.derive(run, stepIndex, head, row, col, deriveCtx, vocabIds) → derivations.py's compact()
 //   sfLiveDerive.lens(run, 0, deriveCtx)                          → one item's lens as data.py's _lens
 // `run` is the engine's trace(source, target|null) of the typed text, its one batch item 0; explainCtx is the
-// chunk's explain (live_explain.explain_context) with `vocab` set to the target tokenizer's tokens; deriveCtx is
+// chunk's explain (explain.explain_context) with `vocab` set to the target tokenizer's tokens; deriveCtx is
 // sfLiveDerive.context(model, the chunk's derive, weights as Float32Arrays), made on the first click; row, col are
 // the clicked cell of the map of head `head`, vocabIds the map's vocabulary columns (a vocab axis's token ids). A
 // plug-in may answer {error: "one sentence"}, which the page shows where the answer would have been.

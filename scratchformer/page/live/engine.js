@@ -1,4 +1,4 @@
-// scratchformer's live page, part 1 of 2: the forward pass in plain JavaScript (viewer_live.js, part 2, reads text
+// scratchformer's live page, part 1 of 2: the forward pass in plain JavaScript (run.js, part 2, reads text
 // and decodes). Every step Python's trace records is computed here in the same order, under the same name and
 // shape (batch axis of 1 included), from the same weights: Float32Array between steps, as torch's float32 tensors,
 // and every sum in float64 numbers, so the values match Python's to about 1e-6 of their size (float32's rounding).
@@ -142,7 +142,7 @@
   }
 
   // ---- the model: the forward pass of scratchformer/transformer (model.py, layers.py, attention.py, …) ----------
-  // c: live.py's config; W(name): a weight as Float32Array (null when the model has none of that name: a bias).
+  // c: model.py's config; W(name): a weight as Float32Array (null when the model has none of that name: a bias).
   // `rec(name, kind, dims, shape, data)`, when given, records each step as Python's tracer does.
   function model(c, W) {
     const d = c.d_model, h = c.n_heads, hkv = c.n_kv_heads, dh = c.d_head, dA = h * dh, dKV = hkv * dh;

@@ -1,9 +1,9 @@
-// scratchformer's live derivations, part 3 of 3: what the page calls once the live engine (viewer_live_core.js,
-// viewer_live.js) has traced a sentence the reader typed. Parts 1 (viewer_live_derive_kit.js) and 2
-// (viewer_live_derive_rules.js) come first.
+// scratchformer's live derivations, part 3 of 3: what the page calls once the live engine (engine.js,
+// run.js) has traced a sentence the reader typed. Parts 1 (derive_kit.js) and 2
+// (derive_rules.js) come first.
 //
 //   const arrays = await sfLiveDerive.unpackWeights(liveModel);   // {name: Float32Array}, as sfLive.fromArrays takes
-//   const ctx = sfLiveDerive.context(liveModel, deriveContext, arrays); // deriveContext: live_derive.derive_context
+//   const ctx = sfLiveDerive.context(liveModel, deriveContext, arrays); // deriveContext: derive.derive_context
 //   const run = engine.trace("the girl eats an apple", null);
 //   sfLiveDerive.derive(run, stepIndex, head, row, col, ctx, vocabIds) // the clicked cell, as derivations.compact
 //   sfLiveDerive.lens(run, 0, ctx)                                 // the logit lens, as data._lens writes an item
@@ -32,7 +32,7 @@
     for (const [text, id] of spec.added) byPiece.set(text, id);
     return {tokens, labels, byPiece};
   }
-  // liveModel: page/live.py's live_model(bundle); deriveContext: page/live_derive.py's derive_context(bundle);
+  // liveModel: page/live/model.py's live_model(bundle); deriveContext: page/live/derive.py's derive_context(bundle);
   // arrays: {parameter name: Float32Array} (unpackWeights, or the very arrays given to sfLive.fromArrays)
   function context(liveModel, deriveContext, arrays) {
     try {

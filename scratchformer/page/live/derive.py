@@ -1,11 +1,11 @@
 """What the live page needs beside a live run to derive a clicked cell and read the logit lens in the browser
-(viewer_live_derive.js): for every step of the model's trace, which rule derives its cells, which steps and
+(derive.js): for every step of the model's trace, which rule derives its cells, which steps and
 parameters that rule reads, and the texts of Python's own rule that do not depend on the cell; and for the lens,
 its points, their labels and the read-out.
 
     derive_context(bundle) → {"version", "steps": [plan per step], "lens": {...}, "tokenizers", "omega"}
 
-The step list is the same for every input (live.py's step template), so one context serves every sentence a
+The step list is the same for every input (model.py's step template), so one context serves every sentence a
 reader types. The plans are found with the very functions analyses.derive uses (its graph module: which step
 feeds which), and the constant texts are taken from analyses.derive itself, run on a template trace: the browser
 writes only what holds this cell's numbers (expressions, most notes, the labels of long sums) and never a copy of
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..analyses import derive
-from ..analyses import lens as lens_analysis
-from ..analyses.derive import graph
-from ..analyses.derive.attention_rules import scored
-from ..analyses.stream import point_label, residual_points
-from ..recording.trace import Step, Trace
+from ...analyses import derive
+from ...analyses import lens as lens_analysis
+from ...analyses.derive import graph
+from ...analyses.derive.attention_rules import scored
+from ...analyses.stream import point_label, residual_points
+from ...recording.trace import Step, Trace
 
 VERSION = 1
 
@@ -37,7 +37,7 @@ CONSTANT = {
 
 
 def template_trace(bundle) -> Trace:
-    """A trace of the model's first example (or of "a"): its steps are every trace's (live.py's step template). The
+    """A trace of the model's first example (or of "a"): its steps are every trace's (model.py's step template). The
     example is cut to the model's positions (blog reads 10 tokens)."""
     examples = bundle.examples()
     inputs = bundle.prepare(examples[0].source if examples else "a", truncate=True)
@@ -45,7 +45,7 @@ def template_trace(bundle) -> Trace:
 
 
 def derive_context(bundle, trace: Trace | None = None) -> dict:
-    """JSON-able: what viewer_live_derive.js reads beside a live run and live_model's weights (see the module's
+    """JSON-able: what derive.js reads beside a live run and live_model's weights (see the module's
     docstring). `trace`: a trace of the model to plan from, such as the recorded run a live page opens with; one
     that changed the model on purpose or has dictionaries attached is not every trace's, so a template is made."""
     if trace is None or trace.interventions or getattr(trace, "dictionaries", None):
@@ -55,7 +55,7 @@ def derive_context(bundle, trace: Trace | None = None) -> dict:
            "lens": lens_plan(bundle, trace),
            "tokenizers": {"src": bundle.src_tokenizer.name, "tgt": bundle.tgt_tokenizer.name}}  # fmt: skip
     if c.positional == "rotary":  # ω_i = θ^(−2i/d_rot) in float32, exactly as the rule reads it
-        from ..transformer.rotary import inverse_frequencies
+        from ...transformer.rotary import inverse_frequencies
 
         out["omega"] = [float(w) for w in inverse_frequencies(c)]
     return out
