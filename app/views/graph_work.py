@@ -41,9 +41,19 @@ class Ask:
     position: int
     threshold: float
     edge_threshold: float = EDGE_THRESHOLD
+    changes: tuple[str, ...] = ()  # the run's interventions (their specs), which the graph does not read
 
     def key(self) -> tuple:
         return (self.run_id, self.choice, self.position)
+
+
+def unchanged_note(changes: tuple[str, ...]) -> str:
+    """What a graph of a run with interventions says: it reads the model as saved (the local replacement freezes the
+    run's own patterns and scales, and an ablated head or a knocked-out key would need its own)."""
+    what, them = ", ".join(changes), "them" if len(changes) > 1 else "it"
+    return (f"This run changes the model on purpose ({what}); the graph reads the model as it was saved, so its "
+            f"numbers are those of the run without {them}: turn {them} off in the Interventions panel to see that "
+            "run beside the graph.")
 
 
 @dataclass
@@ -83,7 +93,8 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
                          cancelled=job.cancelled)  # fmt: skip
     if result is None or job.cancelled():  # the build stops at its next batch of edges once cancelled
         return None
-    result = replace(result, replacement_model=None)  # a copy of the model the view never reruns: let it go
+    notes = [*result.notes, unchanged_note(ask.changes)] if ask.changes else result.notes
+    result = replace(result, replacement_model=None, notes=notes)  # the model's copy, which the view never reruns
     job.progress("laying it out")
     layout = layout_graph(result, result.kept, groups)
     all_edges = int((result.graph.adjacency != 0).sum())  # (n, n) → a count, once here rather than on the UI thread
