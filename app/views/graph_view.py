@@ -247,9 +247,9 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
                 self._show_body(False, problem)
                 self._say(problem, error=True)
             return
-        changes = tuple(change.spec() for change in getattr(result.trace, "interventions", None) or ())
         ask = Ask(result.bundle, result.inputs, id(result), self.choice_combo.currentData(),
-                  int(self.position_combo.currentData()), self.threshold(), self.edge_threshold(), changes)  # fmt: skip
+                  int(self.position_combo.currentData()), self.threshold(), self.edge_threshold(),
+                  tuple(result.trace.interventions))  # fmt: skip
         if ask.key() == self._asked:
             return
         self._start_build(ask)

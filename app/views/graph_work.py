@@ -41,19 +41,10 @@ class Ask:
     position: int
     threshold: float
     edge_threshold: float = EDGE_THRESHOLD
-    changes: tuple[str, ...] = ()  # the run's interventions (their specs), which the graph does not read
+    interventions: tuple = ()  # the run's (changed heads, knocked-out keys), which the graph's patterns keep
 
     def key(self) -> tuple:
         return (self.run_id, self.choice, self.position)
-
-
-def unchanged_note(changes: tuple[str, ...]) -> str:
-    """What a graph of a run with interventions says: it reads the model as saved (the local replacement freezes the
-    run's own patterns and scales, and an ablated head or a knocked-out key would need its own)."""
-    what, them = ", ".join(changes), "them" if len(changes) > 1 else "it"
-    return (f"This run changes the model on purpose ({what}); the graph reads the model as it was saved, so its "
-            f"numbers are those of the run without {them}: turn {them} off in the Interventions panel to see that "
-            "run beside the graph.")
 
 
 @dataclass
@@ -90,11 +81,10 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     job.progress("reading the edges")
     result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, ask.edge_threshold,
                          progress=lambda stage, done, total: job.progress(f"{stage}: {done} of {total} targets"),
-                         cancelled=job.cancelled)  # fmt: skip
+                         cancelled=job.cancelled, interventions=ask.interventions)  # fmt: skip
     if result is None or job.cancelled():  # the build stops at its next batch of edges once cancelled
         return None
-    notes = [*result.notes, unchanged_note(ask.changes)] if ask.changes else result.notes
-    result = replace(result, replacement_model=None, notes=notes)  # the model's copy, which the view never reruns
+    result = replace(result, replacement_model=None)  # a copy of the model the view never reruns: let it go
     job.progress("laying it out")
     layout = layout_graph(result, result.kept, groups)
     all_edges = int((result.graph.adjacency != 0).sum())  # (n, n) → a count, once here rather than on the UI thread
@@ -218,6 +208,7 @@ def replacement_of(built: Built):
 
     from scratchformer.graph.attribution import make_nodes
     from scratchformer.graph.replacement import LocalReplacement, ffn_side
+    from scratchformer.patching.interventions import intervene
 
     ask, result = built.ask, built.result
     g = result.graph
@@ -226,7 +217,8 @@ def replacement_of(built: Built):
     for node in g.nodes[: g.n_features]:
         keep[node.step][node.position, node.feature] = True
     tgt = ask.inputs.tgt[:, : g.position + 1]  # (1, P + 1): cut after the explained position, as the build cuts it
-    rep = LocalReplacement(ask.bundle, built.transcoders, ask.inputs.src, tgt, keep=keep)
+    with intervene(ask.bundle.model, list(ask.interventions)):  # the run's changed heads, as the build made them
+        rep = LocalReplacement(ask.bundle, built.transcoders, ask.inputs.src, tgt, keep=keep)
     again = make_nodes(rep, result.tokens, g.position, g.token)
     if [n.id for n in again] != [n.id for n in g.nodes]:
         raise UserError("The replacement model made again does not have this graph's nodes; press Build to build "

@@ -8,6 +8,7 @@ import sys
 
 from ..errors import UserError
 from .common import add_input_args, add_model_args, memory_budget, open_model, print_result, read_inputs
+from .intervening import ablations, add_ablate_arg
 
 
 def add_parser(sub) -> None:
@@ -21,6 +22,7 @@ def add_parser(sub) -> None:
                        "encoder-decoder across the cross-attention too. Pruned by influence on the logit.")  # fmt: skip
     add_model_args(p)
     add_input_args(p)
+    add_ablate_arg(p)
     p.add_argument("--transcoders", metavar="DIR",
                    help="a transcoder set: one folder per feed-forward (features train --kind transcoder "
                    "--every-layer); default: the set a bundled model ships")  # fmt: skip
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     result = build_graph(bundle, inputs, args.transcoders, args.position, args.node_threshold, args.edge_threshold,
                          not args.no_prune, args.max_features, memory_budget(args), args.dictionary, args.demeaned,
-                         args.like_circuit_tracer, precision=args.graph_precision)  # fmt: skip
+                         args.like_circuit_tracer, precision=args.graph_precision,
+                         interventions=ablations(bundle, args))  # fmt: skip
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     payload = result.to_dict()

@@ -28,6 +28,7 @@ import torch
 
 from ..errors import UserError
 from ..loading.memory import default_budget, size_text
+from ..patching.interventions import HeadChange, KeyKnockout, intervene
 from . import influence as inf
 from .attribution import Graph, attribute, rows
 from .progress import Cancelled, watching
@@ -100,7 +101,7 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
                 node_threshold: float = inf.NODE_THRESHOLD, edge_threshold: float = inf.EDGE_THRESHOLD,
                 prune: bool = True, max_features: int = MAX_FEATURES, budget: int | None = None, dictionaries=(),
                 demeaned: bool = False, like_circuit_tracer: bool = False, progress=None,
-                cancelled=None, precision: str | None = None, threads: int | None = None
+                cancelled=None, precision: str | None = None, threads: int | None = None, interventions=()
                 ) -> GraphResult | None:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
@@ -111,16 +112,24 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
     circuit-tracer computes, in about half the time).
     `progress(stage, done, total)` hears how far the edges have got; once `cancelled()` turns true the build stops
     and returns None. `threads`: PyTorch's threads while it builds (default: one for a model under
-    replacement.SMALL_MODEL parameters, see _threads; PyTorch's own otherwise). Bad input raises UserError with
-    one sentence."""
+    replacement.SMALL_MODEL parameters, see _threads; PyTorch's own otherwise). `interventions`: heads changed and
+    keys knocked out (scratchformer.patching.interventions' HeadChange, KeyKnockout), which the graph's run makes
+    and its frozen patterns keep, so the graph explains the changed model. Bad input raises UserError with one
+    sentence."""
     if precision not in (None, *PRECISIONS):
         raise UserError(f"--graph-precision is float64 or float32, not {precision}.")
     conventions = {"demeaned": demeaned or like_circuit_tracer, "token_embeddings": like_circuit_tracer,
                    "held": 1 if like_circuit_tracer else 0, "dtype": PRECISIONS.get(precision)}  # fmt: skip
+    changes = list(interventions or ())
+    for item in changes:
+        if not isinstance(item, HeadChange | KeyKnockout):
+            raise UserError(f"A graph keeps a run's changed heads and knocked-out keys in its frozen patterns, but "
+                            f"not a patched step ({item.spec()}): the local replacement has no place for a value "
+                            "from another run.")  # fmt: skip
     try:
         with _threads(bundle.model, threads), watching(progress, cancelled):
             return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,
-                          max_features, budget, dictionaries, conventions)  # fmt: skip
+                          max_features, budget, dictionaries, conventions, changes)  # fmt: skip
     except Cancelled:
         return None
 
@@ -142,7 +151,7 @@ def _threads(model, threads: int | None):
 
 
 def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune, max_features, budget,
-           dictionaries, conventions) -> GraphResult:  # fmt: skip
+           dictionaries, conventions, changes) -> GraphResult:  # fmt: skip
     start = time.perf_counter()
     c = bundle.config
     if not c.has_decoder or bundle.model.generator is None:
@@ -169,15 +178,19 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
     if conventions["token_embeddings"] and c.embed_layer_norm:
         raise UserError(f"{bundle.name} normalises its embeddings (a LayerNorm over token + position), so its "
                         "embedding nodes cannot hold the token's vector alone as circuit-tracer's do.")  # fmt: skip
-    rep = LocalReplacement(bundle, sets, inputs.src, tgt, **conventions)
-    full = rep.full_pass(position)
-    if rep.dtype == next(bundle.model.parameters()).dtype:  # its capture run is the model's own forward
-        real_logits = full.captured  # (vocab,)
-    else:
-        real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
+    with intervene(bundle.model, changes):  # the capture run, and the model's own, make the run's changes
+        rep = LocalReplacement(bundle, sets, inputs.src, tgt, **conventions)
+        full = rep.full_pass(position)
+        if rep.dtype == next(bundle.model.parameters()).dtype:  # its capture run is the model's own forward
+            real_logits = full.captured  # (vocab,)
+        else:
+            real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
     token_id = int(real_logits.argmax())
     token = bundle.tgt_tokenizer.token_strings([token_id])[0]
     notes = []
+    if changes:
+        notes.append(f"The graph is of the model as this run changes it ({', '.join(c.spec() for c in changes)}): "
+                     "the changed heads and knocked-out keys are in its frozen attention patterns.")  # fmt: skip
     if conventions["demeaned"]:
         notes.append("The graph explains the logit minus the mean of every logit at that position (demeaned).")
     if c.final_softcap:

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..features.dictionary import Dictionary
+from ..patching.interventions import HeadChange, active_interventions, change_head
 from ..transformer.attention import MultiHeadAttention, expand_kv
 from ..transformer.embeddings import Embeddings
 from ..transformer.masks import causal_mask, pad_from_ids
@@ -185,7 +186,7 @@ class LocalReplacement:
                     n_q, n_k = x.shape[1], (memory if mod.cross else x).shape[1]
                     mask = causal_mask(n_q, n_k, n_k - n_q, x.device)[None]  # (1, Tq, Tk)
                 named = mod.interior(x, memory, mask, position_bias, None, False, rope)
-                self.patterns[name] = named["weights"].detach()  # (1, h, Tq, Tk)
+                self.patterns[name] = _changed(mod, named["weights"].detach())  # (1, h, Tq, Tk)
                 return named["out"]
             if decoder and self._packing is not None:  # packed queries (packing.py): (1, N, d) → (1, N, d_model)
                 w, b = _value_weights(mod)
@@ -438,6 +439,17 @@ def _pad(d: Dictionary, pos: torch.Tensor, feat: torch.Tensor, length: int):
     enc = d.W_enc.new_zeros(length, m, d.d_in).index_put((pos, slot), d.W_enc.T[feat])
     dec = d.W_dec.new_zeros(length, m, d.d_out).index_put((pos, slot), d.W_dec[feat])
     return slot, enc, dec
+
+
+def _changed(mod: MultiHeadAttention, pattern: torch.Tensor) -> torch.Tensor:
+    """The pattern (1, h, Tq, Tk) whose product with the values is the context of this run's interventions: a head
+    zeroed, scaled, kept alone or mean-ablated (its rows averaged, as its context is) — keys knocked out are in the
+    weights already. Unchanged when the pass changes nothing."""
+    changes = active_interventions()
+    for item in changes.items if changes is not None else ():
+        if isinstance(item, HeadChange) and item.attention == mod.trace_name:
+            pattern = change_head(pattern, item, mod.q_dim == "tgt_pos", None)
+    return pattern
 
 
 def _value_weights(mod: MultiHeadAttention) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -274,7 +274,7 @@ class Interventions:
             maps["weights"], context = weights, weights @ expand_kv(v, q.shape[1])  # (B, h, Tq, d_k)
         for item in self.items:
             if isinstance(item, HeadChange) and item.attention == n:
-                context = _change_head(context, item, module.q_dim == "tgt_pos", cache)
+                context = change_head(context, item, module.q_dim == "tgt_pos", cache)
         return self.patched(f"{n}.context", context), maps, mask
 
     def _knock_out(self, module, mask, b: int, tq: int, tk: int) -> torch.Tensor | None:
@@ -294,9 +294,11 @@ class Interventions:
         return mask
 
 
-def _change_head(context: torch.Tensor, change: HeadChange, causal: bool, cache: dict | None) -> torch.Tensor:
+def change_head(context: torch.Tensor, change: HeadChange, causal: bool, cache: dict | None) -> torch.Tensor:
     """context (B, h, Tq, d_k) with one head changed (a copy). A causal mean carries its running sum in the
-    layer's KV cache, so one-token-at-a-time decoding averages over every position so far."""
+    layer's KV cache, so one-token-at-a-time decoding averages over every position so far. Every change is linear
+    along Tq, so given a head's weights (B, h, Tq, Tk) it gives the weights whose product with V is the changed
+    context (the attribution graph's frozen patterns, scratchformer.graph.replacement)."""
     out = context.clone()
     i = change.head
     if change.how == "zero":

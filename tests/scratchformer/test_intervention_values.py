@@ -85,27 +85,27 @@ def test_an_encoders_mean_averages_each_batch_item_over_its_own_positions():
 def test_a_decoders_mean_carried_in_the_cache_is_the_running_average_over_every_chunk():
     """One token at a time with the KV cache (a prompt of 3, then 1 and 1): row t is the average of rows 0 … t
     of all the chunks so far, as one pass over the 5 rows gives."""
-    from scratchformer.patching.interventions import _change_head
+    from scratchformer.patching.interventions import change_head
 
     torch.manual_seed(0)
     rows = torch.randn(1, 2, 5, 4)  # (B, h, T, d_k)
     change = HeadChange("decoder.0.self_attn", 1, "mean")
     cache: dict = {}
-    chunks = [_change_head(rows[:, :, a:b], change, True, cache) for a, b in ((0, 3), (3, 4), (4, 5))]
+    chunks = [change_head(rows[:, :, a:b], change, True, cache) for a, b in ((0, 3), (3, 4), (4, 5))]
     out = torch.cat(chunks, dim=2)
     for t in range(5):
         running = sum(rows[0, 1, j] for j in range(t + 1)) / (t + 1)
         assert torch.allclose(out[0, 1, t], running, atol=1e-6), t
     assert torch.equal(out[:, 0], rows[:, 0])  # the other head untouched
-    assert torch.allclose(_change_head(rows, change, True, None), out, atol=1e-6)  # one pass, no cache
+    assert torch.allclose(change_head(rows, change, True, None), out, atol=1e-6)  # one pass, no cache
 
 
 def test_a_decoders_mean_is_made_on_the_contexts_device():
     """On the "meta" device (standing in for a GPU) the counts are made there too, not on the CPU."""
-    from scratchformer.patching.interventions import _change_head
+    from scratchformer.patching.interventions import change_head
 
     rows = torch.empty(1, 2, 3, 4, device="meta")
-    out = _change_head(rows, HeadChange("decoder.0.self_attn", 0, "mean"), True, {})
+    out = change_head(rows, HeadChange("decoder.0.self_attn", 0, "mean"), True, {})
     assert out.device.type == "meta" and out.shape == (1, 2, 3, 4)
 
 
