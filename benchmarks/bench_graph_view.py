@@ -74,7 +74,7 @@ def main() -> int:
 
     from app.main import _application, wait_for_run
     from app.startup.settings import AppSettings
-    from app.views.graph_view import GraphView
+    from app.views.graph.view import GraphView
     from app.widgets import graph_plot
     from app.window import MainWindow
     from scratchformer.graph.influence import Pruned

@@ -15,7 +15,7 @@ from .decoding_view import DecodingView
 from .derivation_view import DerivationView
 from .experiments_view import ExperimentsView
 from .features_view import FeaturesView
-from .graph_view import GraphView
+from .graph.view import GraphView
 from .heads_view import HeadsView
 from .importance_view import ImportanceView
 from .lens_view import LensView

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from PySide6.QtCore import Qt
 
-from app.views.graph_work import QK_TOP
+from app.views.graph.work import QK_TOP
 from scratchformer.errors import UserError
 from scratchformer.graph import build_graph
 from scratchformer.graph.qk import _attention, split_score

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage
 
-from app.views.graph_view import GraphView
+from app.views.graph.view import GraphView
 from app.views.step_view import StepView
 from scratchformer.features.bundled import bundled_transcoders
 from scratchformer.features.points import ffn_input
@@ -146,7 +146,7 @@ def test_a_supernodes_edges_are_the_sums_of_its_members(qtbot, en_hi, monkeypatc
     view.select(features[:1])
     view.select(features[1:], add=True)  # as Ctrl-click or a Ctrl-drawn band adds
     assert view.selected == {plain.ids[i] for i in features}
-    monkeypatch.setattr("app.views.graph_view.ask_name", lambda parent, suggested: "girl")
+    monkeypatch.setattr("app.views.graph.view.ask_name", lambda parent, suggested: "girl")
     view.group_button.click()
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
     lay = view.built.layout
@@ -319,7 +319,7 @@ def test_a_run_with_an_ablated_head_is_graphed_as_it_ran(qtbot, en_hi):
     result = en_hi.current_result()
     changed = build_graph(result.bundle, result.inputs, interventions=[change]).to_dict()
     assert view.built.result.to_dict() == changed != build_graph(result.bundle, result.inputs).to_dict()
-    from app.views.graph_work import replacement_of
+    from app.views.graph.work import replacement_of
 
     rep = replacement_of(view.built)  # made again for the Why attention? panel: the same changed run's nodes
     assert float(rep.patterns["decoder.1.cross_attn"][0, 0].abs().max()) == 0.0  # the zeroed head reads nothing

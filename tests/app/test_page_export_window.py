@@ -63,7 +63,7 @@ def test_closing_while_the_page_is_written_leaves_no_thread(qtbot, make_window, 
 
 
 def test_the_page_carries_the_graph_view_s_graph_at_its_threshold(qtbot, make_window, tmp_path, monkeypatch):
-    from app.views.graph_view import GraphView
+    from app.views.graph.view import GraphView
 
     w = make_window(source=SOURCE, target="", model="en-hi")
     run_and_wait(qtbot, w)

@@ -11,10 +11,10 @@ recomputed but the pruning, in a job). Hover a node for its numbers and its stro
 a feature to see its card and to go to its step in the trace; Ctrl-click or Shift-drag to select nodes, then
 Group… draws them as one named supernode whose edges are the sums of its members'.
 
-This module holds the view's widgets, the build and its progress; its parts are mixins in modules of their own:
-graph_source (which graph), graph_prune (pruning and supernodes), graph_select (drawing, hover, selection),
-graph_card (a feature's card, a node's step), graph_qk (why attention moved it, with its panel in graph_qk_panel),
-graph_export (the picture and the JSON) and graph_progress (the progress bar, Cancel and the status line).
+This module holds the view's widgets, the build and its progress; its parts are mixins in modules of their own
+beside it: source (which graph), prune (pruning and supernodes), select (drawing, hover, selection), card (a
+feature's card, a node's step), qk (why attention moved it, with its panel in qk_panel), export (the picture and the
+JSON) and progress (the progress bar, Cancel and the status line); work holds what the jobs do.
 """
 
 from __future__ import annotations
@@ -40,19 +40,19 @@ from PySide6.QtWidgets import (
 from scratchformer.graph.influence import EDGE_THRESHOLD, NODE_THRESHOLD
 from scratchformer.plotdata.graph_layout import Supernode
 
-from ..widgets.graph_plot import GraphPlot
-from ..work.jobs import JobRunner
-from .base import View, placeholder
-from .feature_card import CardScroll, CardWidget
-from .graph_card import GraphCardPart
-from .graph_export import GraphExports
-from .graph_progress import GraphProgress, StatusLine
-from .graph_prune import GraphPruning
-from .graph_qk import GraphQKPart
-from .graph_qk_panel import QKPanel, attentions_of
-from .graph_select import HINT, GraphSelection
-from .graph_source import GraphSource
-from .graph_work import Ask, Built, build
+from ...widgets.graph_plot import GraphPlot
+from ...work.jobs import JobRunner
+from ..base import View, placeholder
+from ..feature_card import CardScroll, CardWidget
+from .card import GraphCardPart
+from .export import GraphExports
+from .progress import GraphProgress, StatusLine
+from .prune import GraphPruning
+from .qk import GraphQKPart
+from .qk_panel import QKPanel, attentions_of
+from .select import HINT, GraphSelection
+from .source import GraphSource
+from .work import Ask, Built, build
 
 PRUNE_AFTER_MS = 150  # the slider prunes again this long after it stops moving
 NO_RUN = "Run a model: its graph explains one prediction of the run through transcoder features."

@@ -1,6 +1,6 @@
 """The Graph view's part that draws the layout built and answers the mouse: the status sentence of what is drawn,
 hover texts, the selection of drawn nodes (click, Ctrl-click, a band) and of one edge (a click on it). A mixin of
-GraphView (app/views/graph_view.py): its methods read the view's `built`, `selected`, `edge`, plot and details."""
+GraphView (app/views/graph/view.py): its methods read the view's `built`, `selected`, `edge`, plot and details."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """The Graph view's part for one selected node: a feature's card (every card of its transcoder made once, in a job,
-and kept on disk) and any node's step in the trace (the Step view). A mixin of GraphView (app/views/graph_view.py):
+and kept on disk) and any node's step in the trace (the Step view). A mixin of GraphView (app/views/graph/view.py):
 its methods read the view's `built`, card widgets, card jobs and `main`."""
 
 from __future__ import annotations
 
 from scratchformer.errors import UserError
 
-from ..export.actions import save_numbers
-from .graph_work import cards_of, feature_step
+from ...export.actions import save_numbers
+from .work import cards_of, feature_step
 
 
 class GraphCardPart:
@@ -17,7 +17,7 @@ class GraphCardPart:
         """The corpus the cards read: the Features view's field when it names one, else the model's own task."""
         from scratchformer.features.activations import default_corpus
 
-        from .features_view import FeaturesView
+        from ..features_view import FeaturesView
 
         features = next((v for v in self.main.views if isinstance(v, FeaturesView)), None)
         typed = features.corpus_edit.text().strip() if features is not None else ""
@@ -88,7 +88,7 @@ class GraphCardPart:
 
     def go_to_step(self) -> None:
         """Show the selected node's step in the Step view."""
-        from .step_view import StepView
+        from ..step_view import StepView
 
         node = self.selected_node()
         step = self.node_step(node)
@@ -105,7 +105,7 @@ class GraphCardPart:
         self.main.show_message(f"{step}: the graph's {node.kind} node is {where} there.")
 
     def _export_card_dialog(self) -> None:
-        from ..export.card_render import save_card
+        from ...export.card_render import save_card
 
         if self.card.plot is None:
             return

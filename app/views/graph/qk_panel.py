@@ -2,7 +2,7 @@
 what the graph's nodes put into its query and its key (scratchformer.graph.qk.split_score): the largest
 query-node × key-node products, the biases alone, and the rest as one row, so the rows add up to the score the model
 computed; or each query node's (each key node's) whole share. The panel only shows and asks: the split is made in a
-job of the view (app/views/graph_qk.py, app/views/graph_work.qk_split). Clicking a node's cell selects that node in
+job of the view (app/views/graph/qk.py, work.qk_split). Clicking a node's cell selects that node in
 the graph."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 
 from scratchformer.plotdata import abbreviate
 
-from ..widgets.steady_label import SteadyLabel
-from .graph_work import QKAsk, QKMade
+from ...widgets.steady_label import SteadyLabel
+from .work import QKAsk, QKMade
 
 MODES = (("products", "query node × key node"), ("query", "query nodes"), ("key", "key nodes"))
 BIAS = "bias"  # the core's name for the biases' side of a product

@@ -1,13 +1,13 @@
 """The Graph view's part that prunes and groups the graph built: the Nodes and Edges sliders prune the same graph
 again (the full adjacency is kept, so only the pruning is redone, in a job, a moment after a slider stops) and
-supernodes are laid out with it. A mixin of GraphView (app/views/graph_view.py): its methods read the view's
+supernodes are laid out with it. A mixin of GraphView (app/views/graph/view.py): its methods read the view's
 `built`, `groups`, `selected`, sliders, prune timer and jobs."""
 
 from __future__ import annotations
 
 from scratchformer.plotdata.graph_layout import Supernode
 
-from .graph_work import Built, relayout
+from .work import Built, relayout
 
 
 class GraphPruning:

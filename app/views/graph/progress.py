@@ -1,10 +1,10 @@
 """The Graph view's progress bar, Cancel and status line: every job of the view (the build, the pruning, the cards,
 the QK splits) shows the same bar while it works and says what it made, or its one sentence, in the status line. A
-mixin of GraphView (app/views/graph_view.py): its methods read the view's jobs, bar, Cancel button and status."""
+mixin of GraphView (app/views/graph/view.py): its methods read the view's jobs, bar, Cancel button and status."""
 
 from __future__ import annotations
 
-from ..widgets.steady_label import SteadyLabel
+from ...widgets.steady_label import SteadyLabel
 
 
 class StatusLine(SteadyLabel):

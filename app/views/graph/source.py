@@ -1,6 +1,6 @@
 """The Graph view's part that says which graph: the transcoders it is read through (the bundled set, the attached
 dictionaries, sets picked with Transcoders…), the decoder position explained, and why a run has no graph. A mixin of
-GraphView (app/views/graph_view.py): its methods read the view's combos, `picked` and `main`."""
+GraphView (app/views/graph/view.py): its methods read the view's combos, `picked` and `main`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from scratchformer.plotdata import abbreviate
 
-from .graph_work import Choice
+from .work import Choice
 
 
 def ask_folder(parent) -> str | None:

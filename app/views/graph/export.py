@@ -1,5 +1,5 @@
 """The Graph view's exports: the picture shown (PNG, SVG, PDF, drawn from the same layout) and the JSON that
-`scratchformer graph --json` prints for it. A mixin of GraphView (app/views/graph_view.py): its methods read the
+`scratchformer graph --json` prints for it. A mixin of GraphView (app/views/graph/view.py): its methods read the
 view's `built` and `main`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from scratchformer.errors import UserError
 from scratchformer.exporting.files import atomic_write_bytes
 from scratchformer.plotdata.graph_layout import graph_payload
 
-from ..export.actions import save_numbers
+from ...export.actions import save_numbers
 
 
 class GraphExports:
@@ -22,14 +22,14 @@ class GraphExports:
         File › Export › Current view and the clipboard use it (app/export/actions.py)."""
         if self.built is None:
             return None
-        from ..export.graph_render import graph_bytes
+        from ...export.graph_render import graph_bytes
 
         layout = self.built.layout
         return lambda fmt: graph_bytes(layout, fmt)
 
     def export_picture(self, path: str | Path) -> Path:
         """Write the graph shown to `path` (.png, .svg or .pdf)."""
-        from ..export.graph_render import save_graph
+        from ...export.graph_render import save_graph
 
         if self.built is None:
             raise UserError("There is no graph to export yet; run a model with transcoders first.")

@@ -1,9 +1,9 @@
-"""The Graph view's part that asks why attention moved it: Why attention? opens the QK panel (graph_qk_panel.py)
+"""The Graph view's part that asks why attention moved it: Why attention? opens the QK panel (qk_panel.py)
 aimed at the selection — an edge that crosses positions: its target's position as the query and its source's as
 the key, in the attention just below its target; a node: its position as the query and the key the head attends to
-most — and splits that head's score in a job (graph_work.qk_split), never on the UI thread. The replacement model
+most — and splits that head's score in a job (work.qk_split), never on the UI thread. The replacement model
 the split reads is made again once per graph and kept for the next split. A head the core refuses (a soft-capped
-score, QK-norm) is its one sentence in the status line. A mixin of GraphView (app/views/graph_view.py)."""
+score, QK-norm) is its one sentence in the status line. A mixin of GraphView (app/views/graph/view.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QApplication
 
 from scratchformer.exporting.files import atomic_write_bytes, write_csv
 
-from ..export.actions import save_numbers
-from .graph_qk_panel import Attention
-from .graph_work import QKMade, qk_split
+from ...export.actions import save_numbers
+from .qk_panel import Attention
+from .work import QKMade, qk_split
 
 QK_HEIGHT = 380  # pixels the panel (with the selection's text) gets below the plot when it opens in a smaller room
 PLOT_KEEPS = 200  # and the pixels the plot keeps at least
