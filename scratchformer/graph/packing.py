@@ -58,7 +58,7 @@ class Packing:
         _, h, tq, tk = pattern.shape
         b = len(self.lengths)
         if packed:  # (1, N, W) → a (T·B, W) grid → (T, B, h_kv, d_head)
-            grid = values.new_zeros(tq * b, values.shape[2]).index_copy(0, self.by_position, values[0])
+            grid = values.new_zeros(tk * b, values.shape[2]).index_copy(0, self.by_position, values[0])
             grid = grid.view(tk, b, -1, d_head)
         else:  # (B, Tk, W) → (Tk, B, h_kv, d_head)
             grid = values.view(b, tk, -1, d_head).transpose(0, 1)

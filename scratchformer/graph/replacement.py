@@ -357,7 +357,7 @@ class LocalReplacement:
         saved = self._gates
         if gates:
             self._gates = {**saved, **gates}
-        if lengths is not None and self.packable and sum(lengths) < len(lengths) * self.tgt.shape[1]:
+        if lengths is not None and self.packable and 0 < sum(lengths) < len(lengths) * self.tgt.shape[1]:
             self._packing = Packing.of(lengths, self.tgt.shape[1], self.device)
         try:
             hidden = self._run()

@@ -65,6 +65,14 @@ def test_packed_rows_give_the_edges_of_full_rows(cases, case):
     assert float((packed - built).abs().max()) < 1e-12
 
 
+def test_targets_on_the_encoder_alone_read_the_edges_of_full_rows(cases):
+    result = cases["encoder-decoder"]
+    g = result.graph
+    encoder = [i for i, n in enumerate(g.nodes[: g.n_features]) if n.side == "encoder"][:40]
+    edges = rows(result.replacement_model, encoder, g.position, g.token_id)
+    assert float((edges - g.adjacency[encoder][:, : g.logit_index]).abs().max()) < 1e-12
+
+
 def test_every_target_is_read_once_from_a_row_long_enough():
     gen = torch.Generator().manual_seed(0)
     parts = sorted(torch.randint(0, 5, (150,), generator=gen).tolist()) + [5]  # five layers' features, the logit
