@@ -124,8 +124,8 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
     for item in changes:
         if not isinstance(item, HeadChange | KeyKnockout):
             raise UserError(f"A graph keeps a run's changed heads and knocked-out keys in its frozen patterns, but "
-                            f"not a patched step ({item.spec()}): the local replacement has no place for a value "
-                            "from another run.")  # fmt: skip
+                            f"not a patched or edited step ({item.spec().strip()}): the local replacement has no "
+                            "place for it.")  # fmt: skip
     try:
         with _threads(bundle.model, threads), watching(progress, cancelled):
             return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,

@@ -323,3 +323,24 @@ def test_a_run_with_an_ablated_head_is_graphed_as_it_ran(qtbot, en_hi):
 
     rep = replacement_of(view.built)  # made again for the Why attention? panel: the same changed run's nodes
     assert float(rep.patterns["decoder.1.cross_attn"][0, 0].abs().max()) == 0.0  # the zeroed head reads nothing
+
+
+def test_a_run_with_clamped_features_says_its_graph_does_not_read_them(qtbot, en_hi):
+    from scratchformer.features.attach import Clamp
+    from scratchformer.patching.interventions import HeadChange
+
+    folders = sorted(str(p) for p in bundled_transcoders("en-hi").iterdir())
+    en_hi.dictionaries = list(folders)
+    step = ffn_input(en_hi.current_bundle().model, "decoder.1.ffn.out")
+    en_hi.set_clamps([Clamp(step, 3, 5.0)])
+    qtbot.waitUntil(lambda: not en_hi.is_busy() and bool(en_hi.current_result().request.clamps), timeout=60_000)
+    view = show_graph(qtbot, en_hi)
+    text = view.status.text()
+    assert f"{step}:3=5" in text and "does not read" in text
+    one_sentence(text.split("Note: ")[-1])
+    en_hi.interventions_panel.add(HeadChange("decoder.1.cross_attn", 0, "zero"))  # with a head changed as well
+    qtbot.waitUntil(lambda: not en_hi.is_busy() and bool(en_hi.current_trace().interventions)
+                    and any(isinstance(i, HeadChange) for i in en_hi.current_trace().interventions), timeout=60_000)
+    view = show_graph(qtbot, en_hi)
+    assert "decoder.1.cross_attn.head0:zero" in view.status.text() and f"{step}:3=5" in view.status.text()
+    assert view.built.ask.interventions == (HeadChange("decoder.1.cross_attn", 0, "zero"),)

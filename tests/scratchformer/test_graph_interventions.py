@@ -78,7 +78,7 @@ def test_a_patched_step_and_a_head_the_model_lacks_are_one_sentence(capsys):
     bundle = load_model("en-hi")
     inputs = bundle.prepare_run("the girl eats an apple", "लड़की")
     patch = Patch("encoder.0.add_norm2.out", torch.zeros(1, 6, bundle.config.d_model), "'a boy eats an apple'")
-    with pytest.raises(UserError, match="^A graph keeps a run's changed heads .* not a patched step"):
+    with pytest.raises(UserError, match="^A graph keeps a run's changed heads .* not a patched or edited step"):
         build_graph(bundle, inputs, interventions=[patch])
     assert main(["graph", "--model", "en-hi", "--source", "the girl eats an apple", "--ablate",
                  "decoder.1.cross_attn.head9"]) == 2  # fmt: skip

@@ -52,7 +52,7 @@ from .qk import GraphQKPart
 from .qk_panel import QKPanel, attentions_of
 from .select import HINT, GraphSelection
 from .source import GraphSource
-from .work import Ask, Built, build
+from .work import Ask, Built, build, graph_changes
 
 PRUNE_AFTER_MS = 150  # the slider prunes again this long after it stops moving
 NO_RUN = "Run a model: its graph explains one prediction of the run through transcoder features."
@@ -249,7 +249,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
             return
         ask = Ask(result.bundle, result.inputs, id(result), self.choice_combo.currentData(),
                   int(self.position_combo.currentData()), self.threshold(), self.edge_threshold(),
-                  tuple(result.trace.interventions))  # fmt: skip
+                  *graph_changes(result))  # fmt: skip
         if ask.key() == self._asked:
             return
         self._start_build(ask)

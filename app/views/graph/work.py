@@ -41,10 +41,34 @@ class Ask:
     position: int
     threshold: float
     edge_threshold: float = EDGE_THRESHOLD
-    interventions: tuple = ()  # the run's (changed heads, knocked-out keys), which the graph's patterns keep
+    interventions: tuple = ()  # the run's changed heads and knocked-out keys, which the graph's patterns keep
+    unread: tuple[str, ...] = ()  # what else the run changes (clamped features, patched steps): not in the graph
 
     def key(self) -> tuple:
         return (self.run_id, self.choice, self.position)
+
+
+def graph_changes(result) -> tuple[tuple, tuple[str, ...]]:
+    """A run's interventions split into those its graph keeps (changed heads, knocked-out keys: in the frozen
+    patterns) and the specs of the rest (clamped dictionary features, patched steps), which the local replacement
+    has no place for."""
+    from scratchformer.patching.interventions import HeadChange, KeyKnockout, Patch
+
+    items = tuple(result.trace.interventions)
+    kept = tuple(i for i in items if isinstance(i, HeadChange | KeyKnockout))
+    others = [i for i in items if not isinstance(i, HeadChange | KeyKnockout)]
+    clamps = tuple(getattr(result.request, "clamps", ()) or ())
+    if clamps:  # a clamp's own step edits are named by the clamp
+        others = [i for i in others if isinstance(i, Patch)]
+    return kept, (*(c.spec() for c in clamps), *(i.spec().strip() for i in others))
+
+
+def unread_note(unread: tuple[str, ...]) -> str:
+    """What a graph says of a run's changes it does not read."""
+    them = "them" if len(unread) > 1 else "it"
+    return (f"This run also changes what the graph does not read ({', '.join(unread)}: a clamped feature or a patched "
+            f"step has no place in the local replacement); the graph explains the run without {them}, so its "
+            "numbers differ from the steps shown.")
 
 
 @dataclass
@@ -84,7 +108,8 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
                          cancelled=job.cancelled, interventions=ask.interventions)  # fmt: skip
     if result is None or job.cancelled():  # the build stops at its next batch of edges once cancelled
         return None
-    result = replace(result, replacement_model=None)  # a copy of the model the view never reruns: let it go
+    notes = [*result.notes, unread_note(ask.unread)] if ask.unread else result.notes
+    result = replace(result, replacement_model=None, notes=notes)  # the model's copy, which the view never reruns
     job.progress("laying it out")
     layout = layout_graph(result, result.kept, groups)
     all_edges = int((result.graph.adjacency != 0).sum())  # (n, n) → a count, once here rather than on the UI thread
