@@ -1,6 +1,7 @@
 """Stepping through a whole walkthrough with the buttons, keys, slider and detail switch."""
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from scratchformer.plotdata import block_key
 
@@ -30,6 +31,10 @@ def test_arrow_keys_step_but_not_while_typing(qtbot, ran_window):
     w = ran_window
     w.set_detail("all")
     w.first_step()
+    # the keys are window shortcuts, which Qt matches in the active window only: a user types into the window in
+    # front; on a loaded machine the window can still be waiting to be activated here
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=10_000)
     w.tabs.setFocus()
     qtbot.keyClick(w.tabs, Qt.Key.Key_Right)
     qtbot.keyClick(w.tabs, Qt.Key.Key_Right)
