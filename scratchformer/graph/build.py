@@ -29,6 +29,7 @@ import torch
 from ..errors import UserError
 from ..loading.memory import default_budget, size_text
 from ..patching.interventions import HeadChange, KeyKnockout, intervene
+from ..patching.metric import read_token
 from . import influence as inf
 from .attribution import Graph, attribute, rows
 from .progress import Cancelled, watching
@@ -38,6 +39,7 @@ from .transcoders import open_set
 MAX_FEATURES = 4096  # feature nodes kept (by influence) before the rest are folded into the error nodes
 PRECISIONS = {"float64": torch.float64, "float32": torch.float32}
 CHOOSE_BATCH = 64  # features whose incoming edges are read per round of the influence-ordered choice
+ALTERNATIVES = 10  # the most likely tokens a result lists, whose logits a graph may explain instead (`token`)
 
 
 @dataclass
@@ -52,6 +54,8 @@ class GraphResult:
     tokens: dict[str, list[str]]
     notes: list[str] = field(default_factory=list)
     replacement_model: LocalReplacement | None = None  # what the graph was read from: passes with nodes removed
+    likely: list[tuple[int, str, float]] = field(default_factory=list)  # (id, token, probability): the model's
+    # ALTERNATIVES most likely tokens at the position, the first the most likely (what else `token` could explain)
 
     @property
     def demeaned(self) -> bool:
@@ -101,8 +105,8 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
                 node_threshold: float = inf.NODE_THRESHOLD, edge_threshold: float = inf.EDGE_THRESHOLD,
                 prune: bool = True, max_features: int = MAX_FEATURES, budget: int | None = None, dictionaries=(),
                 demeaned: bool = False, like_circuit_tracer: bool = False, progress=None,
-                cancelled=None, precision: str | None = None, threads: int | None = None, interventions=()
-                ) -> GraphResult | None:  # fmt: skip
+                cancelled=None, precision: str | None = None, threads: int | None = None, interventions=(),
+                token: str | int | None = None) -> GraphResult | None:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
     transcoder folders (with a set or instead of one); neither: the bundled set.
@@ -114,12 +118,14 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
     and returns None. `threads`: PyTorch's threads while it builds (default: one for a model under
     replacement.SMALL_MODEL parameters, see _threads; PyTorch's own otherwise). `interventions`: heads changed and
     keys knocked out (scratchformer.patching.interventions' HeadChange, KeyKnockout), which the graph's run makes
-    and its frozen patterns keep, so the graph explains the changed model. Bad input raises UserError with one
-    sentence."""
+    and its frozen patterns keep, so the graph explains the changed model. `token`: whose logit is explained — by
+    default the most likely token at the position; an id, or a text read as one token ('id:N', ' Mary': as the
+    sweep's --answer). Bad input raises UserError with one sentence."""
     if precision not in (None, *PRECISIONS):
         raise UserError(f"--graph-precision is float64 or float32, not {precision}.")
     conventions = {"demeaned": demeaned or like_circuit_tracer, "token_embeddings": like_circuit_tracer,
                    "held": 1 if like_circuit_tracer else 0, "dtype": PRECISIONS.get(precision)}  # fmt: skip
+    wanted = _wanted(bundle, token)
     changes = list(interventions or ())
     for item in changes:
         if not isinstance(item, HeadChange | KeyKnockout):
@@ -129,9 +135,19 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
     try:
         with _threads(bundle.model, threads), watching(progress, cancelled):
             return _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune,
-                          max_features, budget, dictionaries, conventions, changes)  # fmt: skip
+                          max_features, budget, dictionaries, conventions, changes, wanted)  # fmt: skip
     except Cancelled:
         return None
+
+
+def _wanted(bundle, token: str | int | None) -> int | None:
+    """The id of the token whose logit is explained (None: the most likely one), checked against the vocabulary."""
+    if token is None or isinstance(token, str):
+        return None if token is None else read_token(token, bundle.tgt_tokenizer, "--token")
+    size = bundle.tgt_tokenizer.vocab_size
+    if not 0 <= int(token) < size:
+        raise UserError(f"--token id:{token}: this vocabulary has ids 0 to {size - 1}.")
+    return int(token)
 
 
 @contextmanager
@@ -151,7 +167,7 @@ def _threads(model, threads: int | None):
 
 
 def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold, prune, max_features, budget,
-           dictionaries, conventions, changes) -> GraphResult:  # fmt: skip
+           dictionaries, conventions, changes, wanted) -> GraphResult:  # fmt: skip
     start = time.perf_counter()
     c = bundle.config
     if not c.has_decoder or bundle.model.generator is None:
@@ -185,9 +201,16 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
             real_logits = full.captured  # (vocab,)
         else:
             real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
-    token_id = int(real_logits.argmax())
+    top = int(real_logits.argmax())
+    token_id = top if wanted is None else wanted
     token = bundle.tgt_tokenizer.token_strings([token_id])[0]
     notes = []
+    if token_id != top:
+        probs = torch.softmax(real_logits, dim=0)  # (vocab,)
+        rank = int((real_logits > real_logits[token_id]).sum()) + 1
+        notes.append(f"The graph explains the logit of “{token}” (rank {rank} here, probability "
+                     f"{float(probs[token_id]):.3g}), not that of the most likely token "
+                     f"“{bundle.tgt_tokenizer.token_strings([top])[0]}” ({float(probs[top]):.3g}).")  # fmt: skip
     if changes:
         notes.append(f"The graph is of the model as this run changes it ({', '.join(c.spec() for c in changes)}): "
                      "the changed heads and knocked-out keys are in its frozen attention patterns.")  # fmt: skip
@@ -220,7 +243,17 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
         kept = inf.Pruned(torch.ones(n, dtype=torch.bool), graph.adjacency != 0, everything, 1.0)
     replacement, completeness = inf.scores(graph, made)
     seconds = time.perf_counter() - start
-    return GraphResult(graph, kept, replacement, completeness, seconds, tokens, notes, rep)
+    return GraphResult(graph, kept, replacement, completeness, seconds, tokens, notes, rep,
+                       likely_tokens(bundle, real_logits))  # fmt: skip
+
+
+def likely_tokens(bundle, logits: torch.Tensor, k: int = 0) -> list[tuple[int, str, float]]:
+    """The k (default ALTERNATIVES) most likely tokens of logits (vocab,): (id, token, probability), most likely
+    first."""
+    probs = torch.softmax(logits.double(), dim=0)  # (vocab,)
+    top = probs.topk(min(k or ALTERNATIVES, len(probs)))
+    ids = top.indices.tolist()
+    return list(zip(ids, bundle.tgt_tokenizer.token_strings(ids), top.values.tolist()))
 
 
 def _real_logits(bundle, src, tgt, position: int) -> torch.Tensor:

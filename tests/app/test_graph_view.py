@@ -344,3 +344,24 @@ def test_a_run_with_clamped_features_says_its_graph_does_not_read_them(qtbot, en
     view = show_graph(qtbot, en_hi)
     assert "decoder.1.cross_attn.head0:zero" in view.status.text() and f"{step}:3=5" in view.status.text()
     assert view.built.ask.interventions == (HeadChange("decoder.1.cross_attn", 0, "zero"),)
+
+
+def test_another_likely_tokens_logit_is_explained_when_picked(qtbot, en_hi):
+    from scratchformer.graph import build_graph
+
+    view = show_graph(qtbot, en_hi)
+    likely = view.built.result.likely
+    assert view.token_combo.count() == len(likely) >= 2 and view.token_combo.currentData() is None
+    assert view.token_combo.currentText().startswith(f"“{likely[0][1]}”")
+    tid, token, _p = likely[1]
+    view.token_combo.setCurrentIndex(1)
+    view.token_combo.activated.emit(1)  # as a pick by hand
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built.ask.token == tid, timeout=60_000)
+    result = en_hi.current_result()
+    assert view.built.result.to_dict() == build_graph(result.bundle, result.inputs, token=tid).to_dict()
+    assert f"The logit of “{token}”" in view.status.text() and "rank 2 here" in view.status.text()
+    assert view.token_combo.currentIndex() == 1  # the box still says which token is explained
+    view.position_combo.setCurrentIndex(0)
+    view.position_combo.activated.emit(0)  # another position: back to its most likely token
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built.ask.position == 0, timeout=60_000)
+    assert view.built.ask.token is None and view.token_combo.currentData() is None

@@ -169,9 +169,38 @@ def test_the_api_returns_what_the_command_prints(en_hi, capsys):
     got = sf.run("en-hi", SOURCE, TARGET).graph(position=1)
     assert json.loads(json.dumps(got, ensure_ascii=False)) == printed
     assert printed["logit"]["id"] == en_hi.tgt_tokenizer.encode(TARGET)[1]  # the model says सेब after लड़की
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--target", TARGET, "--position", "1", "--token",
+                 "खाती", "--json"]) == 0  # fmt: skip
+    printed = json.loads(capsys.readouterr().out)
+    got = sf.run("en-hi", SOURCE, TARGET).graph(position=1, token="खाती")
+    assert json.loads(json.dumps(got, ensure_ascii=False)) == printed and printed["logit"]["token"] == "खाती"
 
 
 def test_the_text_summary_names_the_logit_and_the_scores(capsys):
     assert main(["graph", "--model", "en-hi", "--source", SOURCE]) == 0
     out = capsys.readouterr().out
     assert "The logit of" in out and "Replacement score" in out and "Most influential nodes" in out
+
+
+def test_any_tokens_logit_can_be_explained_and_stays_exact(en_hi, capsys):
+    inputs = en_hi.prepare_run(SOURCE, TARGET)
+    top = build_graph(en_hi, inputs)
+    other = next(t for t in ("सेब", "खाती", "आदमी") if en_hi.tgt_tokenizer.token_id(t) != top.graph.token_id)
+    wanted = en_hi.tgt_tokenizer.token_id(other)
+    result = build_graph(en_hi, inputs, token=other, prune=False)
+    g = result.graph
+    assert g.token_id == wanted and g.token == other
+    logits = result.replacement_model.full_pass(g.position).captured  # the model's own logits there
+    assert abs(float(g.real[g.logit_index]) - float(logits[wanted])) < 1e-5
+    sums = g.adjacency.sum(dim=1) + g.bias
+    assert abs(float(sums[g.logit_index] - g.real[g.logit_index])) < 1e-4
+    rank = int((logits > logits[wanted]).sum()) + 1
+    assert any(f"logit of “{other}” (rank {rank} here" in n and top.graph.token in n for n in result.notes)
+    assert build_graph(en_hi, inputs, token=wanted).to_dict() == build_graph(en_hi, inputs, token=other).to_dict()
+    assert not build_graph(en_hi, inputs, token=top.graph.token_id).notes  # the top token: nothing to say
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--target", TARGET, "--token", other, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["logit"]["id"] == wanted
+    for bad, said in (("zzz", "not in this model's vocabulary"), ("id:100000", "ids 0 to")):
+        assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--token", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and "\n" not in err and "Traceback" not in err

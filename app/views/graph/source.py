@@ -52,6 +52,7 @@ class GraphSource:
         from scratchformer.graph.build import default_position
 
         self._run_id = id(result)
+        self._most_likely()  # another run: its most likely token first
         tokens = list(result.inputs.target_tokens[0]) if result.inputs.target_tokens else []
         self.position_combo.blockSignals(True)
         self.position_combo.clear()
@@ -62,6 +63,39 @@ class GraphSource:
         if tokens and result.bundle.config.has_decoder:
             self.position_combo.setCurrentIndex(min(default_position(result.bundle, result.inputs), len(tokens) - 1))
         self.position_combo.blockSignals(False)
+
+    def _position_picked(self, _index: int) -> None:
+        self._most_likely()  # another position: other tokens are likely there
+        self.refresh()
+
+    def _most_likely(self) -> None:
+        """The token box back to its one first entry, the most likely token (the others come with the next graph)."""
+        self.token_combo.blockSignals(True)
+        while self.token_combo.count() > 1:
+            self.token_combo.removeItem(1)
+        self.token_combo.setItemText(0, "most likely token")
+        self.token_combo.setCurrentIndex(0)
+        self.token_combo.blockSignals(False)
+
+    def _fill_tokens(self, built) -> None:
+        """The token box after a build: the most likely token first (its logit is explained by default), then the
+        next most likely at that position, each with its probability."""
+        likely = built.result.likely
+        if not likely:
+            return
+        self.token_combo.blockSignals(True)
+        self.token_combo.clear()
+        _, top, p = likely[0]
+        self.token_combo.addItem(f"“{abbreviate(top, 10)}” {p:.2g}", None)
+        self.token_combo.setItemData(0, f"Explain the logit of the most likely token, {top!r}, probability {p:.3g} "
+                                     "here", Qt.ItemDataRole.ToolTipRole)  # fmt: skip
+        for tid, token, p in likely[1:]:
+            self.token_combo.addItem(f"“{abbreviate(token, 10)}” {p:.2g}", tid)
+            self.token_combo.setItemData(self.token_combo.count() - 1, f"Explain the logit of {token!r} (id {tid}), "
+                                         f"probability {p:.3g} here", Qt.ItemDataRole.ToolTipRole)  # fmt: skip
+        picked = built.ask.token
+        self.token_combo.setCurrentIndex(max(0, self.token_combo.findData(picked)) if picked is not None else 0)
+        self.token_combo.blockSignals(False)
 
     def _problem(self, result) -> str | None:
         """Why this run has no graph to build, in one sentence (read on the UI thread: no file is opened)."""

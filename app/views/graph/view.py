@@ -105,14 +105,20 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
         self.position_combo = QComboBox()
         self.position_combo.setToolTip("The decoder position whose prediction is explained: the logit of the token "
                                        "the model puts next there")  # fmt: skip
-        self.position_combo.activated.connect(lambda _i: self.refresh())
-        for combo in (self.choice_combo, self.position_combo):
+        self.position_combo.activated.connect(self._position_picked)
+        self.token_combo = QComboBox()
+        self.token_combo.setToolTip("The token whose logit is explained: the most likely one, or another of the "
+                                    "most likely ones at that position (listed once a graph is built)")  # fmt: skip
+        self.token_combo.addItem("most likely token", None)
+        self.token_combo.activated.connect(lambda _i: self.refresh())
+        for combo in (self.choice_combo, self.position_combo, self.token_combo):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(7)
+            combo.setMinimumContentsLength(12 if combo is self.token_combo else 7)
         self.build_button = QPushButton("Build")
         self.build_button.setToolTip("Build the graph again (after a Cancel)")
         self.build_button.clicked.connect(self.rebuild)
-        for w in (self.choice_combo, self.pick_button, QLabel("at"), self.position_combo, self.build_button):
+        for w in (self.choice_combo, self.pick_button, QLabel("at"), self.position_combo, QLabel("explaining"),
+                  self.token_combo, self.build_button):
             row.addWidget(w)
         row.addStretch(1)
         row = QHBoxLayout()
@@ -249,7 +255,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
             return
         ask = Ask(result.bundle, result.inputs, id(result), self.choice_combo.currentData(),
                   int(self.position_combo.currentData()), self.threshold(), self.edge_threshold(),
-                  *graph_changes(result))  # fmt: skip
+                  *graph_changes(result), token=self.token_combo.currentData())  # fmt: skip
         if ask.key() == self._asked:
             return
         self._start_build(ask)
@@ -281,6 +287,7 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
         self.forget_qk()  # a new graph: the replacement kept for the splits was the last one's
         self.built = built
         self.qk_panel.set_graph(attentions_of(built.ask.bundle.model), built.result.tokens, built.result.graph.position)
+        self._fill_tokens(built)
         self._show_body(True)
         self._draw(keep_range=same_view)
         if (built.threshold, built.edge_threshold) != (self.threshold(), self.edge_threshold()):
