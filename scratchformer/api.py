@@ -277,18 +277,19 @@ class Run:
 
     def graph(self, transcoders=None, position: int | None = None, node_threshold: float = 0.8,
               edge_threshold: float = 0.98, prune: bool = True, max_features: int | None = None,
-              dictionaries: list | None = None, token: str | int | None = None) -> dict:  # fmt: skip
+              dictionaries: list | None = None, token: str | int | None = None,
+              versus: str | int | None = None) -> dict:  # fmt: skip
         """The attribution graph of the prediction at decoder `position` (from 0; default: the last of a typed
         decoder input, the first generated token when the model wrote its own) through transcoder features
         (`scratchformer graph --json`): `transcoders` is a transcoder set's folder (None: the set a bundled model
         ships), `dictionaries` single transcoder folders, `token` the token whose logit is explained (default: the
-        most likely; an id, or one token's text). A decoder-only model's text is read as it is, never continued, as
-        the command reads it."""
+        most likely; an id, or one token's text) and `versus` a second token, which makes it the logit difference
+        token − versus. A decoder-only model's text is read as it is, never continued, as the command reads it."""
         from .graph.build import MAX_FEATURES, build_graph
 
         result = build_graph(self.bundle, self.graph_inputs(), transcoders, position, node_threshold,
                              edge_threshold, prune, MAX_FEATURES if max_features is None else max_features,
-                             default_budget(), list(dictionaries or []), token=token)  # fmt: skip
+                             default_budget(), list(dictionaries or []), token=token, versus=versus)  # fmt: skip
         return result.to_dict()
 
     def sweep(self, corrupt_source: str | None = None, corrupt_word: str | None = None, answer: str | None = None,

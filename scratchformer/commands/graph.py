@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--token", metavar="TOKEN",
                    help="explain this token's logit instead of the most likely one's: one token of the model's "
                    "vocabulary (GPT-2's often start with a space: ' Mary'), or id:N")  # fmt: skip
+    p.add_argument("--versus", metavar="TOKEN",
+                   help="explain the logit difference: the explained token's logit minus this token's (why the model "
+                   "prefers the one to the other); one token, or id:N")  # fmt: skip
     p.add_argument("--position", type=int, default=None, metavar="P",
                    help="the decoder position whose prediction is explained, from 0 (default: the last of a typed "
                    "decoder input; the first generated token when the model writes its own)")  # fmt: skip
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     result = build_graph(bundle, inputs, args.transcoders, args.position, args.node_threshold, args.edge_threshold,
                          not args.no_prune, args.max_features, memory_budget(args), args.dictionary, args.demeaned,
                          args.like_circuit_tracer, precision=args.graph_precision,
-                         interventions=ablations(bundle, args), token=args.token)  # fmt: skip
+                         interventions=ablations(bundle, args), token=args.token, versus=args.versus)  # fmt: skip
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     payload = result.to_dict()

@@ -49,6 +49,7 @@ class Node:
     feature: int | None = None
     activation: float | None = None
     step: str = ""  # the feed-forward's output step (features and errors): where the node writes in the trace
+    versus: str | None = None  # the logit node of a logit difference: the token whose logit it is taken against
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Graph:
     token: str
     logit_error: float  # largest |replacement − model| over every logit at this position
     notes: list[str] = field(default_factory=list)
+    versus_id: int | None = None  # a logit difference's second token: the logit node is token − versus
 
     @property
     def logit_index(self) -> int:
@@ -80,8 +82,10 @@ def _short(side: str) -> str:
     return "enc" if side == "encoder" else "dec"
 
 
-def make_nodes(rep: LocalReplacement, tokens: dict[str, list[str]], position: int, token: str) -> list[Node]:
-    """The nodes of a replacement, in the graph's order (see the module's text)."""
+def make_nodes(rep: LocalReplacement, tokens: dict[str, list[str]], position: int, token: str,
+               versus: str | None = None) -> list[Node]:  # fmt: skip
+    """The nodes of a replacement, in the graph's order (see the module's text); `versus`: the token of a logit
+    difference's second logit."""
     layer_of = {s: int(s.split(".")[1]) for s in rep.transcoders}
     nodes = []
     for step, act in rep.active.items():
@@ -96,8 +100,13 @@ def make_nodes(rep: LocalReplacement, tokens: dict[str, list[str]], position: in
     for side, n in rep.lengths().items():
         nodes += [Node(f"{_short(side)}.emb@{p}", "embedding", side, -1, p, tokens[side][p]) for p in range(n)]
     n_layers = rep.config.n_decoder_layers
-    nodes.append(Node(f"logit@{position}", "logit", "decoder", n_layers, position, token))
+    nodes.append(Node(f"logit@{position}", "logit", "decoder", n_layers, position, token, versus=versus))
     return nodes
+
+
+def target_name(node: Node) -> str:
+    """What the logit node explains, quoted: “A”, or “A” − “B” for a logit difference."""
+    return f"“{node.token}”" if node.versus is None else f"“{node.token}” − “{node.versus}”"
 
 
 def _target_parts_and_hidden(rep: LocalReplacement, leaves, position: int, token_id: int, linear: bool = False,
@@ -180,10 +189,12 @@ def target_values(rep: LocalReplacement, position: int, token_id: int, fill: str
 
 
 def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int, token_id: int, token: str,
-              real_logits: torch.Tensor, full: FullPass | None = None, batch: int = BATCH) -> Graph:  # fmt: skip
-    """The full graph of one logit (every node and edge; pruning is scratchformer.graph.influence's).
+              real_logits: torch.Tensor, full: FullPass | None = None, batch: int = BATCH,
+              versus: str | None = None) -> Graph:  # fmt: skip
+    """The full graph of one logit (every node and edge; pruning is scratchformer.graph.influence's), or of a
+    logit difference when the replacement has `versus` (whose token is `versus`).
     real_logits: (vocab,) the model's own logits at `position`; `full`: rep.full_pass(position), when made."""
-    nodes = make_nodes(rep, tokens, position, token)
+    nodes = make_nodes(rep, tokens, position, token, versus)
     n = len(nodes)
     n_feat = sum(len(a.pos) for a in rep.active.values())
     n_err = sum(e.shape[0] for e in rep.errors.values())
@@ -205,12 +216,14 @@ def attribute(rep: LocalReplacement, tokens: dict[str, list[str]], position: int
     real_pre = torch.cat([a.pre for a in rep.active.values()]).cpu()
     real = torch.zeros(n, dtype=rep.dtype)
     real[:n_feat] = real_pre
-    real[n - 1] = float(real_logits[token_id] - (real_logits.mean() if rep.demeaned else 0.0))
+    against = real_logits[rep.versus] if rep.versus is not None else real_logits.mean() if rep.demeaned else 0.0
+    real[n - 1] = float(real_logits[token_id] - against)
     values = torch.ones(n, dtype=rep.dtype)
     values[:n_feat] = torch.cat([a.value for a in rep.active.values()]).cpu()
     values[n - 1] = totals[n - 1]
     error = float((every - real_logits.to(every.dtype)).abs().max())
-    return Graph(nodes, adjacency, values, bias, totals, real, n_feat, n_err, n_emb, position, token_id, token, error)
+    return Graph(nodes, adjacency, values, bias, totals, real, n_feat, n_err, n_emb, position, token_id, token, error,
+                 versus_id=rep.versus)  # fmt: skip
 
 
 def logit_without(rep: LocalReplacement, graph: Graph, index: int, linear: bool = True) -> float:

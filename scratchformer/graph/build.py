@@ -59,8 +59,16 @@ class GraphResult:
 
     @property
     def demeaned(self) -> bool:
-        """Whether the logit node is the logit minus the mean logit (circuit-tracer's target)."""
-        return bool(self.replacement_model is not None and self.replacement_model.demeaned)
+        """Whether the logit node is the logit minus the mean logit (circuit-tracer's target; not for a logit
+        difference, whose means cancel)."""
+        rm = self.replacement_model
+        return bool(rm is not None and rm.demeaned and rm.versus is None)
+
+    def _versus(self) -> dict:
+        """The JSON's second token of a logit difference ({} for one logit)."""
+        g = self.graph
+        versus = g.nodes[g.logit_index].versus
+        return {} if versus is None else {"versus": {"token": versus, "id": g.versus_id}}
 
     def kept_nodes(self) -> list[int]:
         return [i for i in range(len(self.graph.nodes)) if bool(self.kept.nodes[i])]
@@ -80,7 +88,7 @@ class GraphResult:
                  for a, b in zip(t.tolist(), s.tolist())]  # fmt: skip
         all_edges = int((g.adjacency != 0).sum())
         return {"nodes": nodes, "edges": edges,
-                "logit": {"token": g.token, "id": g.token_id, "value": float(g.real[g.logit_index]),
+                "logit": {"token": g.token, "id": g.token_id, "value": float(g.real[g.logit_index]), **self._versus(),
                           **({"demeaned": True} if self.demeaned else {})},
                 "scores": {"replacement": self.replacement, "completeness": self.completeness},
                 "pruned": {"nodes": len(g.nodes) - len(nodes), "edges": all_edges - len(edges),
@@ -106,7 +114,7 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
                 prune: bool = True, max_features: int = MAX_FEATURES, budget: int | None = None, dictionaries=(),
                 demeaned: bool = False, like_circuit_tracer: bool = False, progress=None,
                 cancelled=None, precision: str | None = None, threads: int | None = None, interventions=(),
-                token: str | int | None = None) -> GraphResult | None:  # fmt: skip
+                token: str | int | None = None, versus: str | int | None = None) -> GraphResult | None:  # fmt: skip
     """The graph of the prediction at decoder `position` (see the module's text). `transcoders`: a transcoder
     set's folder, or {ffn step: Dictionary} (scratchformer.graph.transcoders.open_set); `dictionaries`: single
     transcoder folders (with a set or instead of one); neither: the bundled set.
@@ -120,12 +128,14 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
     keys knocked out (scratchformer.patching.interventions' HeadChange, KeyKnockout), which the graph's run makes
     and its frozen patterns keep, so the graph explains the changed model. `token`: whose logit is explained — by
     default the most likely token at the position; an id, or a text read as one token ('id:N', ' Mary': as the
-    sweep's --answer). Bad input raises UserError with one sentence."""
+    sweep's --answer). `versus`: a second token, read alike; the graph then explains logit(token) − logit(versus),
+    why the model prefers the one to the other (the sweep's logit-diff). Bad input raises UserError with one
+    sentence."""
     if precision not in (None, *PRECISIONS):
         raise UserError(f"--graph-precision is float64 or float32, not {precision}.")
     conventions = {"demeaned": demeaned or like_circuit_tracer, "token_embeddings": like_circuit_tracer,
                    "held": 1 if like_circuit_tracer else 0, "dtype": PRECISIONS.get(precision)}  # fmt: skip
-    wanted = _wanted(bundle, token)
+    wanted, conventions["versus"] = _wanted(bundle, token), _wanted(bundle, versus, "--versus")
     changes = list(interventions or ())
     for item in changes:
         if not isinstance(item, HeadChange | KeyKnockout):
@@ -140,13 +150,13 @@ def build_graph(bundle, inputs, transcoders=None, position: int | None = None,
         return None
 
 
-def _wanted(bundle, token: str | int | None) -> int | None:
-    """The id of the token whose logit is explained (None: the most likely one), checked against the vocabulary."""
+def _wanted(bundle, token: str | int | None, option: str = "--token") -> int | None:
+    """The id of a token the graph's logit names (None: none given), checked against the vocabulary."""
     if token is None or isinstance(token, str):
-        return None if token is None else read_token(token, bundle.tgt_tokenizer, "--token")
+        return None if token is None else read_token(token, bundle.tgt_tokenizer, option)
     size = bundle.tgt_tokenizer.vocab_size
     if not 0 <= int(token) < size:
-        raise UserError(f"--token id:{token}: this vocabulary has ids 0 to {size - 1}.")
+        raise UserError(f"{option} id:{token}: this vocabulary has ids 0 to {size - 1}.")
     return int(token)
 
 
@@ -203,18 +213,26 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
             real_logits = _real_logits(bundle, inputs.src, tgt, position)  # (vocab,)
     top = int(real_logits.argmax())
     token_id = top if wanted is None else wanted
-    token = bundle.tgt_tokenizer.token_strings([token_id])[0]
+    names = bundle.tgt_tokenizer.token_strings
+    token, against = names([token_id])[0], rep.versus
+    if against == token_id:
+        raise UserError(f"--versus names the explained token itself, “{token}”: a logit difference needs two.")
     notes = []
+    probs = torch.softmax(real_logits, dim=0)  # (vocab,)
     if token_id != top:
-        probs = torch.softmax(real_logits, dim=0)  # (vocab,)
         rank = int((real_logits > real_logits[token_id]).sum()) + 1
         notes.append(f"The graph explains the logit of “{token}” (rank {rank} here, probability "
-                     f"{float(probs[token_id]):.3g}), not that of the most likely token "
-                     f"“{bundle.tgt_tokenizer.token_strings([top])[0]}” ({float(probs[top]):.3g}).")  # fmt: skip
+                     f"{float(probs[token_id]):.3g}), not that of the most likely token “{names([top])[0]}” "
+                     f"({float(probs[top]):.3g}).")  # fmt: skip
+    if against is not None:
+        notes.append(f"The graph explains the logit difference “{token}” − “{names([against])[0]}” "
+                     f"({float(real_logits[token_id] - real_logits[against]):.4g}; probabilities "
+                     f"{float(probs[token_id]):.3g} and {float(probs[against]):.3g}): why the model prefers the one "
+                     "to the other.")  # fmt: skip
     if changes:
         notes.append(f"The graph is of the model as this run changes it ({', '.join(c.spec() for c in changes)}): "
                      "the changed heads and knocked-out keys are in its frozen attention patterns.")  # fmt: skip
-    if conventions["demeaned"]:
+    if conventions["demeaned"] and against is None:  # a difference's means would cancel
         notes.append("The graph explains the logit minus the mean of every logit at that position (demeaned).")
     if c.final_softcap:
         notes.append(f"{bundle.name} soft-caps its logits (c·tanh(logit/c), c = {c.final_softcap:g}): the graph "
@@ -233,7 +251,8 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
         raise UserError(f"A graph of {n} nodes would need about {size_text(need)}, more than the memory budget of "
                         f"{size_text(budget)}: lower --max-features (the most influential features stay nodes, the "
                         "others join the error nodes) or raise --memory-budget.")  # fmt: skip
-    graph = attribute(rep, tokens, position, token_id, token, real_logits, full)
+    graph = attribute(rep, tokens, position, token_id, token, real_logits, full,
+                      versus=None if against is None else names([against])[0])  # fmt: skip
     graph.notes += notes
     made = inf.base(graph)  # Â and the influence, which pruning and the scores both read
     if prune:

@@ -103,6 +103,8 @@ class LocalReplacement:
     (1, T) ids. `keep`: per step, a (T, d_sae) bool mask of the features to keep as nodes (None: every active one);
     the others are folded into that layer's error, so the replacement stays exact.
 
+    `versus`: a token id whose logit is subtracted from the explained one (a logit difference, "why this token
+    rather than that one"; it takes the place of `demeaned`, whose mean would cancel).
     circuit-tracer's conventions, each off by default: `demeaned`, the explained logit minus the mean of every
     logit at that position; `token_embeddings`, embedding nodes of the token's vector alone, the positional
     encoding (and token types) a constant; `held`, the first `held` positions of each side hold their features
@@ -111,7 +113,8 @@ class LocalReplacement:
 
     def __init__(self, bundle, transcoders: dict[str, Dictionary], src: torch.Tensor | None, tgt: torch.Tensor,
                  dtype: torch.dtype | None = None, keep: dict[str, torch.Tensor] | None = None,
-                 demeaned: bool = False, token_embeddings: bool = False, held: int = 0) -> None:  # fmt: skip
+                 demeaned: bool = False, token_embeddings: bool = False, held: int = 0,
+                 versus: int | None = None) -> None:  # fmt: skip
         model = bundle.model
         n_params = sum(p.numel() for p in model.parameters())
         self.dtype = dtype or (torch.float64 if n_params < SMALL_MODEL else torch.float32)
@@ -134,6 +137,7 @@ class LocalReplacement:
         self.scales: dict[str, list[torch.Tensor]] = defaultdict(list)  # norm module → per call (1, T, 1)
         self.embeddings: dict[str, torch.Tensor] = {}  # side → (T, d_model): token + position, as the layers read it
         self.demeaned, self.token_embeddings, self.held = demeaned, token_embeddings, held
+        self.versus = versus  # a token whose logit the explained one is taken against (a logit difference)
         self.embedding_rest: dict[str, torch.Tensor] = {}  # side → (T, d_model): the constant part (token_embeddings)
         self.held_errors: dict[str, torch.Tensor] = {}  # step → (T, d_model): the errors held as constants
         self._output_weight = model.generator.proj.weight if model.generator is not None else None  # the model's
@@ -399,12 +403,15 @@ class LocalReplacement:
         if token is None:
             return g.logits(x)  # (B, vocab)
         w = g.proj.weight[token]  # (d_model,)
-        if self.demeaned:  # logit − mean logit = x (W[token] − mean_j W[j]) (+ the same of the bias)
+        if self.versus is not None:  # logit − another's = x (W[token] − W[versus]) (+ the same of the bias)
+            w = w - g.proj.weight[self.versus]
+        elif self.demeaned:  # logit − mean logit = x (W[token] − mean_j W[j]) (+ the same of the bias)
             w = w - self.mean_row()
         out = x @ w  # (B,)
         if g.final_logits_bias is not None:
             bias = g.final_logits_bias.reshape(-1)
-            out = out + (bias[token] - bias.mean() if self.demeaned else bias[token])
+            against = bias[self.versus] if self.versus is not None else bias.mean() if self.demeaned else 0.0
+            out = out + (bias[token] - against)
         return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .attribution import Node
+from .attribution import Node, target_name
 
 
 def describe(node: Node) -> str:
@@ -15,16 +15,19 @@ def describe(node: Node) -> str:
         return f"{node.side} layer {node.layer} error {where}"
     if node.kind == "embedding":
         return f"{'source' if node.side == 'encoder' else 'decoder input'} embedding {where}"
-    return f"the logit of “{node.token}”"
+    return f"the logit of “{node.token}”" if node.versus is None else f"the logit difference {target_name(node)}"
 
 
 def text_report(result, top: int = 12) -> str:
     g, k = result.graph, result.kept
     kept = result.kept_nodes()
     reads = g.nodes[g.logit_index]
-    what = "The demeaned logit (minus the mean logit)" if result.demeaned else "The logit"
-    lines = [f"{what} of “{g.token}” (id {g.token_id}, {float(g.real[g.logit_index]):.4f}) at decoder position "
-             f"{g.position}, which reads “{result.tokens['decoder'][g.position]}”."]  # fmt: skip
+    what = "The demeaned logit (minus the mean logit) of" if result.demeaned else "The logit of"
+    named = f"“{g.token}” (id {g.token_id}"
+    if reads.versus is not None:
+        what, named = "The logit difference", f"{target_name(reads)} (ids {g.token_id} and {g.versus_id}"
+    lines = [f"{what} {named}, {float(g.real[g.logit_index]):.4f}) at decoder position {g.position}, which reads "
+             f"“{result.tokens['decoder'][g.position]}”."]  # fmt: skip
     if result.tokens["encoder"]:
         lines.append(f"Source: {' '.join(result.tokens['encoder'])}")
     lines.append(f"Replacement score {result.replacement:.3f}, completeness {result.completeness:.3f} (1: everything "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..graph.attribution import target_name
 from ..graph.influence import Pruned
 from ..graph.report import describe
 
@@ -132,7 +133,7 @@ def _label(node) -> str:
     if node.kind == "error":
         return f"L{node.layer} err"
     if node.kind == "logit":
-        return f"“{node.token}”"
+        return target_name(node)
     return ""
 
 
@@ -256,7 +257,7 @@ def layout_graph(result, kept: Pruned | None = None, groups: list[Supernode] = (
     names.setdefault(n_dec_layers + 1.0, []).append("logit")
     rows = [(yy, " · ".join(v)) for yy, v in sorted(names.items())]
     logit = g.nodes[g.logit_index]
-    title = f"Attribution graph of “{g.token}” at decoder position {g.position}"
+    title = f"Attribution graph of {target_name(logit)} at decoder position {g.position}"
     subtitle = (f"{int(keep.sum())} of {len(g.nodes)} nodes kept, carrying {100 * kept.kept_influence:.1f} % of the "
                 f"influence; {edges_kept} edges" + (f" (the {max_edges} strongest drawn)" if edges_kept > max_edges
                                                      else "") +

@@ -365,3 +365,23 @@ def test_another_likely_tokens_logit_is_explained_when_picked(qtbot, en_hi):
     view.position_combo.activated.emit(0)  # another position: back to its most likely token
     qtbot.waitUntil(lambda: not view.is_busy() and view.built.ask.position == 0, timeout=60_000)
     assert view.built.ask.token is None and view.token_combo.currentData() is None
+
+
+def test_a_logit_difference_is_explained_when_a_versus_token_is_picked(qtbot, en_hi):
+    from scratchformer.graph import build_graph
+
+    view = show_graph(qtbot, en_hi)
+    likely = view.built.result.likely
+    assert view.versus_combo.currentData() is None and view.versus_combo.count() == len(likely)  # —, then the others
+    assert likely[0][0] not in [view.versus_combo.itemData(i) for i in range(view.versus_combo.count())]
+    against, token = view.versus_combo.itemData(1), likely[1][1]
+    view.versus_combo.setCurrentIndex(1)
+    view.versus_combo.activated.emit(1)
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built.ask.versus == against, timeout=60_000)
+    result = en_hi.current_result()
+    assert view.built.result.to_dict() == build_graph(result.bundle, result.inputs, versus=against).to_dict()
+    assert view.status.text().startswith(f"The logit difference “{likely[0][1]}” − “{token}” at decoder position")
+    view.token_combo.setCurrentIndex(view.token_combo.findData(against))  # explain that token itself: no difference
+    view.token_combo.activated.emit(view.token_combo.currentIndex())
+    qtbot.waitUntil(lambda: not view.is_busy() and view.built.ask.token == against, timeout=60_000)
+    assert view.built.ask.versus is None and view.versus_combo.currentData() is None

@@ -204,3 +204,32 @@ def test_any_tokens_logit_can_be_explained_and_stays_exact(en_hi, capsys):
         assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--token", bad]) == 2
         err = capsys.readouterr().err.strip()
         assert said in err and "\n" not in err and "Traceback" not in err
+
+
+def test_a_logit_difference_is_explained_exactly(en_hi, capsys):
+    inputs = en_hi.prepare_run(SOURCE, TARGET)
+    top = build_graph(en_hi, inputs).graph
+    other = next(t for t in ("खाती", "सेब", "आदमी") if en_hi.tgt_tokenizer.token_id(t) != top.token_id)
+    result = build_graph(en_hi, inputs, versus=other, prune=False, like_circuit_tracer=True)
+    g, rep = result.graph, result.replacement_model
+    logits = rep.full_pass(g.position).captured
+    against = en_hi.tgt_tokenizer.token_id(other)
+    assert g.token_id == top.token_id and g.versus_id == against
+    assert abs(float(g.real[g.logit_index]) - float(logits[g.token_id] - logits[against])) < 1e-5
+    targets = [*range(g.n_features), g.logit_index]
+    sums = g.adjacency.sum(dim=1) + g.bias
+    assert float((sums[targets] - g.real[targets]).abs().max()) < 1e-4
+    logit, effects = float(g.totals[g.logit_index]), total_effects(g)
+    for i in range(0, g.logit_index, 9):
+        assert abs(logit - logit_without(rep, g, i, linear=True) - float(effects[i])) < 1e-4
+    one = build_graph(en_hi, inputs, prune=False, like_circuit_tracer=True).graph  # the same run, one logit
+    assert torch.equal(one.adjacency[: g.n_features], g.adjacency[: g.n_features])  # only the logit's row moves
+    made = result.to_dict()["logit"]
+    assert made["versus"] == {"token": other, "id": against} and "demeaned" not in made  # the means cancel
+    assert not any("demeaned" in n for n in result.notes)
+    assert any(f"“{g.token}” − “{other}”" in n for n in result.notes)
+    assert result.text().startswith(f"The logit difference “{g.token}” − “{other}”")
+    with pytest.raises(Exception, match="a logit difference needs two"):
+        build_graph(en_hi, inputs, versus=top.token)
+    assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--target", TARGET, "--versus", other, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["logit"]["versus"]["id"] == against

@@ -8,6 +8,7 @@ import numpy as np
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QToolTip
 
+from scratchformer.graph.attribution import target_name
 from scratchformer.plotdata.graph_layout import node_text
 
 HINT = ("Hover a node for its numbers; click a feature for its card and its step; Ctrl-click or Shift-drag to select "
@@ -33,7 +34,9 @@ class GraphSelection:
         capped = f" (the {len(lay.edge_weight)} strongest drawn)" if lay.edges_kept > len(lay.edge_weight) else ""
         groups = f"; {len(lay.groups)} supernode{'s' if len(lay.groups) != 1 else ''}" if lay.groups else ""
         notes = " ".join(f"Note: {n}" for n in built.result.notes)
-        self._say(f"The logit of “{g.token}” at decoder position {g.position}: {kept} of {len(g.nodes)} nodes kept "
+        logit = g.nodes[g.logit_index]
+        what = f"The logit of “{g.token}”" if logit.versus is None else f"The logit difference {target_name(logit)}"
+        self._say(f"{what} at decoder position {g.position}: {kept} of {len(g.nodes)} nodes kept "
                   f"({n_feat} features drawn) carrying {100 * built.kept.kept_influence:.1f} % of the influence, "
                   f"{lay.edges_kept} of {built.all_edges} edges kept{capped}{groups}; replacement score "
                   f"{built.result.replacement:.3f}, completeness {built.result.completeness:.3f}; built in "

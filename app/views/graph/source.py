@@ -68,14 +68,24 @@ class GraphSource:
         self._most_likely()  # another position: other tokens are likely there
         self.refresh()
 
+    def _token_picked(self, _index: int) -> None:
+        explained = self.token_combo.currentData()
+        if explained is None and self.built is not None and self.built.result.likely:
+            explained = self.built.result.likely[0][0]  # the most likely token
+        if self.versus_combo.currentData() == explained:
+            self.versus_combo.setCurrentIndex(0)  # a difference needs two tokens
+        self.refresh()
+
     def _most_likely(self) -> None:
-        """The token box back to its one first entry, the most likely token (the others come with the next graph)."""
-        self.token_combo.blockSignals(True)
-        while self.token_combo.count() > 1:
-            self.token_combo.removeItem(1)
-        self.token_combo.setItemText(0, "most likely token")
-        self.token_combo.setCurrentIndex(0)
-        self.token_combo.blockSignals(False)
+        """The token boxes back to their first entries: the most likely token, against none (the others come with
+        the next graph)."""
+        for combo, first in ((self.token_combo, "most likely token"), (self.versus_combo, "—")):
+            combo.blockSignals(True)
+            while combo.count() > 1:
+                combo.removeItem(1)
+            combo.setItemText(0, first)
+            combo.setCurrentIndex(0)
+            combo.blockSignals(False)
 
     def _fill_tokens(self, built) -> None:
         """The token box after a build: the most likely token first (its logit is explained by default), then the
@@ -96,6 +106,19 @@ class GraphSource:
         picked = built.ask.token
         self.token_combo.setCurrentIndex(max(0, self.token_combo.findData(picked)) if picked is not None else 0)
         self.token_combo.blockSignals(False)
+        explained = picked if picked is not None else likely[0][0]
+        self.versus_combo.blockSignals(True)
+        self.versus_combo.clear()
+        self.versus_combo.addItem("—", None)
+        for tid, token, p in likely:
+            if tid != explained:
+                self.versus_combo.addItem(f"“{abbreviate(token, 10)}” {p:.2g}", tid)
+                self.versus_combo.setItemData(self.versus_combo.count() - 1, f"Explain the logit difference against "
+                                              f"{token!r} (id {tid}), probability {p:.3g} here",
+                                              Qt.ItemDataRole.ToolTipRole)  # fmt: skip
+        against = built.ask.versus
+        self.versus_combo.setCurrentIndex(max(0, self.versus_combo.findData(against)) if against is not None else 0)
+        self.versus_combo.blockSignals(False)
 
     def _problem(self, result) -> str | None:
         """Why this run has no graph to build, in one sentence (read on the UI thread: no file is opened)."""

@@ -110,15 +110,20 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
         self.token_combo.setToolTip("The token whose logit is explained: the most likely one, or another of the "
                                     "most likely ones at that position (listed once a graph is built)")  # fmt: skip
         self.token_combo.addItem("most likely token", None)
-        self.token_combo.activated.connect(lambda _i: self.refresh())
-        for combo in (self.choice_combo, self.position_combo, self.token_combo):
+        self.token_combo.activated.connect(self._token_picked)
+        self.versus_combo = QComboBox()
+        self.versus_combo.setToolTip("Explain a logit difference: the explained token's logit minus this token's, "
+                                     "why the model prefers the one to the other (— for the logit alone)")  # fmt: skip
+        self.versus_combo.addItem("—", None)
+        self.versus_combo.activated.connect(lambda _i: self.refresh())
+        for combo in (self.choice_combo, self.position_combo, self.token_combo, self.versus_combo):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(12 if combo is self.token_combo else 7)
+            combo.setMinimumContentsLength(12 if combo in (self.token_combo, self.versus_combo) else 7)
         self.build_button = QPushButton("Build")
         self.build_button.setToolTip("Build the graph again (after a Cancel)")
         self.build_button.clicked.connect(self.rebuild)
         for w in (self.choice_combo, self.pick_button, QLabel("at"), self.position_combo, QLabel("explaining"),
-                  self.token_combo, self.build_button):
+                  self.token_combo, QLabel("versus"), self.versus_combo, self.build_button):
             row.addWidget(w)
         row.addStretch(1)
         row = QHBoxLayout()
@@ -255,7 +260,8 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
             return
         ask = Ask(result.bundle, result.inputs, id(result), self.choice_combo.currentData(),
                   int(self.position_combo.currentData()), self.threshold(), self.edge_threshold(),
-                  *graph_changes(result), token=self.token_combo.currentData())  # fmt: skip
+                  *graph_changes(result), token=self.token_combo.currentData(),
+                  versus=self.versus_combo.currentData())  # fmt: skip
         if ask.key() == self._asked:
             return
         self._start_build(ask)

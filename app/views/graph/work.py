@@ -44,9 +44,10 @@ class Ask:
     interventions: tuple = ()  # the run's changed heads and knocked-out keys, which the graph's patterns keep
     unread: tuple[str, ...] = ()  # what else the run changes (clamped features, patched steps): not in the graph
     token: int | None = None  # the token whose logit is explained (None: the most likely)
+    versus: int | None = None  # a token whose logit it is taken against (a logit difference), or None
 
     def key(self) -> tuple:
-        return (self.run_id, self.choice, self.position, self.token)
+        return (self.run_id, self.choice, self.position, self.token, self.versus)
 
 
 def graph_changes(result) -> tuple[tuple, tuple[str, ...]]:
@@ -106,7 +107,8 @@ def build(ask: Ask, groups: list[Supernode], job) -> Built | None:
     job.progress("reading the edges")
     result = build_graph(bundle, inputs, sets, ask.position, ask.threshold, ask.edge_threshold,
                          progress=lambda stage, done, total: job.progress(f"{stage}: {done} of {total} targets"),
-                         cancelled=job.cancelled, interventions=ask.interventions, token=ask.token)  # fmt: skip
+                         cancelled=job.cancelled, interventions=ask.interventions, token=ask.token,
+                         versus=ask.versus)  # fmt: skip
     if result is None or job.cancelled():  # the build stops at its next batch of edges once cancelled
         return None
     notes = [*result.notes, unread_note(ask.unread)] if ask.unread else result.notes
