@@ -14,7 +14,7 @@ from scratchformer.graph import build_graph
 from scratchformer.graph.attribution import logit_without
 from scratchformer.graph.influence import cutoff, total_effects
 from scratchformer.loading.bundle import load_model
-from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
+from tests.scratchformer.graph_fixtures import assert_exact, one_thread  # noqa: F401 - one PyTorch thread
 
 SOURCE, TARGET = "the girl eats an apple", "लड़की सेब"
 
@@ -216,12 +216,7 @@ def test_a_logit_difference_is_explained_exactly(en_hi, capsys):
     against = en_hi.tgt_tokenizer.token_id(other)
     assert g.token_id == top.token_id and g.versus_id == against
     assert abs(float(g.real[g.logit_index]) - float(logits[g.token_id] - logits[against])) < 1e-5
-    targets = [*range(g.n_features), g.logit_index]
-    sums = g.adjacency.sum(dim=1) + g.bias
-    assert float((sums[targets] - g.real[targets]).abs().max()) < 1e-4
-    logit, effects = float(g.totals[g.logit_index]), total_effects(g)
-    for i in range(0, g.logit_index, 9):
-        assert abs(logit - logit_without(rep, g, i, linear=True) - float(effects[i])) < 1e-4
+    assert_exact(result, every=9)
     one = build_graph(en_hi, inputs, prune=False, like_circuit_tracer=True).graph  # the same run, one logit
     assert torch.equal(one.adjacency[: g.n_features], g.adjacency[: g.n_features])  # only the logit's row moves
     made = result.to_dict()["logit"]

@@ -12,12 +12,10 @@ import torch
 from scratchformer.features.dictionary import Dictionary, DictionaryInfo
 from scratchformer.features.points import ffn_input, ffn_steps
 from scratchformer.graph import build_graph
-from scratchformer.graph.attribution import logit_without
-from scratchformer.graph.influence import total_effects
 from scratchformer.loading.bundle import load_model
 from scratchformer.loading.model_bundle import ModelBundle
 from scratchformer.transformer.model import Transformer
-from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
+from tests.scratchformer.graph_fixtures import assert_exact, one_thread  # noqa: F401 - one PyTorch thread
 
 VARIANTS = {
     "pre-LN encoder-decoder with final norms": ("en-hi", dict(norm_first=True, final_layer_norm=True)),
@@ -82,13 +80,7 @@ def test_the_graph_is_exact_for_every_layout(bases, variant):
     bundle, sets = random_variant(bases[base], changes)
     text, target = ("the girl eats an apple", "लड़की सेब") if bundle.config.has_encoder else ("3 1 4 1 5", "")
     result = build_graph(bundle, bundle.prepare_run(text, target), sets)
-    g, rep = result.graph, result.replacement_model
-    assert g.logit_error < 1e-4
-    sums = g.adjacency.sum(dim=1) + g.bias
-    targets = [*range(g.n_features), g.logit_index]
-    assert float((sums[targets] - g.real[targets]).abs().max()) < 1e-4
-    logit, effects = float(g.totals[g.logit_index]), total_effects(g)
-    for i in range(0, g.logit_index, 11):
-        assert abs(logit - logit_without(rep, g, i, linear=True) - float(effects[i])) < 1e-4
+    assert result.graph.logit_error < 1e-4
+    assert_exact(result, every=11)
     if bundle.config.final_softcap:
         assert any("before the cap" in n for n in result.notes)

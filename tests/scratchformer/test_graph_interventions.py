@@ -10,12 +10,10 @@ import torch
 from scratchformer.cli import main
 from scratchformer.errors import UserError
 from scratchformer.graph import build_graph
-from scratchformer.graph.attribution import logit_without
-from scratchformer.graph.influence import total_effects
 from scratchformer.loading.bundle import load_model
 from scratchformer.patching.interventions import HeadChange, KeyKnockout, Patch, intervene
 from scratchformer.transformer.masks import pad_from_ids
-from tests.scratchformer.graph_fixtures import one_thread  # noqa: F401 - one PyTorch thread
+from tests.scratchformer.graph_fixtures import assert_exact, one_thread  # noqa: F401 - one PyTorch thread
 from tests.scratchformer.test_graph_architectures import random_variant
 
 EN_HI = [
@@ -41,16 +39,11 @@ def own_logits(bundle, inputs, changes, position: int) -> torch.Tensor:
 
 
 def exact(result, bundle, inputs, changes) -> None:
-    g, rep = result.graph, result.replacement_model
+    g = result.graph
     own = own_logits(bundle, inputs, changes, g.position)
     assert g.token_id == int(own.argmax()) and g.logit_error < 1e-4
     assert abs(float(g.real[g.logit_index]) - float(own[g.token_id])) < 1e-4
-    targets = [*range(g.n_features), g.logit_index]
-    sums = g.adjacency.sum(dim=1) + g.bias
-    assert float((sums[targets] - g.real[targets]).abs().max()) < 1e-4
-    logit, effects = float(g.totals[g.logit_index]), total_effects(g)
-    for i in range(0, g.logit_index, 7):
-        assert abs(logit - logit_without(rep, g, i, linear=True) - float(effects[i])) < 1e-4
+    assert_exact(result)
 
 
 @pytest.mark.parametrize("which", range(len(EN_HI) + 1))
