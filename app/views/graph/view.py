@@ -122,8 +122,12 @@ class GraphView(GraphSource, GraphPruning, GraphSelection, GraphCardPart, GraphQ
         self.build_button = QPushButton("Build")
         self.build_button.setToolTip("Build the graph again (after a Cancel)")
         self.build_button.clicked.connect(self.rebuild)
-        for w in (self.choice_combo, self.pick_button, QLabel("at"), self.position_combo, QLabel("explaining"),
-                  self.token_combo, QLabel("versus"), self.versus_combo, self.build_button):
+        for w in (self.choice_combo, self.pick_button, QLabel("at"), self.position_combo, self.build_button):
+            row.addWidget(w)
+        row.addStretch(1)
+        row = QHBoxLayout()  # which logit: a row of its own, so the view still fits a 1024-pixel window
+        layout.addLayout(row)
+        for w in (QLabel("Explaining"), self.token_combo, QLabel("versus"), self.versus_combo):
             row.addWidget(w)
         row.addStretch(1)
         row = QHBoxLayout()
