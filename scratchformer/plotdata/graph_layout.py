@@ -261,8 +261,9 @@ def layout_graph(result, kept: Pruned | None = None, groups: list[Supernode] = (
     subtitle = (f"{int(keep.sum())} of {len(g.nodes)} nodes kept, carrying {100 * kept.kept_influence:.1f} % of the "
                 f"influence; {edges_kept} edges" + (f" (the {max_edges} strongest drawn)" if edges_kept > max_edges
                                                      else "") +
-                f"; replacement score {result.replacement:.3f}, completeness {result.completeness:.3f}; the logit "
-                f"{float(g.real[g.logit_index]):.3f} reads “{tokens['decoder'][logit.position]}”")  # fmt: skip
+                f"; replacement score {result.replacement:.3f}, completeness {result.completeness:.3f}; the logit"
+                f"{' difference' if logit.versus is not None else ''} {float(g.real[g.logit_index]):.3f} reads "
+                f"“{tokens['decoder'][logit.position]}”")  # fmt: skip
     return GraphLayout(ids, kinds, labels, members, x, y, _sizes(infl_a, kinds), infl_a, ds.astype(np.int64),
                        dt.astype(np.int64), w, bucket, edges_kept, panels, columns, rows, title, subtitle,
                        [grp for grp, _ in live])  # fmt: skip

@@ -224,6 +224,11 @@ def test_a_logit_difference_is_explained_exactly(en_hi, capsys):
     assert not any("demeaned" in n for n in result.notes)
     assert any(f"“{g.token}” − “{other}”" in n for n in result.notes)
     assert result.text().startswith(f"The logit difference “{g.token}” − “{other}”")
+    from scratchformer.plotdata.graph_layout import layout_graph
+
+    drawn = layout_graph(result, result.kept)  # the window's and the page's picture say so too
+    assert f"“{g.token}” − “{other}”" in drawn.title and "the logit difference" in drawn.subtitle
+    assert drawn.labels[drawn.kinds.index("logit")] == f"“{g.token}” − “{other}”"
     with pytest.raises(Exception, match="a logit difference needs two"):
         build_graph(en_hi, inputs, versus=top.token)
     assert main(["graph", "--model", "en-hi", "--source", SOURCE, "--target", TARGET, "--versus", other, "--json"]) == 0
