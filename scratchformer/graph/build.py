@@ -54,8 +54,9 @@ class GraphResult:
     tokens: dict[str, list[str]]
     notes: list[str] = field(default_factory=list)
     replacement_model: LocalReplacement | None = None  # what the graph was read from: passes with nodes removed
-    likely: list[tuple[int, str, float]] = field(default_factory=list)  # (id, token, probability): the model's
-    # ALTERNATIVES most likely tokens at the position, the first the most likely (what else `token` could explain)
+    # (id, token, probability) of the model's ALTERNATIVES most likely tokens at the position, the most likely first:
+    # what else `token` (or `versus`) could name
+    likely: list[tuple[int, str, float]] = field(default_factory=list)
 
     @property
     def demeaned(self) -> bool:
@@ -266,11 +267,10 @@ def _build(bundle, inputs, transcoders, position, node_threshold, edge_threshold
                        likely_tokens(bundle, real_logits))  # fmt: skip
 
 
-def likely_tokens(bundle, logits: torch.Tensor, k: int = 0) -> list[tuple[int, str, float]]:
-    """The k (default ALTERNATIVES) most likely tokens of logits (vocab,): (id, token, probability), most likely
-    first."""
+def likely_tokens(bundle, logits: torch.Tensor, k: int = ALTERNATIVES) -> list[tuple[int, str, float]]:
+    """The k most likely tokens of logits (vocab,): (id, token, probability), most likely first."""
     probs = torch.softmax(logits.double(), dim=0)  # (vocab,)
-    top = probs.topk(min(k or ALTERNATIVES, len(probs)))
+    top = probs.topk(min(k, len(probs)))
     ids = top.indices.tolist()
     return list(zip(ids, bundle.tgt_tokenizer.token_strings(ids), top.values.tolist()))
 

@@ -35,6 +35,18 @@ def drawn_points(view: GraphView) -> int:
     return sum(len(dots.data) for dots in view.plot._nodes.values())
 
 
+def record_threads(monkeypatch, module, name: str) -> list:
+    """The threads `module.name` is called on from now on (it still does its work)."""
+    threads, real = [], getattr(module, name)
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recording)
+    return threads
+
+
 def one_sentence(text: str) -> None:
     assert text and "\n" not in text and "Traceback" not in text and text.endswith(".")
 
@@ -42,14 +54,8 @@ def one_sentence(text: str) -> None:
 def test_the_graph_is_built_off_the_ui_thread_and_draws_the_nodes_the_core_returns(qtbot, en_hi, monkeypatch):
     import scratchformer.graph as graph
 
-    threads = []
     real = graph.build_graph
-
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(graph, "build_graph", recording)
+    threads = record_threads(monkeypatch, graph, "build_graph")
     view = show_graph(qtbot, en_hi)
     assert threads and all(t is not threading.main_thread() for t in threads)
     result = en_hi.current_result()
@@ -101,14 +107,8 @@ def test_the_slider_prunes_the_same_graph_again_as_the_core_does(qtbot, en_hi):
 def test_the_edges_slider_prunes_the_edges_as_the_core_does_off_the_ui_thread(qtbot, en_hi, monkeypatch):
     import scratchformer.graph.influence as influence
 
-    threads = []
     real = influence.prune
-
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(influence, "prune", recording)
+    threads = record_threads(monkeypatch, influence, "prune")
     view = show_graph(qtbot, en_hi)
     result = view.built.result
     view.set_threshold(0.9)

@@ -22,13 +22,14 @@ import numpy as np
 import torch
 
 import scratchformer as sf
+import scratchformer.page
 from scratchformer.loading.bundle import load_model
 from scratchformer.loading.model_bundle import ModelBundle
 from scratchformer.page.live.model import live_model
 from scratchformer.transformer.config import TransformerConfig
 from scratchformer.transformer.model import Transformer
 
-PAGE = Path(live_model.__code__.co_filename).parents[1]  # scratchformer/page
+PAGE = Path(scratchformer.page.__file__).parent  # the viewer's files: viewer_unpack.js, live/*.js
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"  # viewer.html's
 ENGINE_SCRIPTS = ("viewer_unpack.js", "live/engine.js", "live/bpe.js", "live/run.js",
                   "live/format.js")

@@ -79,46 +79,27 @@ class GraphSource:
     def _most_likely(self) -> None:
         """The token boxes back to their first entries: the most likely token, against none (the others come with
         the next graph)."""
-        for combo, first in ((self.token_combo, "most likely token"), (self.versus_combo, "—")):
-            combo.blockSignals(True)
-            while combo.count() > 1:
-                combo.removeItem(1)
-            combo.setItemText(0, first)
-            combo.setCurrentIndex(0)
-            combo.blockSignals(False)
+        _refill(self.token_combo, [(None, "most likely token", "")], None)
+        _refill(self.versus_combo, [(None, "—", "")], None)
 
     def _fill_tokens(self, built) -> None:
-        """The token box after a build: the most likely token first (its logit is explained by default), then the
-        next most likely at that position, each with its probability."""
+        """The token boxes after a build: the most likely token first (its logit is explained by default), then the
+        next most likely at that position, each with its probability; "versus" offers the others than the one
+        explained."""
         likely = built.result.likely
         if not likely:
             return
-        self.token_combo.blockSignals(True)
-        self.token_combo.clear()
-        _, top, p = likely[0]
-        self.token_combo.addItem(f"“{abbreviate(top, 10)}” {p:.2g}", None)
-        self.token_combo.setItemData(0, f"Explain the logit of the most likely token, {top!r}, probability {p:.3g} "
-                                     "here", Qt.ItemDataRole.ToolTipRole)  # fmt: skip
-        for tid, token, p in likely[1:]:
-            self.token_combo.addItem(f"“{abbreviate(token, 10)}” {p:.2g}", tid)
-            self.token_combo.setItemData(self.token_combo.count() - 1, f"Explain the logit of {token!r} (id {tid}), "
-                                         f"probability {p:.3g} here", Qt.ItemDataRole.ToolTipRole)  # fmt: skip
-        picked = built.ask.token
-        self.token_combo.setCurrentIndex(max(0, self.token_combo.findData(picked)) if picked is not None else 0)
-        self.token_combo.blockSignals(False)
-        explained = picked if picked is not None else likely[0][0]
-        self.versus_combo.blockSignals(True)
-        self.versus_combo.clear()
-        self.versus_combo.addItem("—", None)
-        for tid, token, p in likely:
-            if tid != explained:
-                self.versus_combo.addItem(f"“{abbreviate(token, 10)}” {p:.2g}", tid)
-                self.versus_combo.setItemData(self.versus_combo.count() - 1, f"Explain the logit difference against "
-                                              f"{token!r} (id {tid}), probability {p:.3g} here",
-                                              Qt.ItemDataRole.ToolTipRole)  # fmt: skip
-        against = built.ask.versus
-        self.versus_combo.setCurrentIndex(max(0, self.versus_combo.findData(against)) if against is not None else 0)
-        self.versus_combo.blockSignals(False)
+
+        def entry(data, what: str, tid: int, token: str, p: float) -> tuple:
+            return data, f"“{abbreviate(token, 10)}” {p:.2g}", f"{what} {token!r} (id {tid}), probability {p:.3g} here"
+
+        top = likely[0]
+        _refill(self.token_combo, [entry(None, "Explain the logit of the most likely token,", *top)] +
+                [entry(row[0], "Explain the logit of", *row) for row in likely[1:]], built.ask.token)  # fmt: skip
+        explained = top[0] if built.ask.token is None else built.ask.token
+        _refill(self.versus_combo, [(None, "—", "The logit alone, against no other token")] +
+                [entry(row[0], "Explain the logit difference against", *row) for row in likely if row[0] != explained],
+                built.ask.versus)  # fmt: skip
 
     def _problem(self, result) -> str | None:
         """Why this run has no graph to build, in one sentence (read on the UI thread: no file is opened)."""
@@ -152,3 +133,16 @@ class GraphSource:
         items = [self.choice_combo.itemData(i) for i in range(self.choice_combo.count())]
         self.choice_combo.setCurrentIndex(items.index(wanted))
         self.refresh()
+
+
+def _refill(combo, entries: list[tuple], picked) -> None:
+    """A combo box holding `entries` (data, text, tooltip), `picked`'s entry current (the first when it has none),
+    filled without telling anyone."""
+    combo.blockSignals(True)
+    combo.clear()
+    for data, text, tip in entries:
+        combo.addItem(text, data)
+        if tip:
+            combo.setItemData(combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+    combo.setCurrentIndex(max(0, combo.findData(picked)) if picked is not None else 0)
+    combo.blockSignals(False)
